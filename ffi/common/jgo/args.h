@@ -1,0 +1,197 @@
+// Argument decoding and validation shared by the CPU and CUDA handlers.
+//
+// Shapes and attributes are checked here, identically on both platforms; index *values*
+// are checked by the CPU kernels (the CUDA kernels skip out-of-range indices instead, so
+// they never read or write out of bounds).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "jgo/math.h"
+#include "xla/ffi/api/ffi.h"
+
+namespace jgo {
+namespace ffi = xla::ffi;
+
+inline ffi::Error InvalidArgument(const std::string& msg) {
+  return ffi::Error::InvalidArgument("jaxgraphops: " + msg);
+}
+// The same error, as the failed value of an ffi::ErrorOr.
+inline ffi::Unexpected<ffi::Error> Fail(const std::string& msg) { return ffi::Unexpected(InvalidArgument(msg)); }
+
+inline bool IsIndexType(ffi::DataType t) { return t == ffi::DataType::S32 || t == ffi::DataType::S64; }
+inline bool IsFloatType(ffi::DataType t) { return t == ffi::DataType::F32 || t == ffi::DataType::F64; }
+
+inline int64_t Rows(const ffi::AnyBuffer& b) {
+  auto d = b.dimensions();
+  return d.size() == 0 ? 1 : d[0];
+}
+inline int64_t RowLength(const ffi::AnyBuffer& b) {
+  const int64_t r = Rows(b);
+  return r == 0 ? 0 : static_cast<int64_t>(b.element_count()) / r;
+}
+
+// The row length strides may reach: unbounded for an unused operand or one with no rows.
+inline int64_t Reach(bool used, const ffi::AnyBuffer& b) {
+  return (used && Rows(b) > 0) ? RowLength(b) : INT64_MAX;
+}
+
+inline ffi::ErrorOr<Dims3> ReadDims(ffi::Span<const int64_t> v) {
+  if (v.size() != 3 || v[0] < 1 || v[1] < 1 || v[2] < 0) return Fail("dims must be 3 sizes");
+  return Dims3{v[0], v[1], v[2]};
+}
+inline ffi::ErrorOr<Strides3> ReadStrides(ffi::Span<const int64_t> v, const Dims3& d, int64_t row_len,
+                                          const char* name) {
+  if (v.size() != 3 || v[0] < 0 || v[1] < 0 || v[2] < 0) return Fail(std::string(name) + " must be 3 strides");
+  Strides3 s{v[0], v[1], v[2]};
+  if (d.size() > 0) {
+    const int64_t last = s.offset(d.d0 - 1, d.d1 - 1, d.d2 - 1);
+    if (last >= row_len) {
+      return Fail(std::string(name) + " reach element " + std::to_string(last) +
+                             " of a row of length " + std::to_string(row_len));
+    }
+  }
+  return s;
+}
+
+// jgo_spmm: out[r, f] = reduce over k in row r of op(node[nbr[k], .], edge[eid[k], .]).
+struct SpmmArgs {
+  Op op;
+  Reduce reduce;
+  Mask mask;
+  Dims3 dims;
+  Strides3 node_strides, edge_strides;
+  int64_t n_rows, n_edges, node_rows, node_len, edge_len;
+};
+
+inline ffi::ErrorOr<SpmmArgs> CheckSpmm(const ffi::AnyBuffer& offsets, const ffi::AnyBuffer& nbr,
+                                        const ffi::AnyBuffer& eid, const ffi::AnyBuffer& node,
+                                        const ffi::AnyBuffer& edge, const ffi::AnyBuffer& mask_arg,
+                                        const ffi::AnyBuffer& out, const ffi::AnyBuffer& arg_out, int64_t op,
+                                        int64_t reduce, int64_t mask, ffi::Span<const int64_t> dims,
+                                        ffi::Span<const int64_t> node_strides,
+                                        ffi::Span<const int64_t> edge_strides) {
+  SpmmArgs a;
+  if (op < 0 || op > 3) return Fail("spmm: unknown op code " + std::to_string(op));
+  if (reduce < 0 || reduce > 3) return Fail("spmm: unknown reduce code " + std::to_string(reduce));
+  if (mask < 0 || mask > 2) return Fail("spmm: unknown mask code " + std::to_string(mask));
+  a.op = static_cast<Op>(op);
+  a.reduce = static_cast<Reduce>(reduce);
+  a.mask = static_cast<Mask>(mask);
+  if (a.mask != Mask::kNone && a.reduce != Reduce::kSum) return Fail("spmm: masks need reduce=sum");
+  const auto it = offsets.element_type();
+  if (!IsIndexType(it) || nbr.element_type() != it || eid.element_type() != it)
+    return Fail("spmm: offsets, neighbours and edge ids must share an int32/int64 dtype");
+  if (!IsFloatType(out.element_type()) || node.element_type() != out.element_type() ||
+      edge.element_type() != out.element_type())
+    return Fail("spmm: node, edge and output must share a float32/float64 dtype");
+  if (offsets.element_count() < 1) return Fail("spmm: offsets must have n_rows + 1 entries");
+  a.n_rows = static_cast<int64_t>(offsets.element_count()) - 1;
+  a.n_edges = static_cast<int64_t>(nbr.element_count());
+  if (static_cast<int64_t>(eid.element_count()) != a.n_edges)
+    return Fail("spmm: neighbours and edge ids differ in length");
+  auto d = ReadDims(dims);
+  if (d.has_error()) return ffi::Unexpected(d.error());
+  a.dims = *d;
+  const int64_t F = a.dims.size();
+  a.node_rows = Rows(node);
+  a.node_len = RowLength(node);
+  a.edge_len = RowLength(edge);
+  auto ns = ReadStrides(node_strides, a.dims, Reach(a.op != Op::kCopyEdge, node), "node strides");
+  if (ns.has_error()) return ffi::Unexpected(ns.error());
+  auto es = ReadStrides(edge_strides, a.dims, Reach(a.op != Op::kCopyNode, edge), "edge strides");
+  if (es.has_error()) return ffi::Unexpected(es.error());
+  a.node_strides = *ns;
+  a.edge_strides = *es;
+  if (a.op != Op::kCopyNode && Rows(edge) != a.n_edges)
+    return Fail("spmm: edge data has " + std::to_string(Rows(edge)) + " rows for " +
+                           std::to_string(a.n_edges) + " edges");
+  if (static_cast<int64_t>(out.element_count()) != a.n_rows * F)
+    return Fail("spmm: output has the wrong size");
+  const bool want_arg = a.reduce == Reduce::kMax || a.reduce == Reduce::kMin;
+  if (want_arg && (arg_out.element_type() != it || static_cast<int64_t>(arg_out.element_count()) != a.n_rows * F))
+    return Fail("spmm: arg output must be [n_rows, F] of the index dtype");
+  if (a.mask != Mask::kNone) {
+    const int64_t m_rows = a.mask == Mask::kByRow ? a.n_rows : a.node_rows;
+    if (mask_arg.element_type() != it || static_cast<int64_t>(mask_arg.element_count()) != m_rows * F)
+      return Fail("spmm: mask arg must be [" + std::to_string(m_rows) + ", F] of the index dtype");
+  }
+  return a;
+}
+
+// jgo_sddmm: out[e, .] = op(a[target_a(e), .], b[target_b(e), .]), summed over d2 when dot.
+struct SddmmArgs {
+  Op op;
+  Target a_target, b_target;
+  bool dot, masked;
+  Dims3 dims;
+  Strides3 a_strides, b_strides;
+  int64_t n_edges, a_rows, b_rows, a_len, b_len, mask_rows;
+};
+
+inline ffi::ErrorOr<SddmmArgs> CheckSddmm(const ffi::AnyBuffer& src, const ffi::AnyBuffer& dst,
+                                          const ffi::AnyBuffer& lhs, const ffi::AnyBuffer& rhs,
+                                          const ffi::AnyBuffer& mask_arg, const ffi::AnyBuffer& out,
+                                          int64_t op, int64_t a_target, int64_t b_target, bool dot,
+                                          bool masked, ffi::Span<const int64_t> dims,
+                                          ffi::Span<const int64_t> a_strides,
+                                          ffi::Span<const int64_t> b_strides) {
+  SddmmArgs s;
+  if (op < 0 || op > 3) return Fail("sddmm: unknown op code " + std::to_string(op));
+  if (a_target < 0 || a_target > 2 || b_target < 0 || b_target > 2)
+    return Fail("sddmm: targets must be 0 (src), 1 (dst) or 2 (edge)");
+  s.op = static_cast<Op>(op);
+  s.a_target = static_cast<Target>(a_target);
+  s.b_target = static_cast<Target>(b_target);
+  s.dot = dot;
+  s.masked = masked;
+  if (dot && s.op != Op::kMul) return Fail("sddmm: dot needs op=mul");
+  const auto it = src.element_type();
+  if (!IsIndexType(it) || dst.element_type() != it) return Fail("sddmm: src/dst must be int32/int64");
+  if (!IsFloatType(out.element_type()) || lhs.element_type() != out.element_type() ||
+      rhs.element_type() != out.element_type())
+    return Fail("sddmm: operands and output must share a float32/float64 dtype");
+  s.n_edges = static_cast<int64_t>(src.element_count());
+  if (static_cast<int64_t>(dst.element_count()) != s.n_edges) return Fail("sddmm: src/dst differ in length");
+  auto d = ReadDims(dims);
+  if (d.has_error()) return ffi::Unexpected(d.error());
+  s.dims = *d;
+  s.a_rows = Rows(lhs);
+  s.b_rows = Rows(rhs);
+  s.a_len = RowLength(lhs);
+  s.b_len = RowLength(rhs);
+  const bool use_a = s.op != Op::kCopyEdge, use_b = s.op != Op::kCopyNode;
+  auto as = ReadStrides(a_strides, s.dims, Reach(use_a, lhs), "lhs strides");
+  if (as.has_error()) return ffi::Unexpected(as.error());
+  auto bs = ReadStrides(b_strides, s.dims, Reach(use_b, rhs), "rhs strides");
+  if (bs.has_error()) return ffi::Unexpected(bs.error());
+  s.a_strides = *as;
+  s.b_strides = *bs;
+  if (use_a && s.a_target == Target::kEdge && s.a_rows != s.n_edges) return Fail("sddmm: edge-target lhs needs n_edges rows");
+  if (use_b && s.b_target == Target::kEdge && s.b_rows != s.n_edges) return Fail("sddmm: edge-target rhs needs n_edges rows");
+  const int64_t per_edge = dot ? s.dims.d0 * s.dims.d1 : s.dims.size();
+  if (static_cast<int64_t>(out.element_count()) != s.n_edges * per_edge) return Fail("sddmm: output has the wrong size");
+  s.mask_rows = 0;
+  if (masked) {
+    const int64_t F = s.dims.size();
+    if (mask_arg.element_type() != it || F == 0 || static_cast<int64_t>(mask_arg.element_count()) % F != 0)
+      return Fail("sddmm: mask arg must be [n_dst, F] of the index dtype");
+    s.mask_rows = static_cast<int64_t>(mask_arg.element_count()) / F;
+  }
+  return s;
+}
+
+inline ffi::Error CheckSoftmax(const ffi::AnyBuffer& offsets, const ffi::AnyBuffer& eid,
+                               const ffi::AnyBuffer& logits, const ffi::AnyBuffer& out) {
+  if (!IsIndexType(offsets.element_type()) || eid.element_type() != offsets.element_type())
+    return InvalidArgument("edge_softmax: offsets and edge ids must share an int32/int64 dtype");
+  if (!IsFloatType(logits.element_type()) || out.element_type() != logits.element_type())
+    return InvalidArgument("edge_softmax: logits must be float32/float64");
+  if (offsets.element_count() < 1) return InvalidArgument("edge_softmax: offsets must have n_dst + 1 entries");
+  if (Rows(logits) != static_cast<int64_t>(eid.element_count()) || out.element_count() != logits.element_count())
+    return InvalidArgument("edge_softmax: logits must be [n_edges, H]");
+  return ffi::Error::Success();
+}
+
+}  // namespace jgo

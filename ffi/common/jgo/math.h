@@ -1,0 +1,176 @@
+// Per-edge math shared by the CPU and CUDA handlers: message functors, reducers with
+// argument tracking, strided broadcast indexing and the segment softmax.
+//
+// Everything here is header-only and `__host__ __device__` under nvcc, so a CPU test
+// exercises the same arithmetic the GPU runs.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#ifdef __CUDACC__
+#define JGO_HD __host__ __device__ __forceinline__
+#else
+#define JGO_HD inline
+#endif
+
+namespace jgo {
+
+// Codes shared with jaxgraphops/ops/_kernels.py (the FFI attribute values).
+enum class Op : int64_t { kCopyNode = 0, kCopyEdge = 1, kAdd = 2, kMul = 3 };
+enum class Reduce : int64_t { kSum = 0, kMean = 1, kMax = 2, kMin = 3 };
+// Mask for the derivative forms of max/min: an element (row r, feature f) of edge e
+// counts only where arg[m, f] == e, with m = the output row (kByRow) or the neighbour
+// (kByNbr).
+enum class Mask : int64_t { kNone = 0, kByRow = 1, kByNbr = 2 };
+// Which row of an operand an edge reads in the edge-wise (SDDMM) kernel.
+enum class Target : int64_t { kSrc = 0, kDst = 1, kEdge = 2 };
+
+// A feature row is viewed as a [d0, d1, d2] block; an operand is read through strides
+// (0 on a broadcast axis), so NumPy broadcasting of up to three feature axes needs no copy.
+struct Dims3 {
+  int64_t d0, d1, d2;
+  JGO_HD int64_t size() const { return d0 * d1 * d2; }
+};
+struct Strides3 {
+  int64_t s0, s1, s2;
+  JGO_HD int64_t offset(int64_t i0, int64_t i1, int64_t i2) const {
+    return i0 * s0 + i1 * s1 + i2 * s2;
+  }
+  // Offset of the flat (row-major) output index f of a block of dims d.
+  JGO_HD int64_t offset_of_flat(int64_t f, const Dims3& d) const {
+    const int64_t i2 = f % d.d2;
+    const int64_t r = f / d.d2;
+    return offset(r / d.d1, r % d.d1, i2);
+  }
+};
+
+template <Op op>
+struct Message;
+template <>
+struct Message<Op::kCopyNode> {
+  static constexpr bool kNode = true, kEdge = false;
+  template <typename T>
+  JGO_HD static T apply(T a, T) { return a; }
+};
+template <>
+struct Message<Op::kCopyEdge> {
+  static constexpr bool kNode = false, kEdge = true;
+  template <typename T>
+  JGO_HD static T apply(T, T b) { return b; }
+};
+template <>
+struct Message<Op::kAdd> {
+  static constexpr bool kNode = true, kEdge = true;
+  template <typename T>
+  JGO_HD static T apply(T a, T b) { return a + b; }
+};
+template <>
+struct Message<Op::kMul> {
+  static constexpr bool kNode = true, kEdge = true;
+  template <typename T>
+  JGO_HD static T apply(T a, T b) { return a * b; }
+};
+
+JGO_HD float Exp(float x) { return expf(x); }
+JGO_HD double Exp(double x) { return ::exp(x); }
+
+template <typename T>
+JGO_HD T Infinity() {
+#ifdef __CUDACC__
+  return static_cast<T>(INFINITY);
+#else
+  return std::numeric_limits<T>::infinity();
+#endif
+}
+
+// Reducers. `arg` is the winning edge id for max/min (-1 while nothing was seen); ties
+// keep the first edge visited, and rows are visited in input edge order, so the winner is
+// the first maximal (minimal) incoming edge in input order.
+template <typename Acc, Reduce R>
+struct Reducer;
+template <typename Acc>
+struct Reducer<Acc, Reduce::kSum> {
+  static constexpr bool kArg = false;
+  JGO_HD static Acc init() { return Acc(0); }
+  template <typename I>
+  JGO_HD static void update(Acc& acc, I&, Acc v, I) { acc += v; }
+  template <typename I>
+  JGO_HD static Acc finalize(Acc acc, I, int64_t) { return acc; }
+};
+template <typename Acc>
+struct Reducer<Acc, Reduce::kMean> {
+  static constexpr bool kArg = false;
+  JGO_HD static Acc init() { return Acc(0); }
+  template <typename I>
+  JGO_HD static void update(Acc& acc, I&, Acc v, I) { acc += v; }
+  template <typename I>
+  JGO_HD static Acc finalize(Acc acc, I, int64_t count) {
+    return count > 0 ? acc / static_cast<Acc>(count) : Acc(0);
+  }
+};
+template <typename Acc>
+struct Reducer<Acc, Reduce::kMax> {
+  static constexpr bool kArg = true;
+  JGO_HD static Acc init() { return -Infinity<Acc>(); }
+  template <typename I>
+  JGO_HD static void update(Acc& acc, I& arg, Acc v, I e) {
+    if (arg < 0 || v > acc) { acc = v; arg = e; }
+  }
+  template <typename I>
+  JGO_HD static Acc finalize(Acc acc, I arg, int64_t) { return arg < 0 ? Acc(0) : acc; }
+};
+template <typename Acc>
+struct Reducer<Acc, Reduce::kMin> {
+  static constexpr bool kArg = true;
+  JGO_HD static Acc init() { return Infinity<Acc>(); }
+  template <typename I>
+  JGO_HD static void update(Acc& acc, I& arg, Acc v, I e) {
+    if (arg < 0 || v < acc) { acc = v; arg = e; }
+  }
+  template <typename I>
+  JGO_HD static Acc finalize(Acc acc, I arg, int64_t) { return arg < 0 ? Acc(0) : acc; }
+};
+
+// One message element of edge `e`: op(node[nbr, f], edge[e, f]) under broadcasting.
+template <Op op, typename T>
+JGO_HD T MessageAt(const T* node_row, const T* edge_row, int64_t node_off, int64_t edge_off) {
+  using M = Message<op>;
+  const T a = M::kNode ? node_row[node_off] : T(0);
+  const T b = M::kEdge ? edge_row[edge_off] : T(0);
+  return M::apply(a, b);
+}
+
+// One element of the edge-wise kernel: op(a, b), or the sum over the d2 axis of a * b when
+// `dot` (the SDDMM dot product). `f01` is the flat index over (d0, d1).
+template <Op op, typename T, typename Acc>
+JGO_HD Acc EdgeElement(const T* a_row, const T* b_row, const Strides3& as, const Strides3& bs,
+                       const Dims3& d, int64_t f01, int64_t i2) {
+  const int64_t i0 = f01 / d.d1, i1 = f01 % d.d1;
+  return static_cast<Acc>(MessageAt<op, T>(a_row, b_row, as.offset(i0, i1, i2), bs.offset(i0, i1, i2)));
+}
+
+// Numerically stable softmax of logits[eid[k], h] over k in [begin, end), written to
+// out[eid[k], h]. Accumulates in Acc.
+template <typename T, typename Acc, typename I>
+JGO_HD void SegmentSoftmax(const T* logits, const I* eid, int64_t begin, int64_t end, int64_t h,
+                           int64_t n_heads, T* out) {
+  if (begin >= end) return;
+  Acc m = static_cast<Acc>(logits[static_cast<int64_t>(eid[begin]) * n_heads + h]);
+  for (int64_t k = begin + 1; k < end; ++k) {
+    const Acc v = static_cast<Acc>(logits[static_cast<int64_t>(eid[k]) * n_heads + h]);
+    m = v > m ? v : m;
+  }
+  Acc total = Acc(0);
+  for (int64_t k = begin; k < end; ++k) {
+    total += Exp(static_cast<Acc>(logits[static_cast<int64_t>(eid[k]) * n_heads + h]) - m);
+  }
+  const Acc inv = Acc(1) / total;
+  for (int64_t k = begin; k < end; ++k) {
+    const int64_t i = static_cast<int64_t>(eid[k]) * n_heads + h;
+    out[i] = static_cast<T>(Exp(static_cast<Acc>(logits[i]) - m) * inv);
+  }
+}
+
+}  // namespace jgo

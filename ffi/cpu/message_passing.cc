@@ -1,0 +1,428 @@
+// CPU handlers of the generic message-passing kernels: jgo_spmm (neighbourhood reduce over a
+// CSR/CSC), jgo_sddmm (edge-wise binary op / dot) and jgo_edge_softmax.
+//
+// Rows are split into chunks of equal work (edges + rows) run on XLA's intra-op thread pool;
+// the rows gathered through the index arrays are prefetched a few edges ahead, which is what
+// makes these loops beat XLA's gather + scatter (notes/jax_ffi.md §9).
+#include <algorithm>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "handlers.h"
+#include "jgo/args.h"
+#include "jgo/math.h"
+
+namespace jgo {
+namespace {
+
+constexpr int64_t kPrefetchDistance = 8;
+constexpr int64_t kMinWorkPerTask = 1 << 15;  // elements; smaller jobs run on one thread
+
+inline void Prefetch(const void* p) { __builtin_prefetch(p, 0, 1); }
+
+// Runs body(t) for t in [0, n_tasks) on the pool, task 0 on the calling thread.
+template <typename Body>
+void ParallelFor(ffi::ThreadPool& pool, int64_t n_tasks, Body&& body) {
+  if (n_tasks <= 1) {
+    if (n_tasks == 1) body(0);
+    return;
+  }
+  std::mutex mu;
+  std::condition_variable done;
+  int64_t remaining = n_tasks - 1;
+  for (int64_t t = 1; t < n_tasks; ++t) {
+    pool.Schedule([&, t] {
+      body(t);
+      std::lock_guard<std::mutex> lock(mu);
+      if (--remaining == 0) done.notify_all();
+    });
+  }
+  body(0);
+  std::unique_lock<std::mutex> lock(mu);
+  done.wait(lock, [&] { return remaining == 0; });
+}
+
+int64_t NumTasks(ffi::ThreadPool& pool, int64_t work) {
+  const int64_t threads = std::max<int64_t>(1, pool.num_threads());
+  return std::max<int64_t>(1, std::min<int64_t>(threads, work / kMinWorkPerTask));
+}
+
+// First row r with offsets[r] + r >= target (rows and edges both cost work).
+template <typename I>
+int64_t RowAtWork(const I* offsets, int64_t n_rows, int64_t target) {
+  int64_t lo = 0, hi = n_rows;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) / 2;
+    if (static_cast<int64_t>(offsets[mid]) + mid < target) lo = mid + 1; else hi = mid;
+  }
+  return lo;
+}
+
+std::string Range(int64_t lo, int64_t hi) { return "[" + std::to_string(lo) + ", " + std::to_string(hi) + ")"; }
+
+// Validates a compressed neighbourhood structure: offsets start at 0, never decrease and end
+// at n_edges; every edge id lies in [0, n_edges) and every neighbour in [0, n_nbr).
+template <typename I>
+ffi::Error CheckCompressed(const I* offsets, const I* nbr, const I* eid, int64_t n_rows, int64_t n_edges,
+                           int64_t n_nbr, bool check_nbr, const char* what) {
+  if (offsets[0] != 0 || static_cast<int64_t>(offsets[n_rows]) != n_edges)
+    return InvalidArgument(std::string(what) + ": offsets must start at 0 and end at n_edges=" + std::to_string(n_edges));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    if (offsets[r + 1] < offsets[r])
+      return InvalidArgument(std::string(what) + ": offsets decrease at row " + std::to_string(r));
+  }
+  for (int64_t k = 0; k < n_edges; ++k) {
+    const int64_t e = eid[k];
+    if (e < 0 || e >= n_edges)
+      return InvalidArgument(std::string(what) + ": edge id " + std::to_string(e) + " at position " +
+                             std::to_string(k) + " is out of range " + Range(0, n_edges));
+    if (check_nbr) {
+      const int64_t j = nbr[k];
+      if (j < 0 || j >= n_nbr)
+        return InvalidArgument(std::string(what) + ": edge " + std::to_string(e) + " has node index " +
+                               std::to_string(j) + ", out of range " + Range(0, n_nbr));
+    }
+  }
+  return ffi::Error::Success();
+}
+
+// ---------------------------------------------------------------------------------------
+// jgo_spmm
+
+template <typename T, typename I, Op op, Reduce R, Mask M>
+void SpmmRows(const SpmmArgs& a, const I* offsets, const I* nbr, const I* eid, const T* node, const T* edge,
+              const I* mask_arg, T* out, I* arg_out, int64_t r0, int64_t r1) {
+  using Red = Reducer<T, R>;
+  using Msg = Message<op>;
+  const Dims3 d = a.dims;
+  const int64_t F = d.size();
+  const Strides3 ns = a.node_strides, es = a.edge_strides;
+  std::vector<T> acc(F);
+  std::vector<I> arg(F);
+  I unused_arg = -1;
+  for (int64_t r = r0; r < r1; ++r) {
+    std::fill(acc.begin(), acc.end(), Red::init());
+    if (Red::kArg) std::fill(arg.begin(), arg.end(), I(-1));
+    const int64_t begin = offsets[r], end = offsets[r + 1];
+    for (int64_t k = begin; k < end; ++k) {
+      if (k + kPrefetchDistance < end) {
+        if (Msg::kNode) Prefetch(node + static_cast<int64_t>(nbr[k + kPrefetchDistance]) * a.node_len);
+        if (Msg::kEdge) Prefetch(edge + static_cast<int64_t>(eid[k + kPrefetchDistance]) * a.edge_len);
+      }
+      const I e = eid[k];
+      const T* node_row = node + static_cast<int64_t>(nbr[k]) * a.node_len;
+      const T* edge_row = edge + static_cast<int64_t>(e) * a.edge_len;
+      const I* mask_row = M == Mask::kByRow ? mask_arg + r * F
+                          : M == Mask::kByNbr ? mask_arg + static_cast<int64_t>(nbr[k]) * F
+                                              : nullptr;
+      int64_t f = 0;
+      for (int64_t i0 = 0; i0 < d.d0; ++i0) {
+        for (int64_t i1 = 0; i1 < d.d1; ++i1, f += d.d2) {
+          const T* np = node_row + i0 * ns.s0 + i1 * ns.s1;
+          const T* ep = edge_row + i0 * es.s0 + i1 * es.s1;
+          T* ap = acc.data() + f;
+          I* gp = arg.data() + f;
+          auto accumulate = [&](auto message_at) {
+            for (int64_t i2 = 0; i2 < d.d2; ++i2) {
+              if (M != Mask::kNone && mask_row[f + i2] != e) continue;
+              const T v = message_at(i2);
+              if (Red::kArg) Red::update(ap[i2], gp[i2], v, e); else Red::update(ap[i2], unused_arg, v, e);
+            }
+          };
+          // The common layouts get a loop the compiler can vectorise.
+          if (ns.s2 == 1 && es.s2 == 0) {
+            const T eb = Msg::kEdge ? ep[0] : T(0);
+            accumulate([&](int64_t i2) { return Msg::apply(Msg::kNode ? np[i2] : T(0), eb); });
+          } else if (ns.s2 == 1 && es.s2 == 1) {
+            accumulate([&](int64_t i2) { return Msg::apply(Msg::kNode ? np[i2] : T(0), Msg::kEdge ? ep[i2] : T(0)); });
+          } else {
+            accumulate([&](int64_t i2) { return MessageAt<op, T>(np, ep, i2 * ns.s2, i2 * es.s2); });
+          }
+        }
+      }
+    }
+    T* out_row = out + r * F;
+    for (int64_t g = 0; g < F; ++g) out_row[g] = Red::finalize(acc[g], Red::kArg ? arg[g] : I(-1), end - begin);
+    if (Red::kArg) std::copy(arg.begin(), arg.end(), arg_out + r * F);
+  }
+}
+
+template <typename T, typename I, Op op, Reduce R, Mask M>
+void SpmmParallel(ffi::ThreadPool& pool, const SpmmArgs& a, const I* offsets, const I* nbr, const I* eid,
+                  const T* node, const T* edge, const I* mask_arg, T* out, I* arg_out) {
+  const int64_t total = a.n_edges + a.n_rows;
+  const int64_t n_tasks = NumTasks(pool, total * std::max<int64_t>(1, a.dims.size()));
+  ParallelFor(pool, n_tasks, [&](int64_t t) {
+    const int64_t r0 = RowAtWork(offsets, a.n_rows, total * t / n_tasks);
+    const int64_t r1 = RowAtWork(offsets, a.n_rows, total * (t + 1) / n_tasks);
+    SpmmRows<T, I, op, R, M>(a, offsets, nbr, eid, node, edge, mask_arg, out, arg_out, r0, r1);
+  });
+}
+
+template <typename T, typename I, Op op>
+ffi::Error SpmmDispatchReduce(ffi::ThreadPool& pool, const SpmmArgs& a, const I* offsets, const I* nbr,
+                              const I* eid, const T* node, const T* edge, const I* mask_arg, T* out, I* arg_out) {
+#define JGO_SPMM(R, M) SpmmParallel<T, I, op, R, M>(pool, a, offsets, nbr, eid, node, edge, mask_arg, out, arg_out)
+  switch (a.mask) {
+    case Mask::kByRow: JGO_SPMM(Reduce::kSum, Mask::kByRow); return ffi::Error::Success();
+    case Mask::kByNbr: JGO_SPMM(Reduce::kSum, Mask::kByNbr); return ffi::Error::Success();
+    case Mask::kNone: break;
+  }
+  switch (a.reduce) {
+    case Reduce::kSum: JGO_SPMM(Reduce::kSum, Mask::kNone); break;
+    case Reduce::kMean: JGO_SPMM(Reduce::kMean, Mask::kNone); break;
+    case Reduce::kMax: JGO_SPMM(Reduce::kMax, Mask::kNone); break;
+    case Reduce::kMin: JGO_SPMM(Reduce::kMin, Mask::kNone); break;
+  }
+#undef JGO_SPMM
+  return ffi::Error::Success();
+}
+
+template <typename T, typename I>
+ffi::Error SpmmTyped(ffi::ThreadPool& pool, const SpmmArgs& a, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr,
+                     ffi::AnyBuffer eid, ffi::AnyBuffer node, ffi::AnyBuffer edge, ffi::AnyBuffer mask_arg,
+                     ffi::AnyBuffer out, ffi::AnyBuffer arg_out) {
+  const I* o = offsets.typed_data<I>();
+  const I* n = nbr.typed_data<I>();
+  const I* e = eid.typed_data<I>();
+  const bool uses_node = a.op != Op::kCopyEdge;
+  if (auto err = CheckCompressed(o, n, e, a.n_rows, a.n_edges, a.node_rows, uses_node || a.mask == Mask::kByNbr, "spmm");
+      err.failure())
+    return err;
+  const I* m = a.mask == Mask::kNone ? nullptr : mask_arg.typed_data<I>();
+  I* arg = (a.reduce == Reduce::kMax || a.reduce == Reduce::kMin) ? arg_out.typed_data<I>() : nullptr;
+  const T* nd = node.typed_data<T>();
+  const T* ed = edge.typed_data<T>();
+  T* od = out.typed_data<T>();
+  switch (a.op) {
+    case Op::kCopyNode: return SpmmDispatchReduce<T, I, Op::kCopyNode>(pool, a, o, n, e, nd, ed, m, od, arg);
+    case Op::kCopyEdge: return SpmmDispatchReduce<T, I, Op::kCopyEdge>(pool, a, o, n, e, nd, ed, m, od, arg);
+    case Op::kAdd: return SpmmDispatchReduce<T, I, Op::kAdd>(pool, a, o, n, e, nd, ed, m, od, arg);
+    case Op::kMul: return SpmmDispatchReduce<T, I, Op::kMul>(pool, a, o, n, e, nd, ed, m, od, arg);
+  }
+  return InvalidArgument("spmm: unknown op");
+}
+
+ffi::Error SpmmCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
+                   ffi::AnyBuffer node, ffi::AnyBuffer edge, ffi::AnyBuffer mask_arg,
+                   ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> arg_out, int64_t op, int64_t reduce,
+                   int64_t mask, ffi::Span<const int64_t> dims, ffi::Span<const int64_t> node_strides,
+                   ffi::Span<const int64_t> edge_strides) {
+  auto args = CheckSpmm(offsets, nbr, eid, node, edge, mask_arg, *out, *arg_out, op, reduce, mask, dims,
+                        node_strides, edge_strides);
+  if (args.has_error()) return args.error();
+  const bool f64 = out->element_type() == ffi::DataType::F64;
+  const bool i64 = offsets.element_type() == ffi::DataType::S64;
+  if (f64 && i64) return SpmmTyped<double, int64_t>(pool, *args, offsets, nbr, eid, node, edge, mask_arg, *out, *arg_out);
+  if (f64) return SpmmTyped<double, int32_t>(pool, *args, offsets, nbr, eid, node, edge, mask_arg, *out, *arg_out);
+  if (i64) return SpmmTyped<float, int64_t>(pool, *args, offsets, nbr, eid, node, edge, mask_arg, *out, *arg_out);
+  return SpmmTyped<float, int32_t>(pool, *args, offsets, nbr, eid, node, edge, mask_arg, *out, *arg_out);
+}
+
+// ---------------------------------------------------------------------------------------
+// jgo_sddmm
+
+template <typename I>
+inline int64_t RowOf(Target t, const I* src, const I* dst, int64_t e) {
+  return t == Target::kSrc ? static_cast<int64_t>(src[e]) : t == Target::kDst ? static_cast<int64_t>(dst[e]) : e;
+}
+
+template <typename T, typename I, Op op, bool kDot, bool kMasked>
+void SddmmEdges(const SddmmArgs& s, const I* src, const I* dst, const T* lhs, const T* rhs, const I* mask_arg,
+                T* out, int64_t e0, int64_t e1) {
+  using Msg = Message<op>;
+  const Dims3 d = s.dims;
+  const int64_t F = d.size(), F01 = d.d0 * d.d1;
+  for (int64_t e = e0; e < e1; ++e) {
+    if (e + kPrefetchDistance < e1) {
+      const int64_t p = e + kPrefetchDistance;
+      if (Msg::kNode) Prefetch(lhs + RowOf(s.a_target, src, dst, p) * s.a_len);
+      if (Msg::kEdge) Prefetch(rhs + RowOf(s.b_target, src, dst, p) * s.b_len);
+    }
+    const T* a_row = lhs + RowOf(s.a_target, src, dst, e) * s.a_len;
+    const T* b_row = rhs + RowOf(s.b_target, src, dst, e) * s.b_len;
+    const I* mask_row = kMasked ? mask_arg + static_cast<int64_t>(dst[e]) * F : nullptr;
+    for (int64_t f01 = 0; f01 < F01; ++f01) {
+      if (kDot) {
+        T acc = T(0);
+        for (int64_t i2 = 0; i2 < d.d2; ++i2) {
+          if (kMasked && mask_row[f01 * d.d2 + i2] != e) continue;
+          acc += EdgeElement<op, T, T>(a_row, b_row, s.a_strides, s.b_strides, d, f01, i2);
+        }
+        out[e * F01 + f01] = acc;
+      } else {
+        T* o = out + e * F + f01 * d.d2;
+        for (int64_t i2 = 0; i2 < d.d2; ++i2) {
+          const bool keep = !kMasked || mask_row[f01 * d.d2 + i2] == e;
+          o[i2] = keep ? EdgeElement<op, T, T>(a_row, b_row, s.a_strides, s.b_strides, d, f01, i2) : T(0);
+        }
+      }
+    }
+  }
+}
+
+template <typename T, typename I, Op op, bool kDot, bool kMasked>
+void SddmmParallel(ffi::ThreadPool& pool, const SddmmArgs& s, const I* src, const I* dst, const T* lhs,
+                   const T* rhs, const I* mask_arg, T* out) {
+  const int64_t n_tasks = NumTasks(pool, s.n_edges * std::max<int64_t>(1, s.dims.size()));
+  ParallelFor(pool, n_tasks, [&](int64_t t) {
+    SddmmEdges<T, I, op, kDot, kMasked>(s, src, dst, lhs, rhs, mask_arg, out, s.n_edges * t / n_tasks,
+                                        s.n_edges * (t + 1) / n_tasks);
+  });
+}
+
+template <typename T, typename I, bool kMasked>
+ffi::Error SddmmDispatchOp(ffi::ThreadPool& pool, const SddmmArgs& s, const I* src, const I* dst, const T* lhs,
+                           const T* rhs, const I* mask_arg, T* out) {
+  if (s.dot) {
+    SddmmParallel<T, I, Op::kMul, true, kMasked>(pool, s, src, dst, lhs, rhs, mask_arg, out);
+    return ffi::Error::Success();
+  }
+  switch (s.op) {
+    case Op::kCopyNode: SddmmParallel<T, I, Op::kCopyNode, false, kMasked>(pool, s, src, dst, lhs, rhs, mask_arg, out); break;
+    case Op::kCopyEdge: SddmmParallel<T, I, Op::kCopyEdge, false, kMasked>(pool, s, src, dst, lhs, rhs, mask_arg, out); break;
+    case Op::kAdd: SddmmParallel<T, I, Op::kAdd, false, kMasked>(pool, s, src, dst, lhs, rhs, mask_arg, out); break;
+    case Op::kMul: SddmmParallel<T, I, Op::kMul, false, kMasked>(pool, s, src, dst, lhs, rhs, mask_arg, out); break;
+  }
+  return ffi::Error::Success();
+}
+
+template <typename I>
+ffi::Error CheckEdgeRows(const SddmmArgs& s, const I* src, const I* dst) {
+  const bool use_a = s.op != Op::kCopyEdge, use_b = s.op != Op::kCopyNode;
+  for (int64_t e = 0; e < s.n_edges; ++e) {
+    const int64_t u = src[e], v = dst[e];
+    auto bad = [&](const char* which, int64_t idx, int64_t rows) {
+      return InvalidArgument("sddmm: edge " + std::to_string(e) + " has " + which + " index " + std::to_string(idx) +
+                             ", out of range " + Range(0, rows));
+    };
+    if (use_a && s.a_target != Target::kEdge) {
+      const int64_t i = s.a_target == Target::kSrc ? u : v;
+      if (i < 0 || i >= s.a_rows) return bad(s.a_target == Target::kSrc ? "source" : "destination", i, s.a_rows);
+    }
+    if (use_b && s.b_target != Target::kEdge) {
+      const int64_t i = s.b_target == Target::kSrc ? u : v;
+      if (i < 0 || i >= s.b_rows) return bad(s.b_target == Target::kSrc ? "source" : "destination", i, s.b_rows);
+    }
+    if (s.masked && (v < 0 || v >= s.mask_rows)) return bad("destination", v, s.mask_rows);
+  }
+  return ffi::Error::Success();
+}
+
+template <typename T, typename I>
+ffi::Error SddmmTyped(ffi::ThreadPool& pool, const SddmmArgs& s, ffi::AnyBuffer src, ffi::AnyBuffer dst,
+                      ffi::AnyBuffer lhs, ffi::AnyBuffer rhs, ffi::AnyBuffer mask_arg, ffi::AnyBuffer out) {
+  const I* sp = src.typed_data<I>();
+  const I* dp = dst.typed_data<I>();
+  if (auto err = CheckEdgeRows(s, sp, dp); err.failure()) return err;
+  const T* a = lhs.typed_data<T>();
+  const T* b = rhs.typed_data<T>();
+  T* o = out.typed_data<T>();
+  if (s.masked) return SddmmDispatchOp<T, I, true>(pool, s, sp, dp, a, b, mask_arg.typed_data<I>(), o);
+  return SddmmDispatchOp<T, I, false>(pool, s, sp, dp, a, b, nullptr, o);
+}
+
+ffi::Error SddmmCpu(ffi::ThreadPool pool, ffi::AnyBuffer src, ffi::AnyBuffer dst, ffi::AnyBuffer lhs,
+                    ffi::AnyBuffer rhs, ffi::AnyBuffer mask_arg, ffi::Result<ffi::AnyBuffer> out, int64_t op,
+                    int64_t lhs_target, int64_t rhs_target, bool dot, bool masked, ffi::Span<const int64_t> dims,
+                    ffi::Span<const int64_t> lhs_strides, ffi::Span<const int64_t> rhs_strides) {
+  auto args = CheckSddmm(src, dst, lhs, rhs, mask_arg, *out, op, lhs_target, rhs_target, dot, masked, dims,
+                         lhs_strides, rhs_strides);
+  if (args.has_error()) return args.error();
+  const bool f64 = out->element_type() == ffi::DataType::F64;
+  const bool i64 = src.element_type() == ffi::DataType::S64;
+  if (f64 && i64) return SddmmTyped<double, int64_t>(pool, *args, src, dst, lhs, rhs, mask_arg, *out);
+  if (f64) return SddmmTyped<double, int32_t>(pool, *args, src, dst, lhs, rhs, mask_arg, *out);
+  if (i64) return SddmmTyped<float, int64_t>(pool, *args, src, dst, lhs, rhs, mask_arg, *out);
+  return SddmmTyped<float, int32_t>(pool, *args, src, dst, lhs, rhs, mask_arg, *out);
+}
+
+// ---------------------------------------------------------------------------------------
+// jgo_edge_softmax
+
+template <typename T, typename I>
+ffi::Error SoftmaxTyped(ffi::ThreadPool& pool, ffi::AnyBuffer offsets, ffi::AnyBuffer eid, ffi::AnyBuffer logits,
+                        ffi::AnyBuffer out) {
+  const I* o = offsets.typed_data<I>();
+  const I* e = eid.typed_data<I>();
+  const int64_t n_rows = static_cast<int64_t>(offsets.element_count()) - 1;
+  const int64_t n_edges = static_cast<int64_t>(eid.element_count());
+  const int64_t heads = n_edges == 0 ? 1 : static_cast<int64_t>(logits.element_count()) / n_edges;
+  if (auto err = CheckCompressed(o, e, e, n_rows, n_edges, 0, false, "edge_softmax"); err.failure()) return err;
+  const T* x = logits.typed_data<T>();
+  T* y = out.typed_data<T>();
+  const int64_t total = n_edges + n_rows;
+  const int64_t n_tasks = NumTasks(pool, total * heads);
+  ParallelFor(pool, n_tasks, [&](int64_t t) {
+    const int64_t r0 = RowAtWork(o, n_rows, total * t / n_tasks);
+    const int64_t r1 = RowAtWork(o, n_rows, total * (t + 1) / n_tasks);
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t h = 0; h < heads; ++h) SegmentSoftmax<T, T, I>(x, e, o[r], o[r + 1], h, heads, y);
+  });
+  return ffi::Error::Success();
+}
+
+ffi::Error EdgeSoftmaxCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer eid, ffi::AnyBuffer logits,
+                          ffi::Result<ffi::AnyBuffer> out) {
+  if (auto err = CheckSoftmax(offsets, eid, logits, *out); err.failure()) return err;
+  const bool f64 = logits.element_type() == ffi::DataType::F64;
+  const bool i64 = offsets.element_type() == ffi::DataType::S64;
+  if (f64 && i64) return SoftmaxTyped<double, int64_t>(pool, offsets, eid, logits, *out);
+  if (f64) return SoftmaxTyped<double, int32_t>(pool, offsets, eid, logits, *out);
+  if (i64) return SoftmaxTyped<float, int64_t>(pool, offsets, eid, logits, *out);
+  return SoftmaxTyped<float, int32_t>(pool, offsets, eid, logits, *out);
+}
+
+}  // namespace
+}  // namespace jgo
+
+using AnyBuf = xla::ffi::AnyBuffer;
+using AnyRet = xla::ffi::Result<xla::ffi::AnyBuffer>;
+using I64Span = xla::ffi::Span<const int64_t>;
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoSpmmCpu, jgo::SpmmCpu,
+                              xla::ffi::Ffi::Bind()
+                                  .Ctx<xla::ffi::ThreadPool>()
+                                  .Arg<AnyBuf>()  // offsets
+                                  .Arg<AnyBuf>()  // neighbours
+                                  .Arg<AnyBuf>()  // edge ids
+                                  .Arg<AnyBuf>()  // node data
+                                  .Arg<AnyBuf>()  // edge data
+                                  .Arg<AnyBuf>()  // mask arg
+                                  .Ret<AnyBuf>()  // out
+                                  .Ret<AnyBuf>()  // arg out
+                                  .Attr<int64_t>("op")
+                                  .Attr<int64_t>("reduce")
+                                  .Attr<int64_t>("mask")
+                                  .Attr<I64Span>("dims")
+                                  .Attr<I64Span>("node_strides")
+                                  .Attr<I64Span>("edge_strides"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoSddmmCpu, jgo::SddmmCpu,
+                              xla::ffi::Ffi::Bind()
+                                  .Ctx<xla::ffi::ThreadPool>()
+                                  .Arg<AnyBuf>()  // src
+                                  .Arg<AnyBuf>()  // dst
+                                  .Arg<AnyBuf>()  // lhs
+                                  .Arg<AnyBuf>()  // rhs
+                                  .Arg<AnyBuf>()  // mask arg
+                                  .Ret<AnyBuf>()  // out
+                                  .Attr<int64_t>("op")
+                                  .Attr<int64_t>("lhs_target")
+                                  .Attr<int64_t>("rhs_target")
+                                  .Attr<bool>("dot")
+                                  .Attr<bool>("masked")
+                                  .Attr<I64Span>("dims")
+                                  .Attr<I64Span>("lhs_strides")
+                                  .Attr<I64Span>("rhs_strides"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoEdgeSoftmaxCpu, jgo::EdgeSoftmaxCpu,
+                              xla::ffi::Ffi::Bind()
+                                  .Ctx<xla::ffi::ThreadPool>()
+                                  .Arg<AnyBuf>()  // offsets (CSC)
+                                  .Arg<AnyBuf>()  // edge ids
+                                  .Arg<AnyBuf>()  // logits
+                                  .Ret<AnyBuf>());

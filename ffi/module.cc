@@ -1,0 +1,37 @@
+// The extension module: {FFI target name -> handler capsule} for each platform.
+#include <nanobind/nanobind.h>
+
+#include "handlers.h"
+
+namespace nb = nanobind;
+
+namespace {
+template <typename Fn>
+nb::capsule Capsule(Fn* fn) {
+  return nb::capsule(reinterpret_cast<void*>(fn));
+}
+}  // namespace
+
+NB_MODULE(_ext, m) {
+  m.def("cpu_targets", [] {
+    nb::dict d;
+    d["jgo_spmm"] = Capsule(JgoSpmmCpu);
+    d["jgo_sddmm"] = Capsule(JgoSddmmCpu);
+    d["jgo_edge_softmax"] = Capsule(JgoEdgeSoftmaxCpu);
+    return d;
+  });
+  m.def("cuda_targets", [] {
+    nb::dict d;
+#ifdef JGO_WITH_CUDA
+    d["jgo_spmm"] = Capsule(JgoSpmmCuda);
+    d["jgo_sddmm"] = Capsule(JgoSddmmCuda);
+    d["jgo_edge_softmax"] = Capsule(JgoEdgeSoftmaxCuda);
+#endif
+    return d;
+  });
+#ifdef JGO_WITH_CUDA
+  m.attr("with_cuda") = true;
+#else
+  m.attr("with_cuda") = false;
+#endif
+}

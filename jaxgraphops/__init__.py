@@ -1,0 +1,29 @@
+"""jaxgraphops: fused graph-neural-network operators for JAX.
+
+Every op is an XLA FFI kernel (C++ on CPU, CUDA on GPU) wrapped as a JAX primitive, so ``jit``,
+``grad`` (of any order), ``jvp``, ``vmap`` and ``shard_map`` compose with it.
+
+>>> import jax.numpy as jnp, jaxgraphops as jgo
+>>> g = jgo.Graph.from_edges(jnp.array([0, 1, 2]), jnp.array([1, 2, 0]))
+>>> jgo.gspmm(g, jnp.ones((3, 4)), op="copy_u", reduce="mean").shape
+(3, 4)
+"""
+
+from ._backend import with_cuda
+from .graph import BatchedGraph, Graph, batch, pad, padding_masks
+from .ops.message_passing import edge_softmax, gsddmm, gspmm
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BatchedGraph",
+    "Graph",
+    "__version__",
+    "batch",
+    "edge_softmax",
+    "gsddmm",
+    "gspmm",
+    "pad",
+    "padding_masks",
+    "with_cuda",
+]

@@ -1,0 +1,399 @@
+"""The graph container: a directed (possibly bipartite) graph as a JAX pytree.
+
+Edges go from a source node to a destination node (``src -> dst``) and messages
+are aggregated at the destination. Sources and destinations are separate node
+sets of sizes ``n_src`` and ``n_dst``; an ordinary graph has ``n_src == n_dst``.
+Edge-valued arrays are always in the input edge order, the order of ``src`` and
+``dst`` given to :meth:`Graph.from_edges`.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["Graph", "BatchedGraph", "batch", "pad", "padding_masks"]
+
+_INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
+
+
+def _x64_enabled() -> bool:
+    return bool(jax.config.jax_enable_x64)
+
+
+def _resolve_index_dtype(index_dtype, input_dtypes) -> np.dtype:
+    """The index dtype: the requested one, else int64 for int64 input under x64, else int32."""
+    if index_dtype is None:
+        wide = _x64_enabled() and any(d == np.int64 for d in input_dtypes)
+        return np.dtype(np.int64 if wide else np.int32)
+    dtype = np.dtype(index_dtype)
+    if dtype not in _INDEX_DTYPES:
+        raise ValueError(f"Graph.from_edges: index_dtype must be int32 or int64, got {dtype}")
+    if dtype == np.int64 and not _x64_enabled():
+        raise ValueError(
+            "Graph.from_edges: index_dtype=int64 needs 64-bit JAX types; enable them with "
+            "jax.config.update('jax_enable_x64', True) or the jax.enable_x64(True) context manager"
+        )
+    return dtype
+
+
+def _check_edge_array(name: str, x) -> None:
+    if not jnp.issubdtype(x.dtype, jnp.integer):
+        raise TypeError(f"Graph.from_edges: {name} must have an integer dtype, got {x.dtype}")
+    if x.ndim != 1:
+        raise ValueError(f"Graph.from_edges: {name} must be 1-D [E], got shape {tuple(x.shape)}")
+
+
+def _size(name: str, n) -> int:
+    try:
+        n = operator.index(n)
+    except TypeError:
+        raise TypeError(f"Graph.from_edges: {name} must be an int, got {type(n).__name__}") from None
+    if n < 0:
+        raise ValueError(f"Graph.from_edges: {name} must be >= 0, got {n}")
+    return n
+
+
+def _group_np(keys: np.ndarray, values: np.ndarray, n: int):
+    """Stable grouping of edges by ``keys`` (numpy): (offsets [n+1], values [E], edge ids [E])."""
+    order = np.argsort(keys, kind="stable")
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(keys, minlength=n), out=offsets[1:])
+    return offsets, values[order], order
+
+
+def _group_jnp(keys: jax.Array, values: jax.Array, n: int):
+    """Stable grouping of edges by ``keys`` (traceable): (offsets [n+1], values [E], edge ids [E])."""
+    order = jnp.argsort(keys, stable=True)
+    counts = jnp.bincount(keys, length=n)
+    offsets = jnp.concatenate([jnp.zeros(1, counts.dtype), jnp.cumsum(counts)])
+    return offsets, values[order], order
+
+
+@jax.tree_util.register_pytree_node_class
+class Graph:
+    """A directed graph with ``n_src`` source nodes, ``n_dst`` destination nodes and ``E`` edges.
+
+    Array leaves (all of one integer index dtype, int32 or int64):
+
+    - ``src [E]``, ``dst [E]``: the edges in input order.
+    - ``csc_offsets [n_dst+1]``, ``csc_src [E]``, ``csc_eid [E]``: the edges grouped by
+      destination (a stable sort, so edges into one node keep their input order); the edges
+      into node ``d`` are positions ``csc_offsets[d]:csc_offsets[d+1]``, ``csc_src[k]`` is the
+      source of the k-th of them and ``csc_eid[k]`` its input edge id.
+    - ``csr_offsets [n_src+1]``, ``csr_dst [E]``, ``csr_eid [E]``: the same grouped by source.
+
+    ``n_src`` and ``n_dst`` are static (Python ints in the pytree's aux data). Build graphs
+    with :meth:`from_edges` or one of the other ``from_*`` constructors; the constructor
+    itself stores its arguments unchecked.
+    """
+
+    __slots__ = (
+        "src", "dst",
+        "csc_offsets", "csc_src", "csc_eid",
+        "csr_offsets", "csr_dst", "csr_eid",
+        "n_src", "n_dst",
+    )
+
+    def __init__(self, src, dst, csc_offsets, csc_src, csc_eid,
+                 csr_offsets, csr_dst, csr_eid, n_src: int, n_dst: int):
+        self.src, self.dst = src, dst
+        self.csc_offsets, self.csc_src, self.csc_eid = csc_offsets, csc_src, csc_eid
+        self.csr_offsets, self.csr_dst, self.csr_eid = csr_offsets, csr_dst, csr_eid
+        self.n_src, self.n_dst = n_src, n_dst
+
+    # -- pytree ---------------------------------------------------------------------------
+
+    def tree_flatten(self):
+        children = (self.src, self.dst, self.csc_offsets, self.csc_src, self.csc_eid,
+                    self.csr_offsets, self.csr_dst, self.csr_eid)
+        return children, (self.n_src, self.n_dst)
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(*children, *aux)
+
+    # -- basic properties -----------------------------------------------------------------
+
+    @property
+    def n_edges(self) -> int:
+        return self.src.shape[0]
+
+    @property
+    def index_dtype(self) -> np.dtype:
+        return np.dtype(self.src.dtype)
+
+    def __repr__(self) -> str:
+        return (f"Graph(n_src={self.n_src}, n_dst={self.n_dst}, n_edges={self.n_edges}, "
+                f"index_dtype={self.index_dtype})")
+
+    def in_degrees(self) -> jax.Array:
+        """Number of edges into each destination node, ``[n_dst]``."""
+        return jnp.diff(self.csc_offsets)
+
+    def out_degrees(self) -> jax.Array:
+        """Number of edges out of each source node, ``[n_src]``."""
+        return jnp.diff(self.csr_offsets)
+
+    def reverse(self) -> Graph:
+        """The graph with every edge flipped (``dst -> src``); edge ids are unchanged."""
+        return Graph(self.dst, self.src, self.csr_offsets, self.csr_dst, self.csr_eid,
+                     self.csc_offsets, self.csc_src, self.csc_eid, self.n_dst, self.n_src)
+
+    def pad(self, n_src: int, n_dst: int, n_edges: int) -> Graph:
+        """This graph padded to fixed sizes; see :func:`pad`."""
+        return pad(self, n_src, n_dst, n_edges)
+
+    # -- construction ---------------------------------------------------------------------
+
+    @classmethod
+    def from_edges(cls, src, dst, n_src: int | None = None, n_dst: int | None = None, *,
+                   index_dtype=None) -> Graph:
+        """Builds a graph from edge lists ``src [E]`` and ``dst [E]`` (edge ``i`` is ``src[i] -> dst[i]``).
+
+        ``src`` and ``dst`` are NumPy or JAX arrays of any integer dtype. If only one of
+        ``n_src``/``n_dst`` is given, the other equals it (a square graph); if neither is,
+        both are ``max(src.max(), dst.max()) + 1`` (0 without edges). The index dtype is
+        ``index_dtype`` if given, else int64 when an input is int64 and JAX's x64 mode is
+        on, else int32.
+
+        Concrete inputs are checked (every index in range) and grouped with NumPy. Traced
+        inputs (inside ``jax.jit``) cannot be checked; they need ``n_src`` or ``n_dst``
+        and are grouped with ``jnp``.
+
+        >>> import numpy as np
+        >>> g = Graph.from_edges(np.array([0, 2, 0]), np.array([2, 1, 1]))
+        >>> g
+        Graph(n_src=3, n_dst=3, n_edges=3, index_dtype=int32)
+        >>> g.in_degrees().tolist(), g.csc_offsets.tolist()
+        ([0, 2, 1], [0, 0, 2, 3])
+        >>> g.csc_src.tolist(), g.csc_eid.tolist()
+        ([2, 0, 0], [1, 2, 0])
+        """
+        traced = isinstance(src, jax.core.Tracer) or isinstance(dst, jax.core.Tracer)
+        src, dst = (jnp.asarray(src), jnp.asarray(dst)) if traced else (np.asarray(src), np.asarray(dst))
+        _check_edge_array("src", src)
+        _check_edge_array("dst", dst)
+        if src.shape != dst.shape:
+            raise ValueError(f"Graph.from_edges: src and dst must have the same length, "
+                             f"got {src.shape[0]} and {dst.shape[0]}")
+        idx = _resolve_index_dtype(index_dtype, (src.dtype, dst.dtype))
+
+        if n_src is None and n_dst is None:
+            if traced:
+                raise ValueError("Graph.from_edges: n_src or n_dst is required when src/dst "
+                                 "are traced (inside jit); node counts cannot be inferred")
+            n_src = n_dst = int(max(src.max(), dst.max())) + 1 if src.size else 0
+        n_src = _size("n_src", n_dst if n_src is None else n_src)
+        n_dst = _size("n_dst", n_src if n_dst is None else n_dst)
+        if max(n_src, n_dst, src.shape[0]) > np.iinfo(idx).max:
+            raise ValueError(f"Graph.from_edges: n_src={n_src}, n_dst={n_dst}, E={src.shape[0]} "
+                             f"do not fit the index dtype {idx}")
+
+        if traced:
+            src, dst = src.astype(idx), dst.astype(idx)
+            csc = _group_jnp(dst, src, n_dst)
+            csr = _group_jnp(src, dst, n_src)
+        else:
+            for name, x, n in (("src", src, n_src), ("dst", dst, n_dst)):
+                bad = np.flatnonzero((x < 0) | (x >= n))
+                if bad.size:
+                    e = bad[0]
+                    raise ValueError(f"Graph.from_edges: edge {e} has {name}={x[e]}, "
+                                     f"out of range [0, {n})")
+            src, dst = src.astype(idx), dst.astype(idx)
+            csc = _group_np(dst, src, n_dst)
+            csr = _group_np(src, dst, n_src)
+        leaves = (src, dst, *csc, *csr)
+        return cls(*(jnp.asarray(x, dtype=idx) for x in leaves), n_src, n_dst)
+
+    @classmethod
+    def from_scipy(cls, a, *, index_dtype=None) -> Graph:
+        """Graph of a scipy.sparse matrix or array of shape ``(n_src, n_dst)``.
+
+        Each stored entry ``a[i, j]`` (explicit zeros and duplicates included) is an edge
+        ``i -> j``, in the order of ``a.tocoo()``, so ``a.tocoo().data`` lines up with the edges.
+        """
+        import scipy.sparse
+
+        if not scipy.sparse.issparse(a):
+            raise TypeError(f"Graph.from_scipy: a must be a scipy.sparse matrix or array, "
+                            f"got {type(a).__name__}")
+        coo = a.tocoo()
+        return cls.from_edges(coo.row, coo.col, *coo.shape, index_dtype=index_dtype)
+
+    @classmethod
+    def from_networkx(cls, G, nodes=None, *, index_dtype=None) -> Graph:
+        """Graph of a networkx graph; node ``nodes[i]`` (default ``list(G.nodes)``) becomes node ``i``.
+
+        A directed graph gives one edge per ``G.edges`` entry, in that order. An undirected
+        graph gives both directions of each edge, ``u -> v`` then ``v -> u`` (a self loop
+        once). Parallel edges of multigraphs are kept.
+        """
+        nodes = list(G.nodes) if nodes is None else list(nodes)
+        ids = {v: i for i, v in enumerate(nodes)}
+        if len(ids) != len(nodes) or ids.keys() != set(G.nodes):
+            raise ValueError("Graph.from_networkx: nodes must list each node of G exactly once")
+        pairs = []
+        for u, v in G.edges():
+            pairs.append((ids[u], ids[v]))
+            if not G.is_directed() and u != v:
+                pairs.append((ids[v], ids[u]))
+        edges = np.array(pairs, dtype=np.int64).reshape(-1, 2)
+        return cls.from_edges(edges[:, 0], edges[:, 1], len(nodes), len(nodes), index_dtype=index_dtype)
+
+    @classmethod
+    def from_senders_receivers(cls, senders, receivers, n_nodes: int, *, index_dtype=None) -> Graph:
+        """Graph from jraph-style ``senders [E]`` (sources) and ``receivers [E]`` (destinations)."""
+        return cls.from_edges(senders, receivers, n_nodes, n_nodes, index_dtype=index_dtype)
+
+    @classmethod
+    def from_jraph(cls, graphs, *, index_dtype=None) -> Graph:
+        """Graph of a jraph ``GraphsTuple`` (or anything with ``senders``, ``receivers``, ``n_node``).
+
+        The node count is ``sum(graphs.n_node)``, which must be concrete.
+        """
+        n_nodes = int(np.sum(np.asarray(graphs.n_node)))
+        return cls.from_edges(graphs.senders, graphs.receivers, n_nodes, n_nodes, index_dtype=index_dtype)
+
+    @classmethod
+    def from_edge_index(cls, edge_index, num_nodes: int | None = None, *, index_dtype=None) -> Graph:
+        """Graph from a PyG-style ``edge_index [2, E]`` (row 0: sources, row 1: targets)."""
+        if len(edge_index.shape) != 2 or edge_index.shape[0] != 2:
+            raise ValueError(f"Graph.from_edge_index: edge_index must have shape [2, E], "
+                             f"got {tuple(edge_index.shape)}")
+        return cls.from_edges(edge_index[0], edge_index[1], num_nodes, num_nodes, index_dtype=index_dtype)
+
+    # -- export ---------------------------------------------------------------------------
+
+    def to_scipy(self, weights=None):
+        """``scipy.sparse.coo_array`` of shape ``(n_src, n_dst)`` with one entry per edge.
+
+        ``weights [E]`` (default ones) are the entries; duplicate edges stay separate entries.
+        """
+        import scipy.sparse
+
+        data = np.ones(self.n_edges) if weights is None else np.asarray(weights)
+        if data.shape != (self.n_edges,):
+            raise ValueError(f"Graph.to_scipy: weights must have shape ({self.n_edges},), "
+                             f"got {data.shape}")
+        coords = (np.asarray(self.src), np.asarray(self.dst))
+        return scipy.sparse.coo_array((data, coords), shape=(self.n_src, self.n_dst))
+
+    def to_edge_index(self) -> jax.Array:
+        """PyG-style ``edge_index [2, E]``: row 0 the sources, row 1 the destinations."""
+        return jnp.stack([self.src, self.dst])
+
+    def to_networkx(self):
+        """``networkx.MultiDiGraph`` with nodes ``0..n-1`` and one edge per graph edge."""
+        import networkx as nx
+
+        if self.n_src != self.n_dst:
+            raise ValueError(f"Graph.to_networkx: needs n_src == n_dst, got a bipartite graph "
+                             f"with n_src={self.n_src}, n_dst={self.n_dst}")
+        G = nx.MultiDiGraph()
+        G.add_nodes_from(range(self.n_src))
+        G.add_edges_from(zip(np.asarray(self.src).tolist(), np.asarray(self.dst).tolist()))
+        return G
+
+
+class BatchedGraph(NamedTuple):
+    """The disjoint union of several graphs, as returned by :func:`batch`.
+
+    ``src_graph_ids [n_src]`` and ``dst_graph_ids [n_dst]`` (int32) give each node's graph.
+    """
+
+    graph: Graph
+    src_graph_ids: jax.Array
+    dst_graph_ids: jax.Array
+    n_graphs: int
+
+
+def batch(graphs) -> BatchedGraph:
+    """The disjoint union of ``graphs`` (a non-empty sequence of graphs of one index dtype).
+
+    Node ids of each graph are offset by the node counts of the graphs before it, and edges
+    are concatenated in order, so the edge arrays of the parts concatenate in the same order.
+    The CSC/CSR groupings are concatenated too (no re-sort), so this works inside ``jit``.
+
+    >>> import numpy as np
+    >>> a = Graph.from_edges(np.array([0]), np.array([1]))
+    >>> b = Graph.from_edges(np.array([1, 0]), np.array([0, 0]), 2)
+    >>> bg = batch([a, b])
+    >>> bg.graph.src.tolist(), bg.graph.dst.tolist()
+    ([0, 3, 2], [1, 2, 2])
+    >>> bg.dst_graph_ids.tolist(), bg.n_graphs
+    ([0, 0, 1, 1], 2)
+    """
+    graphs = list(graphs)
+    if not graphs:
+        raise ValueError("batch: graphs must be a non-empty sequence of Graph")
+    dtypes = {g.index_dtype for g in graphs}
+    if len(dtypes) > 1:
+        raise ValueError(f"batch: all graphs must have one index dtype, got {sorted(map(str, dtypes))}")
+    idx = dtypes.pop()
+    n_src = np.array([g.n_src for g in graphs])
+    n_dst = np.array([g.n_dst for g in graphs])
+    n_edges = np.array([g.n_edges for g in graphs])
+    if max(n_src.sum(), n_dst.sum(), n_edges.sum()) > np.iinfo(idx).max:
+        raise ValueError(f"batch: the union does not fit the index dtype {idx}")
+    src_off, dst_off, e_off = (np.cumsum(n) - n for n in (n_src, n_dst, n_edges))
+
+    def cat(field, offsets):
+        return jnp.concatenate([getattr(g, field) + o.astype(idx) for g, o in zip(graphs, offsets)])
+
+    def cat_offsets(field):
+        parts = [getattr(g, field)[:-1] + o.astype(idx) for g, o in zip(graphs, e_off)]
+        return jnp.concatenate([*parts, jnp.array([n_edges.sum()], idx)])
+
+    union = Graph(
+        cat("src", src_off), cat("dst", dst_off),
+        cat_offsets("csc_offsets"), cat("csc_src", src_off), cat("csc_eid", e_off),
+        cat_offsets("csr_offsets"), cat("csr_dst", dst_off), cat("csr_eid", e_off),
+        int(n_src.sum()), int(n_dst.sum()),
+    )
+    ids = np.arange(len(graphs), dtype=np.int32)
+    src_ids, dst_ids = jnp.asarray(np.repeat(ids, n_src)), jnp.asarray(np.repeat(ids, n_dst))
+    return BatchedGraph(union, src_ids, dst_ids, len(graphs))
+
+
+def pad(g: Graph, n_src: int, n_dst: int, n_edges: int) -> Graph:
+    """``g`` padded to ``n_src`` source nodes, ``n_dst`` destination nodes and ``n_edges`` edges.
+
+    New nodes get ids after the existing ones. Padding edges go from the last source node
+    ``n_src - 1`` to the last destination node ``n_dst - 1``, which must therefore be padding
+    nodes: adding edges needs ``n_src > g.n_src`` and ``n_dst > g.n_dst``. Use
+    :func:`padding_masks` to tell real entries from padding.
+    """
+    sizes = (("n_src", n_src, g.n_src), ("n_dst", n_dst, g.n_dst), ("n_edges", n_edges, g.n_edges))
+    for name, new, old in sizes:
+        if new < old:
+            raise ValueError(f"pad: {name}={new} is smaller than the graph's {name}={old}")
+    n_pad = n_edges - g.n_edges
+    if n_pad and (n_src == g.n_src or n_dst == g.n_dst):
+        raise ValueError(
+            f"pad: {n_pad} padding edges need a padding source and a padding destination node "
+            f"(they go from node n_src-1 to node n_dst-1), so n_src and n_dst must exceed the "
+            f"graph's; got n_src={n_src} (graph {g.n_src}), n_dst={n_dst} (graph {g.n_dst})"
+        )
+    idx = g.index_dtype
+    src = jnp.concatenate([g.src, jnp.full(n_pad, n_src - 1, idx)])
+    dst = jnp.concatenate([g.dst, jnp.full(n_pad, n_dst - 1, idx)])
+    return Graph.from_edges(src, dst, n_src, n_dst, index_dtype=idx)
+
+
+def padding_masks(original: Graph, padded: Graph) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Boolean masks of the real entries of ``padded = pad(original, ...)``.
+
+    Returns ``(src_node_mask [padded.n_src], dst_node_mask [padded.n_dst], edge_mask [padded.n_edges])``.
+    """
+    sizes = (("n_src", original.n_src, padded.n_src), ("n_dst", original.n_dst, padded.n_dst),
+             ("n_edges", original.n_edges, padded.n_edges))
+    for name, old, new in sizes:
+        if new < old:
+            raise ValueError(f"padding_masks: padded.{name}={new} is smaller than original.{name}={old}")
+    return tuple(jnp.arange(new) < old for _, old, new in sizes)

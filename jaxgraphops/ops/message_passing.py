@@ -1,0 +1,180 @@
+"""Generic message passing: ``gspmm``, ``gsddmm`` and ``edge_softmax`` (DGL's semantics).
+
+Edges are directed ``src -> dst``; reductions happen at ``dst``; edge-valued arrays are in the
+input edge order of the Graph.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from .. import reference
+from ..graph import Graph
+from . import _autodiff  # noqa: F401  (registers the differentiation rules)
+from ._calls import graph_arrays, sddmm, softmax, spmm
+from ._layout import align_ranks
+
+SPMM_OPS = ("copy_u", "copy_e", "u_mul_e", "u_add_e", "u_sub_e", "u_div_e")
+REDUCES = ("sum", "mean", "max", "min")
+SDDMM_OPS = ("dot", "add", "sub", "mul", "div")
+TARGETS = {"u": "src", "v": "dst", "e": "edge"}
+IMPLS = (None, "ffi", "xla")
+
+
+def _check_choice(name, value, choices):
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+
+
+def _check_graph(fn, g):
+    if not isinstance(g, Graph):
+        raise TypeError(f"{fn}: g must be a jaxgraphops.Graph; got {type(g).__name__}")
+
+
+def _as_float_array(fn, name, x, rows, rows_name):
+    x = jnp.asarray(x)
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        raise TypeError(f"{fn}: {name} must be a floating-point array; got dtype {x.dtype}")
+    if x.ndim == 0 or x.shape[0] != rows:
+        raise ValueError(f"{fn}: {name} must have {rows} rows ({rows_name}); got shape {x.shape}")
+    return x
+
+
+def _compute_dtype(*xs):
+    """Kernels run in float32/float64; half precision is computed in float32."""
+    dtype = jnp.result_type(*[x for x in xs if x is not None])
+    return dtype, (dtype if dtype in (jnp.float32, jnp.float64) else jnp.float32)
+
+
+def gspmm(g: Graph, u=None, e=None, *, op: str = "copy_u", reduce: str = "sum", impl: str | None = None):
+    """Generalised sparse-dense product: ``out[v] = reduce_{e=(s->v)} op(u[s], e[e])``.
+
+    Args:
+      g: the graph.
+      u: source-node features ``[n_src, ...]`` (ops that read ``u``).
+      e: edge features ``[n_edges, ...]`` in input edge order (ops that read ``e``). Feature
+        shapes broadcast; a lower-rank operand gets trailing unit axes first (``e [E, H]``
+        with ``u [N, H, F]`` is one weight per head), else leading ones (NumPy).
+      op: ``copy_u``, ``copy_e``, ``u_mul_e``, ``u_add_e``, ``u_sub_e`` or ``u_div_e``.
+      reduce: ``sum``, ``mean``, ``max`` or ``min``. An empty neighbourhood gives 0 (and zero
+        gradients). max/min send the whole gradient to the first maximal (minimal) incoming
+        edge in input edge order.
+      impl: None or ``"ffi"`` for the fused kernels, ``"xla"`` for the pure-JAX reference.
+
+    Returns:
+      ``[n_dst, *broadcast feature shape]``.
+
+    >>> import jax.numpy as jnp, jaxgraphops as jgo
+    >>> g = jgo.Graph.from_edges(jnp.array([0, 1, 2]), jnp.array([1, 2, 1]))
+    >>> jgo.gspmm(g, jnp.array([[1.], [2.], [4.]]), op="copy_u", reduce="sum")[:, 0]
+    Array([0., 5., 2.], dtype=float32)
+    """
+    fn = "gspmm"
+    _check_graph(fn, g)
+    _check_choice("op", op, SPMM_OPS)
+    _check_choice("reduce", reduce, REDUCES)
+    _check_choice("impl", impl, IMPLS)
+    reads_u, reads_e = op != "copy_e", op != "copy_u"
+    for name, x, needed in (("u", u, reads_u), ("e", e, reads_e)):
+        if needed and x is None:
+            raise ValueError(f"{fn}: op={op!r} needs {name}")
+        if not needed and x is not None:
+            raise ValueError(f"{fn}: op={op!r} does not read {name}; pass {name}=None")
+    u = _as_float_array(fn, "u", u, g.n_src, "n_src") if reads_u else None
+    e = _as_float_array(fn, "e", e, g.n_edges, "n_edges") if reads_e else None
+    if impl == "xla":
+        return reference.gspmm(g, u, e, op=op, reduce=reduce)
+    dtype, work = _compute_dtype(u, e)
+    if reads_u and reads_e:
+        fu, fe = align_ranks(u.shape[1:], e.shape[1:], f"{fn}: u and e")
+        u, e = u.reshape((u.shape[0],) + fu), e.reshape((e.shape[0],) + fe)
+        out_shape = np.broadcast_shapes(fu, fe)
+    else:
+        out_shape = (u if reads_u else e).shape[1:]
+    u = u.astype(work) if u is not None else None
+    e = e.astype(work) if e is not None else None
+    if op == "u_sub_e":
+        e = -e
+    elif op == "u_div_e":
+        e = 1 / e
+    kernel_op = {"copy_u": "copy_lhs", "copy_e": "copy_rhs", "u_mul_e": "mul", "u_div_e": "mul"}.get(op, "add")
+    out, _ = spmm(graph_arrays(g), u, e, op=kernel_op, reduce=reduce, out_shape=tuple(out_shape))
+    return out.astype(dtype)
+
+
+def gsddmm(g: Graph, lhs, rhs, *, op: str = "dot", lhs_target: str = "u", rhs_target: str = "v",
+           impl: str | None = None):
+    """Generalised sampled dense-dense product: ``out[e] = op(lhs[t_l(e)], rhs[t_r(e)])``.
+
+    Args:
+      g: the graph.
+      lhs, rhs: features of the source nodes (target ``u``, ``[n_src, ...]``), destination
+        nodes (``v``, ``[n_dst, ...]``) or edges (``e``, ``[n_edges, ...]``). Feature shapes
+        broadcast as in :func:`gspmm`.
+      op: ``dot`` (reduces the last feature axis), ``add``, ``sub``, ``mul`` or ``div``.
+      lhs_target, rhs_target: ``u``, ``v`` or ``e``.
+      impl: None or ``"ffi"`` for the fused kernels, ``"xla"`` for the pure-JAX reference.
+
+    Returns:
+      ``[n_edges, *broadcast feature shape]`` in input edge order (``dot`` drops the last axis).
+
+    >>> import jax.numpy as jnp, jaxgraphops as jgo
+    >>> g = jgo.Graph.from_edges(jnp.array([0, 1]), jnp.array([1, 0]))
+    >>> x = jnp.array([[1., 2.], [3., 4.]])
+    >>> jgo.gsddmm(g, x, x, op="dot")
+    Array([11., 11.], dtype=float32)
+    """
+    fn = "gsddmm"
+    _check_graph(fn, g)
+    _check_choice("op", op, SDDMM_OPS)
+    _check_choice("lhs_target", lhs_target, tuple(TARGETS))
+    _check_choice("rhs_target", rhs_target, tuple(TARGETS))
+    _check_choice("impl", impl, IMPLS)
+    rows = {"u": (g.n_src, "n_src"), "v": (g.n_dst, "n_dst"), "e": (g.n_edges, "n_edges")}
+    lhs = _as_float_array(fn, "lhs", lhs, *rows[lhs_target])
+    rhs = _as_float_array(fn, "rhs", rhs, *rows[rhs_target])
+    if impl == "xla":
+        return reference.gsddmm(g, lhs, rhs, op=op, lhs_target=lhs_target, rhs_target=rhs_target)
+    fl, fr = align_ranks(lhs.shape[1:], rhs.shape[1:], f"{fn}: lhs and rhs")
+    out_shape = tuple(np.broadcast_shapes(fl, fr))
+    if op == "dot" and not out_shape:
+        raise ValueError(f"{fn}: op='dot' needs a feature axis to reduce; got lhs {lhs.shape}, rhs {rhs.shape}")
+    dtype, work = _compute_dtype(lhs, rhs)
+    lhs = lhs.reshape((lhs.shape[0],) + fl).astype(work)
+    rhs = rhs.reshape((rhs.shape[0],) + fr).astype(work)
+    if op == "sub":
+        rhs = -rhs
+    elif op == "div":
+        rhs = 1 / rhs
+    kernel_op = "add" if op in ("add", "sub") else "mul"
+    out = sddmm(graph_arrays(g), lhs, rhs, op=kernel_op, lhs_target=TARGETS[lhs_target],
+                rhs_target=TARGETS[rhs_target], out_shape=out_shape, dot=op == "dot")
+    return out.astype(dtype)
+
+
+def edge_softmax(g: Graph, logits, *, impl: str | None = None):
+    """Softmax of edge logits over the incoming edges of each destination.
+
+    Args:
+      g: the graph.
+      logits: ``[n_edges]`` or ``[n_edges, H, ...]`` in input edge order.
+      impl: None or ``"ffi"`` for the fused kernel, ``"xla"`` for the pure-JAX reference.
+
+    Returns:
+      Attention weights of the shape of ``logits``; the weights of the in-edges of every
+      destination (per head) sum to 1. Numerically stable (the maximum is subtracted).
+
+    >>> import jax.numpy as jnp, jaxgraphops as jgo
+    >>> g = jgo.Graph.from_edges(jnp.array([0, 1, 2]), jnp.array([2, 2, 0]))
+    >>> jgo.edge_softmax(g, jnp.array([0., 0., 5.]))
+    Array([0.5, 0.5, 1. ], dtype=float32)
+    """
+    fn = "edge_softmax"
+    _check_graph(fn, g)
+    _check_choice("impl", impl, IMPLS)
+    logits = _as_float_array(fn, "logits", logits, g.n_edges, "n_edges")
+    if impl == "xla":
+        return reference.edge_softmax(g, logits)
+    dtype, work = _compute_dtype(logits)
+    return softmax(graph_arrays(g), logits.astype(work)).astype(dtype)

@@ -1,0 +1,389 @@
+"""Tests of the graph container (jaxgraphops/graph.py) against literal tables and NumPy/SciPy/networkx oracles."""
+
+import collections
+
+import jax
+import jax.numpy as jnp
+import networkx as nx
+import numpy as np
+import pytest
+import scipy.sparse
+
+from jaxgraphops.graph import BatchedGraph, Graph, batch, pad, padding_masks
+
+LEAVES = ("src", "dst", "csc_offsets", "csc_src", "csc_eid", "csr_offsets", "csr_dst", "csr_eid")
+
+# A 5-node graph with a duplicate edge (0->1 twice), a self loop (3->3) and an isolated node (4).
+SRC = [0, 2, 0, 3, 1, 3, 1]
+DST = [1, 1, 1, 3, 0, 1, 2]
+# Hand-computed groupings; within a group the edges keep their input order.
+EXPECTED = dict(
+    csc_offsets=[0, 1, 5, 6, 7, 7],
+    csc_src=[1, 0, 2, 0, 3, 1, 3],
+    csc_eid=[4, 0, 1, 2, 5, 6, 3],
+    csr_offsets=[0, 2, 4, 5, 7, 7],
+    csr_dst=[1, 1, 0, 2, 1, 3, 1],
+    csr_eid=[0, 2, 4, 6, 1, 3, 5],
+)
+
+
+def enable_x64():
+    if hasattr(jax, "enable_x64"):
+        return jax.enable_x64(True)
+    from jax.experimental import enable_x64 as experimental_enable_x64
+
+    return experimental_enable_x64()
+
+
+def small_graph(**kwargs):
+    return Graph.from_edges(np.array(SRC), np.array(DST), 5, **kwargs)
+
+
+def assert_same_graph(a: Graph, b: Graph):
+    assert (a.n_src, a.n_dst) == (b.n_src, b.n_dst)
+    for name in LEAVES:
+        x, y = getattr(a, name), getattr(b, name)
+        assert x.dtype == y.dtype, name
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y), err_msg=name)
+
+
+def edge_list(g: Graph):
+    return list(zip(np.asarray(g.src).tolist(), np.asarray(g.dst).tolist()))
+
+
+# -- from_edges --------------------------------------------------------------------------
+
+
+def test_from_edges_literal():
+    g = small_graph()
+    assert (g.n_src, g.n_dst, g.n_edges) == (5, 5, 7)
+    assert g.index_dtype == np.int32
+    np.testing.assert_array_equal(g.src, SRC)
+    np.testing.assert_array_equal(g.dst, DST)
+    for name, expected in EXPECTED.items():
+        np.testing.assert_array_equal(getattr(g, name), expected, err_msg=name)
+    np.testing.assert_array_equal(g.in_degrees(), [1, 4, 1, 1, 0])
+    np.testing.assert_array_equal(g.out_degrees(), [2, 2, 1, 2, 0])
+    assert repr(g) == "Graph(n_src=5, n_dst=5, n_edges=7, index_dtype=int32)"
+
+
+def test_from_edges_default_sizes():
+    g = Graph.from_edges(np.array(SRC), np.array(DST))
+    assert (g.n_src, g.n_dst) == (4, 4)  # max index 3, node 4 unknown
+    g = Graph.from_edges(np.array([0, 1]), np.array([1, 2]), n_dst=6)
+    assert (g.n_src, g.n_dst) == (6, 6)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_from_edges_random_against_python_oracle(seed):
+    rng = np.random.default_rng(seed)
+    n_src, n_dst, n_edges = 7, 5, 40
+    src = rng.integers(0, n_src, n_edges)
+    dst = rng.integers(0, n_dst, n_edges)
+    g = Graph.from_edges(src, dst, n_src, n_dst)
+    for offsets, other, eids, keys, others, n in (
+        (g.csc_offsets, g.csc_src, g.csc_eid, dst, src, n_dst),
+        (g.csr_offsets, g.csr_dst, g.csr_eid, src, dst, n_src),
+    ):
+        offsets, other, eids = map(np.asarray, (offsets, other, eids))
+        for node in range(n):
+            group = [e for e in range(n_edges) if keys[e] == node]
+            assert eids[offsets[node] : offsets[node + 1]].tolist() == group
+            assert other[offsets[node] : offsets[node + 1]].tolist() == others[group].tolist()
+
+
+def test_from_edges_bipartite():
+    g = Graph.from_edges(np.array([1, 0, 1]), np.array([2, 2, 0]), n_src=2, n_dst=3)
+    assert (g.n_src, g.n_dst, g.n_edges) == (2, 3, 3)
+    np.testing.assert_array_equal(g.csc_offsets, [0, 1, 1, 3])
+    np.testing.assert_array_equal(g.csc_src, [1, 1, 0])
+    np.testing.assert_array_equal(g.csc_eid, [2, 0, 1])
+    np.testing.assert_array_equal(g.csr_offsets, [0, 1, 3])
+    np.testing.assert_array_equal(g.csr_dst, [2, 2, 0])
+    np.testing.assert_array_equal(g.csr_eid, [1, 0, 2])
+    np.testing.assert_array_equal(g.in_degrees(), [1, 0, 2])
+    np.testing.assert_array_equal(g.out_degrees(), [1, 2])
+
+
+def test_from_edges_no_edges():
+    empty = np.zeros(0, np.int32)
+    g = Graph.from_edges(empty, empty)
+    assert (g.n_src, g.n_dst, g.n_edges) == (0, 0, 0)
+    np.testing.assert_array_equal(g.csc_offsets, [0])
+    g = Graph.from_edges(empty, empty, 3, 2)
+    assert g.n_edges == 0
+    np.testing.assert_array_equal(g.csc_offsets, [0, 0, 0])
+    np.testing.assert_array_equal(g.csr_offsets, [0, 0, 0, 0])
+    np.testing.assert_array_equal(g.in_degrees(), [0, 0])
+    assert g.csc_src.shape == g.csr_eid.shape == (0,)
+
+
+def test_from_edges_accepts_jax_and_any_integer_dtype():
+    for dtype in (np.uint8, np.int16, np.int32, np.int64):
+        g = Graph.from_edges(np.array(SRC, dtype), jnp.array(DST), 5)
+        assert g.index_dtype == np.int32
+        assert_same_graph(g, small_graph())
+
+
+def test_index_dtype():
+    assert small_graph().index_dtype == np.int32  # int64 input without x64
+    with pytest.raises(ValueError, match="int64.*x64"):
+        small_graph(index_dtype=np.int64)
+    with pytest.raises(ValueError, match="index_dtype must be int32 or int64, got int16"):
+        small_graph(index_dtype=np.int16)
+    with enable_x64():
+        g64 = small_graph()
+        assert g64.index_dtype == np.int64
+        assert all(getattr(g64, name).dtype == jnp.int64 for name in LEAVES)
+        g32 = Graph.from_edges(np.array(SRC, np.int32), np.array(DST, np.int32), 5)
+        assert g32.index_dtype == np.int32
+        assert small_graph(index_dtype=np.int32).index_dtype == np.int32
+        assert Graph.from_edges(np.array(SRC, np.int32), np.array(DST, np.int32), 5,
+                                index_dtype="int64").index_dtype == np.int64
+        for name, expected in EXPECTED.items():
+            np.testing.assert_array_equal(getattr(g64, name), expected, err_msg=name)
+
+
+def test_from_edges_validation():
+    with pytest.raises(ValueError, match=r"edge 1 has src=7, out of range \[0, 5\)"):
+        Graph.from_edges(np.array([0, 7, 9]), np.array([0, 1, 2]), 5)
+    with pytest.raises(ValueError, match=r"edge 2 has dst=-1, out of range \[0, 3\)"):
+        Graph.from_edges(np.array([0, 1, 1]), np.array([0, 1, -1]), 2, 3)
+    with pytest.raises(ValueError, match=r"edge 0 has dst=2, out of range \[0, 2\)"):
+        Graph.from_edges(np.array([0]), np.array([2]), n_src=3, n_dst=2)
+    with pytest.raises(TypeError, match="src must have an integer dtype, got float32"):
+        Graph.from_edges(np.zeros(2, np.float32), np.zeros(2, np.int32))
+    with pytest.raises(TypeError, match="dst must have an integer dtype, got bool"):
+        Graph.from_edges(np.zeros(2, np.int32), np.zeros(2, bool))
+    with pytest.raises(ValueError, match="same length, got 3 and 2"):
+        Graph.from_edges(np.zeros(3, np.int32), np.zeros(2, np.int32))
+    with pytest.raises(ValueError, match=r"src must be 1-D \[E\], got shape \(2, 2\)"):
+        Graph.from_edges(np.zeros((2, 2), np.int32), np.zeros((2, 2), np.int32))
+    with pytest.raises(ValueError, match="n_src must be >= 0, got -1"):
+        Graph.from_edges(np.zeros(0, np.int32), np.zeros(0, np.int32), -1)
+
+
+# -- tracing -----------------------------------------------------------------------------
+
+
+def test_traced_construction_matches_concrete():
+    build = jax.jit(Graph.from_edges, static_argnums=(2, 3))
+    assert_same_graph(build(jnp.array(SRC), jnp.array(DST), 5, None), small_graph())
+    src, dst = np.array([1, 0, 1]), np.array([2, 2, 0])
+    assert_same_graph(build(src, dst, 2, 3), Graph.from_edges(src, dst, 2, 3))
+    empty = jnp.zeros(0, jnp.int32)
+    assert_same_graph(build(empty, empty, 3, 2), Graph.from_edges(empty, empty, 3, 2))
+    with enable_x64():
+        traced = build(jnp.array(SRC, jnp.int64), jnp.array(DST, jnp.int64), 5, None)
+        assert_same_graph(traced, small_graph())
+        assert traced.index_dtype == np.int64
+
+
+def test_traced_construction_needs_sizes():
+    with pytest.raises(ValueError, match="n_src or n_dst is required.*traced"):
+        jax.jit(Graph.from_edges)(jnp.array(SRC), jnp.array(DST))
+
+
+# -- reverse and pytree ------------------------------------------------------------------
+
+
+def test_reverse():
+    g = Graph.from_edges(np.array([1, 0, 1]), np.array([2, 2, 0]), n_src=2, n_dst=3)
+    r = g.reverse()
+    assert_same_graph(r, Graph.from_edges(np.array([2, 2, 0]), np.array([1, 0, 1]), n_src=3, n_dst=2))
+    assert_same_graph(r.reverse(), g)
+    np.testing.assert_array_equal(r.in_degrees(), g.out_degrees())
+    r = small_graph().reverse()
+    np.testing.assert_array_equal(r.csc_offsets, EXPECTED["csr_offsets"])
+    np.testing.assert_array_equal(r.csc_src, EXPECTED["csr_dst"])
+    np.testing.assert_array_equal(r.csc_eid, EXPECTED["csr_eid"])
+
+
+def test_pytree_round_trip():
+    g = small_graph()
+    leaves, treedef = jax.tree_util.tree_flatten(g)
+    assert len(leaves) == len(LEAVES)
+    assert_same_graph(jax.tree_util.tree_unflatten(treedef, leaves), g)
+    doubled = jax.tree_util.tree_map(lambda x: 2 * x, g)
+    np.testing.assert_array_equal(doubled.src, 2 * np.array(SRC))
+    assert (doubled.n_src, doubled.n_dst) == (5, 5)
+
+
+def test_graph_passes_through_jit():
+    g = Graph.from_edges(np.array([1, 0, 1]), np.array([2, 2, 0]), n_src=2, n_dst=3)
+    assert_same_graph(jax.jit(lambda g: g)(g), g)
+
+    @jax.jit
+    def weighted_in_sum(g, w):
+        return jax.ops.segment_sum(w[g.csc_eid], jnp.repeat(jnp.arange(g.n_dst), g.in_degrees(),
+                                   total_repeat_length=g.n_edges), g.n_dst)
+
+    w = jnp.array([1.0, 10.0, 100.0])
+    np.testing.assert_allclose(weighted_in_sum(g, w), [100.0, 0.0, 11.0])
+    np.testing.assert_array_equal(jax.jit(Graph.reverse)(g).csc_offsets, g.csr_offsets)
+
+
+# -- conversions -------------------------------------------------------------------------
+
+
+def test_scipy():
+    # duplicate (0, 1), explicit zero at (1, 2), shape (2, 3)
+    a = scipy.sparse.csr_array((np.array([1.0, 2.0, 0.0, 3.0]), np.array([1, 1, 2, 0]), np.array([0, 2, 4])),
+                               shape=(2, 3))
+    g = Graph.from_scipy(a)
+    coo = a.tocoo()
+    assert (g.n_src, g.n_dst, g.n_edges) == (2, 3, 4)
+    assert edge_list(g) == [(0, 1), (0, 1), (1, 2), (1, 0)]
+    np.testing.assert_array_equal(coo.data, [1.0, 2.0, 0.0, 3.0])  # lines up with the edges
+    np.testing.assert_array_equal(g.to_scipy(coo.data).toarray(), a.toarray())
+    back = g.to_scipy()
+    assert isinstance(back, scipy.sparse.coo_array) and back.shape == (2, 3) and back.nnz == 4
+    np.testing.assert_array_equal(back.toarray(), [[0, 2, 0], [1, 0, 1]])
+    assert_same_graph(Graph.from_scipy(back), g)
+    assert_same_graph(Graph.from_scipy(scipy.sparse.coo_matrix(back)), g)
+    with pytest.raises(ValueError, match=r"weights must have shape \(4,\), got \(3,\)"):
+        g.to_scipy(np.ones(3))
+    with pytest.raises(TypeError, match="scipy.sparse"):
+        Graph.from_scipy(a.toarray())
+
+
+def test_scipy_dense_oracle():
+    rng = np.random.default_rng(0)
+    src, dst = rng.integers(0, 6, 30), rng.integers(0, 4, 30)
+    w = rng.normal(size=30)
+    dense = np.zeros((6, 4))
+    np.add.at(dense, (src, dst), w)
+    g = Graph.from_edges(src, dst, 6, 4)
+    np.testing.assert_allclose(g.to_scipy(w).toarray(), dense)
+
+
+def test_networkx_directed():
+    G = nx.MultiDiGraph([(2, 0), (0, 1), (2, 0), (1, 1)])  # nodes [2, 0, 1]; edges grouped by source
+    g = Graph.from_networkx(G)
+    assert (g.n_src, g.n_dst) == (3, 3)
+    assert edge_list(g) == [(0, 1), (0, 1), (1, 2), (2, 2)]
+    g = Graph.from_networkx(G, nodes=[0, 1, 2])
+    assert edge_list(g) == [(2, 0), (2, 0), (0, 1), (1, 1)]
+    D = nx.DiGraph()
+    D.add_nodes_from(["x", "y", "z", "isolated"])
+    D.add_edges_from([("y", "x"), ("x", "z")])
+    g = Graph.from_networkx(D)
+    assert g.n_src == 4 and edge_list(g) == [(0, 2), (1, 0)]
+    with pytest.raises(ValueError, match="each node of G exactly once"):
+        Graph.from_networkx(G, nodes=[0, 1])
+    with pytest.raises(ValueError, match="each node of G exactly once"):
+        Graph.from_networkx(G, nodes=[0, 1, 2, 2])
+
+
+def test_networkx_undirected():
+    G = nx.Graph([("a", "b"), ("b", "c"), ("c", "c")])
+    assert edge_list(Graph.from_networkx(G)) == [(0, 1), (1, 0), (1, 2), (2, 1), (2, 2)]
+    M = nx.MultiGraph([(0, 1), (0, 1), (1, 2)])
+    assert edge_list(Graph.from_networkx(M)) == [(0, 1), (1, 0), (0, 1), (1, 0), (1, 2), (2, 1)]
+
+
+def test_networkx_round_trip():
+    g = small_graph()
+    G = g.to_networkx()
+    assert isinstance(G, nx.MultiDiGraph)
+    assert list(G.nodes) == list(range(5))
+    assert collections.Counter(G.edges()) == collections.Counter(zip(SRC, DST))
+    back = Graph.from_networkx(G)
+    assert (back.n_src, back.n_dst) == (5, 5)
+    assert collections.Counter(edge_list(back)) == collections.Counter(zip(SRC, DST))
+    with pytest.raises(ValueError, match="bipartite.*n_src=2, n_dst=3"):
+        Graph.from_edges(np.array([0]), np.array([2]), 2, 3).to_networkx()
+
+
+def test_edge_index():
+    edge_index = jnp.array([SRC, DST])
+    g = Graph.from_edge_index(edge_index, num_nodes=5)
+    assert_same_graph(g, small_graph())
+    np.testing.assert_array_equal(g.to_edge_index(), edge_index)
+    assert Graph.from_edge_index(edge_index).n_src == 4
+    with pytest.raises(ValueError, match=r"shape \[2, E\], got \(3, 2\)"):
+        Graph.from_edge_index(np.zeros((3, 2), np.int32))
+
+
+def test_senders_receivers_and_jraph():
+    senders, receivers = jnp.array(SRC), jnp.array(DST)
+    assert_same_graph(Graph.from_senders_receivers(senders, receivers, 5), small_graph())
+    GraphsTuple = collections.namedtuple("GraphsTuple", "nodes edges receivers senders globals n_node n_edge")
+    graphs = GraphsTuple(None, None, receivers, senders, None, jnp.array([2, 3]), jnp.array([3, 4]))
+    assert_same_graph(Graph.from_jraph(graphs), small_graph())
+
+
+# -- batching and padding ----------------------------------------------------------------
+
+
+def three_graphs():
+    a = Graph.from_edges(np.array([0, 1, 2]), np.array([1, 2, 0]))  # triangle
+    b = Graph.from_edges(np.zeros(0, np.int32), np.zeros(0, np.int32), 2)  # no edges
+    c = Graph.from_edges(np.array([1, 0]), np.array([0, 0]), 3)  # node 2 isolated
+    return a, b, c
+
+
+def test_batch():
+    bg = batch(three_graphs())
+    assert isinstance(bg, BatchedGraph) and bg.n_graphs == 3
+    g = bg.graph
+    assert (g.n_src, g.n_dst, g.n_edges) == (8, 8, 5)
+    assert edge_list(g) == [(0, 1), (1, 2), (2, 0), (6, 5), (5, 5)]
+    assert_same_graph(g, Graph.from_edges(g.src, g.dst, 8))  # groupings equal a fresh build
+    np.testing.assert_array_equal(g.csc_offsets, [0, 1, 2, 3, 3, 3, 5, 5, 5])
+    np.testing.assert_array_equal(g.csc_eid, [2, 0, 1, 3, 4])
+    for ids in (bg.src_graph_ids, bg.dst_graph_ids):
+        assert ids.dtype == jnp.int32
+        np.testing.assert_array_equal(ids, [0, 0, 0, 1, 1, 2, 2, 2])
+
+
+def test_batch_bipartite_and_jit():
+    a = Graph.from_edges(np.array([1, 0, 1]), np.array([2, 2, 0]), n_src=2, n_dst=3)
+    b = Graph.from_edges(np.array([0, 0]), np.array([1, 0]), n_src=1, n_dst=2)
+    bg = jax.jit(lambda gs: batch(gs).graph)([a, b, a])
+    expected = Graph.from_edges(np.array([1, 0, 1, 2, 2, 4, 3, 4]), np.array([2, 2, 0, 4, 3, 7, 7, 5]), 5, 8)
+    assert_same_graph(bg, expected)
+    full = batch([a, b, a])
+    np.testing.assert_array_equal(full.src_graph_ids, [0, 0, 1, 2, 2])
+    np.testing.assert_array_equal(full.dst_graph_ids, [0, 0, 0, 1, 1, 2, 2, 2])
+
+
+def test_batch_errors():
+    with pytest.raises(ValueError, match="non-empty"):
+        batch([])
+    with enable_x64():
+        g64 = small_graph()
+    with pytest.raises(ValueError, match="one index dtype"):
+        batch([small_graph(), g64])
+
+
+def test_pad_and_masks():
+    g = Graph.from_edges(np.array([1, 0, 1]), np.array([2, 2, 0]), n_src=2, n_dst=3)
+    p = pad(g, 4, 5, 6)
+    assert (p.n_src, p.n_dst, p.n_edges) == (4, 5, 6)
+    assert edge_list(p) == [(1, 2), (0, 2), (1, 0), (3, 4), (3, 4), (3, 4)]
+    np.testing.assert_array_equal(p.csc_offsets, [0, 1, 1, 3, 3, 6])
+    np.testing.assert_array_equal(p.csc_eid, [2, 0, 1, 3, 4, 5])
+    np.testing.assert_array_equal(p.csr_offsets, [0, 1, 3, 3, 6])
+    assert_same_graph(g.pad(4, 5, 6), p)
+    src_mask, dst_mask, edge_mask = padding_masks(g, p)
+    np.testing.assert_array_equal(src_mask, [True, True, False, False])
+    np.testing.assert_array_equal(dst_mask, [True, True, True, False, False])
+    np.testing.assert_array_equal(edge_mask, [True, True, True, False, False, False])
+    # node padding alone needs no padding node for edges
+    assert_same_graph(pad(g, 2, 4, 3), Graph.from_edges(g.src, g.dst, 2, 4))
+    assert_same_graph(pad(g, 2, 3, 3), g)
+
+
+def test_pad_errors():
+    g = Graph.from_edges(np.array([1, 0, 1]), np.array([2, 2, 0]), n_src=2, n_dst=3)
+    with pytest.raises(ValueError, match="n_src=1 is smaller than the graph's n_src=2"):
+        pad(g, 1, 3, 3)
+    with pytest.raises(ValueError, match="n_edges=2 is smaller"):
+        pad(g, 2, 3, 2)
+    with pytest.raises(ValueError, match="padding source and a padding destination"):
+        pad(g, 2, 4, 4)
+    with pytest.raises(ValueError, match="padding source and a padding destination"):
+        pad(g, 3, 3, 4)
+    with pytest.raises(ValueError, match="padded.n_dst=2 is smaller than original.n_dst=3"):
+        padding_masks(g, Graph.from_edges(np.array([0]), np.array([1]), 2, 2))
