@@ -188,9 +188,7 @@ ffi::Error SpmmTyped(ffi::ThreadPool& pool, const SpmmArgs& a, ffi::AnyBuffer of
   const I* o = offsets.typed_data<I>();
   const I* n = nbr.typed_data<I>();
   const I* e = eid.typed_data<I>();
-  const bool uses_node = a.op != Op::kCopyEdge;
-  if (auto err = CheckCompressed(o, n, e, a.n_rows, a.n_edges, a.node_rows, uses_node || a.mask == Mask::kByNbr, "spmm");
-      err.failure())
+  if (auto err = CheckCompressed(o, n, e, a.n_rows, a.n_edges, a.nbr_bound, a.reads_nbr, "spmm"); err.failure())
     return err;
   const I* m = a.mask == Mask::kNone ? nullptr : mask_arg.typed_data<I>();
   I* arg = (a.reduce == Reduce::kMax || a.reduce == Reduce::kMin) ? arg_out.typed_data<I>() : nullptr;

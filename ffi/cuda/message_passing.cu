@@ -70,7 +70,7 @@ __global__ void SpmmKernel(SpmmArgs a, const I* offsets, const I* nbr, const I* 
       for (int64_t k = begin; k < end; ++k) {
         const I e = eid[k];
         const int64_t j = kNeedNbr ? static_cast<int64_t>(nbr[k]) : 0;
-        if (!InRange(e, a.n_edges) || (kNeedNbr && !InRange(j, a.node_rows))) continue;
+        if (!InRange(e, a.n_edges) || (kNeedNbr && !InRange(j, a.nbr_bound))) continue;
         if (M == Mask::kByRow && row_mask != e) continue;
         if (M == Mask::kByNbr && mask_arg[j * F + f] != e) continue;
         const T v = MessageAt<op, T>(node + j * a.node_len, edge + static_cast<int64_t>(e) * a.edge_len,

@@ -5,6 +5,7 @@
 // they never read or write out of bounds).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -63,6 +64,8 @@ struct SpmmArgs {
   Dims3 dims;
   Strides3 node_strides, edge_strides;
   int64_t n_rows, n_edges, node_rows, node_len, edge_len;
+  int64_t nbr_bound;  // neighbour ids must lie in [0, nbr_bound) (node rows and/or mask rows)
+  bool reads_nbr;     // whether the kernel reads anything through the neighbour id
 };
 
 inline ffi::ErrorOr<SpmmArgs> CheckSpmm(const ffi::AnyBuffer& offsets, const ffi::AnyBuffer& nbr,
@@ -112,10 +115,15 @@ inline ffi::ErrorOr<SpmmArgs> CheckSpmm(const ffi::AnyBuffer& offsets, const ffi
   const bool want_arg = a.reduce == Reduce::kMax || a.reduce == Reduce::kMin;
   if (want_arg && (arg_out.element_type() != it || static_cast<int64_t>(arg_out.element_count()) != a.n_rows * F))
     return Fail("spmm: arg output must be [n_rows, F] of the index dtype");
+  const bool uses_node = a.op != Op::kCopyEdge;
+  a.reads_nbr = uses_node || a.mask == Mask::kByNbr;
+  a.nbr_bound = uses_node ? a.node_rows : INT64_MAX;
   if (a.mask != Mask::kNone) {
-    const int64_t m_rows = a.mask == Mask::kByRow ? a.n_rows : a.node_rows;
-    if (mask_arg.element_type() != it || static_cast<int64_t>(mask_arg.element_count()) != m_rows * F)
-      return Fail("spmm: mask arg must be [" + std::to_string(m_rows) + ", F] of the index dtype");
+    const int64_t count = static_cast<int64_t>(mask_arg.element_count());
+    if (mask_arg.element_type() != it || F == 0 || count % F != 0 ||
+        (a.mask == Mask::kByRow && count != a.n_rows * F))
+      return Fail("spmm: mask arg must be [n_dst, F] of the index dtype");
+    if (a.mask == Mask::kByNbr) a.nbr_bound = std::min(a.nbr_bound, count / F);
   }
   return a;
 }
