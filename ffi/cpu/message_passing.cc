@@ -21,7 +21,16 @@ namespace {
 constexpr int64_t kPrefetchDistance = 8;
 constexpr int64_t kMinWorkPerTask = 1 << 15;  // elements; smaller jobs run on one thread
 
-inline void Prefetch(const void* p) { __builtin_prefetch(p, 0, 1); }
+constexpr int64_t kCacheLine = 64;
+constexpr int64_t kMaxPrefetchBytes = 1024;
+
+// Prefetches the first kMaxPrefetchBytes of a row (longer rows are streamed by the hardware).
+template <typename T>
+inline void PrefetchRow(const T* row, int64_t len) {
+  const char* p = reinterpret_cast<const char*>(row);
+  const int64_t bytes = std::min<int64_t>(len * static_cast<int64_t>(sizeof(T)), kMaxPrefetchBytes);
+  for (int64_t b = 0; b < bytes; b += kCacheLine) __builtin_prefetch(p + b, 0, 1);
+}
 
 // Runs body(t) for t in [0, n_tasks) on the pool, task 0 on the calling thread.
 template <typename Body>
@@ -109,8 +118,8 @@ void SpmmRows(const SpmmArgs& a, const I* offsets, const I* nbr, const I* eid, c
     const int64_t begin = offsets[r], end = offsets[r + 1];
     for (int64_t k = begin; k < end; ++k) {
       if (k + kPrefetchDistance < end) {
-        if (Msg::kNode) Prefetch(node + static_cast<int64_t>(nbr[k + kPrefetchDistance]) * a.node_len);
-        if (Msg::kEdge) Prefetch(edge + static_cast<int64_t>(eid[k + kPrefetchDistance]) * a.edge_len);
+        if (Msg::kNode) PrefetchRow(node + static_cast<int64_t>(nbr[k + kPrefetchDistance]) * a.node_len, a.node_len);
+        if (Msg::kEdge) PrefetchRow(edge + static_cast<int64_t>(eid[k + kPrefetchDistance]) * a.edge_len, a.edge_len);
       }
       const I e = eid[k];
       const T* node_row = node + static_cast<int64_t>(nbr[k]) * a.node_len;
@@ -237,8 +246,8 @@ void SddmmEdges(const SddmmArgs& s, const I* src, const I* dst, const T* lhs, co
   for (int64_t e = e0; e < e1; ++e) {
     if (e + kPrefetchDistance < e1) {
       const int64_t p = e + kPrefetchDistance;
-      if (Msg::kNode) Prefetch(lhs + RowOf(s.a_target, src, dst, p) * s.a_len);
-      if (Msg::kEdge) Prefetch(rhs + RowOf(s.b_target, src, dst, p) * s.b_len);
+      if (Msg::kNode) PrefetchRow(lhs + RowOf(s.a_target, src, dst, p) * s.a_len, s.a_len);
+      if (Msg::kEdge) PrefetchRow(rhs + RowOf(s.b_target, src, dst, p) * s.b_len, s.b_len);
     }
     const T* a_row = lhs + RowOf(s.a_target, src, dst, e) * s.a_len;
     const T* b_row = rhs + RowOf(s.b_target, src, dst, e) * s.b_len;

@@ -16,7 +16,7 @@ from jax.interpreters import ad, batching
 
 from ._calls import sddmm, softmax, spmm
 from ._layout import sum_to_shape
-from ._primitives import has_arg, n_dst_of, n_src_of, sddmm_p, softmax_p, spmm_p, uses_lhs, uses_rhs
+from ._primitives import has_arg, sddmm_p, softmax_p, spmm_p, uses_lhs, uses_rhs
 
 _N_GRAPH = 8
 
@@ -93,11 +93,7 @@ def _edge_contract(ga, ct_e, other, other_target, target, mask_arg, out_shape, t
     if target == "edge":
         if other is None and mask_arg is None:
             return sum_to_shape(jnp.broadcast_to(ct_e, (ct_e.shape[0],) + tuple(out_shape)), target_shape)
-        op = "mul" if other is not None else "copy_lhs"
-        dot = op == "mul" and len(out_shape) > 0 and target_shape[-1] == 1 and out_shape[-1] != 1
-        full = sddmm(ga, ct_e, other, op=op, lhs_target="edge", rhs_target=other_target or "edge",
-                     out_shape=out_shape, dot=dot, mask_arg=mask_arg)
-        return sum_to_shape(full[..., None] if dot else full, target_shape)
+        return _edge_wise(ga, ct_e, "edge", other, other_target, mask_arg, out_shape, target_shape)
     reverse = target == "src"
     nbr_target = "dst" if reverse else "src"
     kw = dict(reduce="sum", reverse=reverse, mask_arg=mask_arg, out_shape=out_shape)
@@ -125,7 +121,6 @@ def _spmm_transpose(cts, *args, op, reduce, reverse, masked, out_shape):
         raise NotImplementedError(f"spmm with reduce={reduce!r} is not linear")
     ct = cts[0]
     result = [None] * len(args)
-    undefined = [ad.is_undefined_primal(node), ad.is_undefined_primal(edge)]
     if type(ct) is ad.Zero:
         for i, x in zip((8, 9), (node, edge)):
             if ad.is_undefined_primal(x):
@@ -134,15 +129,13 @@ def _spmm_transpose(cts, *args, op, reduce, reverse, masked, out_shape):
     if reduce == "mean":
         ct = ct * _inv_degree(ga, reverse, len(out_shape), ct.dtype)
     m = mask_arg if masked else None
-    if undefined[0]:
+    if ad.is_undefined_primal(node):
         e = edge if op == "mul" else None
         result[8] = _node_contract(ga, ct, reverse, e, m, out_shape, node.aval.shape)
-    if undefined[1]:
+    if ad.is_undefined_primal(edge):
         n = node if op == "mul" else None
         rows, nbr = ("src", "dst") if reverse else ("dst", "src")
-        # edge cotangent: ct[row(e)] * node[nbr(e)], an edge-wise product
-        ct_e_target = rows
-        result[9] = _edge_wise(ga, ct, ct_e_target, n, nbr, m, out_shape, edge.aval.shape)
+        result[9] = _edge_wise(ga, ct, rows, n, nbr, m, out_shape, edge.aval.shape)  # ct[row(e)] * node[nbr(e)]
     return result
 
 
@@ -213,7 +206,6 @@ def _softmax_jvp(primals, tangents):
 
 
 def _map_over_graphs(prim, args, dims, params):
-    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     batched = [i for i, d in enumerate(dims) if d is not None]
     xs = [jnp.moveaxis(args[i], dims[i], 0) for i in batched]
 
@@ -224,7 +216,6 @@ def _map_over_graphs(prim, args, dims, params):
         return prim.bind(*full, **params)
 
     out = jax.lax.map(one, xs)
-    del size
     return out, (jax.tree_util.tree_map(lambda _: 0, out) if prim.multiple_results else 0)
 
 
@@ -287,5 +278,3 @@ ad.primitive_transposes[sddmm_p] = _sddmm_transpose
 batching.primitive_batchers[sddmm_p] = _sddmm_batch
 ad.primitive_jvps[softmax_p] = _softmax_jvp
 batching.primitive_batchers[softmax_p] = _softmax_batch
-
-del n_dst_of, n_src_of
