@@ -232,119 +232,113 @@ ffi::Error SpmmCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer 
 // ---------------------------------------------------------------------------------------
 // jgo_sddmm
 
-template <typename I>
-inline int64_t RowOf(Target t, const I* src, const I* dst, int64_t e) {
-  return t == Target::kSrc ? static_cast<int64_t>(src[e]) : t == Target::kDst ? static_cast<int64_t>(dst[e]) : e;
+template <typename T>
+inline const T* OperandRow(const T* base, int64_t len, Target t, int64_t row, int64_t nbr, int64_t e) {
+  return base + (t == Target::kRow ? row : t == Target::kNbr ? nbr : e) * len;
 }
 
-template <typename T, typename I, Op op, bool kDot, bool kMasked>
-void SddmmEdges(const SddmmArgs& s, const I* src, const I* dst, const T* lhs, const T* rhs, const I* mask_arg,
-                T* out, int64_t e0, int64_t e1) {
+template <typename T, typename I, Op op, bool kDot, Mask M>
+void SddmmRows(const SddmmArgs& s, const I* offsets, const I* nbr, const I* eid, const T* lhs, const T* rhs,
+               const I* mask_arg, T* out, int64_t r0, int64_t r1) {
   using Msg = Message<op>;
   const Dims3 d = s.dims;
   const int64_t F = d.size(), F01 = d.d0 * d.d1;
-  for (int64_t e = e0; e < e1; ++e) {
-    if (e + kPrefetchDistance < e1) {
-      const int64_t p = e + kPrefetchDistance;
-      if (Msg::kNode) PrefetchRow(lhs + RowOf(s.a_target, src, dst, p) * s.a_len, s.a_len);
-      if (Msg::kEdge) PrefetchRow(rhs + RowOf(s.b_target, src, dst, p) * s.b_len, s.b_len);
-    }
-    const T* a_row = lhs + RowOf(s.a_target, src, dst, e) * s.a_len;
-    const T* b_row = rhs + RowOf(s.b_target, src, dst, e) * s.b_len;
-    const I* mask_row = kMasked ? mask_arg + static_cast<int64_t>(dst[e]) * F : nullptr;
-    for (int64_t f01 = 0; f01 < F01; ++f01) {
-      if (kDot) {
-        T acc = T(0);
-        for (int64_t i2 = 0; i2 < d.d2; ++i2) {
-          if (kMasked && mask_row[f01 * d.d2 + i2] != e) continue;
-          acc += EdgeElement<op, T, T>(a_row, b_row, s.a_strides, s.b_strides, d, f01, i2);
-        }
-        out[e * F01 + f01] = acc;
-      } else {
-        T* o = out + e * F + f01 * d.d2;
-        for (int64_t i2 = 0; i2 < d.d2; ++i2) {
-          const bool keep = !kMasked || mask_row[f01 * d.d2 + i2] == e;
-          o[i2] = keep ? EdgeElement<op, T, T>(a_row, b_row, s.a_strides, s.b_strides, d, f01, i2) : T(0);
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t end = offsets[r + 1];
+    for (int64_t k = offsets[r]; k < end; ++k) {
+      if (k + kPrefetchDistance < end) {
+        const int64_t p = k + kPrefetchDistance, j = nbr[p], e = eid[p];
+        if (Msg::kNode && s.a_target != Target::kRow) PrefetchRow(OperandRow(lhs, s.a_len, s.a_target, r, j, e), s.a_len);
+        if (Msg::kEdge && s.b_target != Target::kRow) PrefetchRow(OperandRow(rhs, s.b_len, s.b_target, r, j, e), s.b_len);
+      }
+      const int64_t j = nbr[k], e = eid[k];
+      const T* a_row = OperandRow(lhs, s.a_len, s.a_target, r, j, e);
+      const T* b_row = OperandRow(rhs, s.b_len, s.b_target, r, j, e);
+      const I* mask_row = M == Mask::kByRow ? mask_arg + r * F : M == Mask::kByNbr ? mask_arg + j * F : nullptr;
+      for (int64_t f01 = 0; f01 < F01; ++f01) {
+        if (kDot) {
+          T acc = T(0);
+          for (int64_t i2 = 0; i2 < d.d2; ++i2) {
+            if (M != Mask::kNone && mask_row[f01 * d.d2 + i2] != e) continue;
+            acc += EdgeElement<op, T, T>(a_row, b_row, s.a_strides, s.b_strides, d, f01, i2);
+          }
+          out[e * F01 + f01] = acc;
+        } else {
+          T* o = out + e * F + f01 * d.d2;
+          for (int64_t i2 = 0; i2 < d.d2; ++i2) {
+            const bool keep = M == Mask::kNone || mask_row[f01 * d.d2 + i2] == e;
+            o[i2] = keep ? EdgeElement<op, T, T>(a_row, b_row, s.a_strides, s.b_strides, d, f01, i2) : T(0);
+          }
         }
       }
     }
   }
 }
 
-template <typename T, typename I, Op op, bool kDot, bool kMasked>
-void SddmmParallel(ffi::ThreadPool& pool, const SddmmArgs& s, const I* src, const I* dst, const T* lhs,
-                   const T* rhs, const I* mask_arg, T* out) {
-  const int64_t n_tasks = NumTasks(pool, s.n_edges * std::max<int64_t>(1, s.dims.size()));
+template <typename T, typename I, Op op, bool kDot, Mask M>
+void SddmmParallel(ffi::ThreadPool& pool, const SddmmArgs& s, const I* offsets, const I* nbr, const I* eid,
+                   const T* lhs, const T* rhs, const I* mask_arg, T* out) {
+  const int64_t total = s.n_edges + s.n_rows;
+  const int64_t n_tasks = NumTasks(pool, total * std::max<int64_t>(1, s.dims.size()));
   ParallelFor(pool, n_tasks, [&](int64_t t) {
-    SddmmEdges<T, I, op, kDot, kMasked>(s, src, dst, lhs, rhs, mask_arg, out, s.n_edges * t / n_tasks,
-                                        s.n_edges * (t + 1) / n_tasks);
+    const int64_t r0 = RowAtWork(offsets, s.n_rows, total * t / n_tasks);
+    const int64_t r1 = RowAtWork(offsets, s.n_rows, total * (t + 1) / n_tasks);
+    SddmmRows<T, I, op, kDot, M>(s, offsets, nbr, eid, lhs, rhs, mask_arg, out, r0, r1);
   });
 }
 
-template <typename T, typename I, bool kMasked>
-ffi::Error SddmmDispatchOp(ffi::ThreadPool& pool, const SddmmArgs& s, const I* src, const I* dst, const T* lhs,
-                           const T* rhs, const I* mask_arg, T* out) {
+template <typename T, typename I, Mask M>
+void SddmmDispatchOp(ffi::ThreadPool& pool, const SddmmArgs& s, const I* offsets, const I* nbr, const I* eid,
+                     const T* lhs, const T* rhs, const I* mask_arg, T* out) {
+#define JGO_SDDMM(OP, DOT) SddmmParallel<T, I, OP, DOT, M>(pool, s, offsets, nbr, eid, lhs, rhs, mask_arg, out)
   if (s.dot) {
-    SddmmParallel<T, I, Op::kMul, true, kMasked>(pool, s, src, dst, lhs, rhs, mask_arg, out);
-    return ffi::Error::Success();
+    JGO_SDDMM(Op::kMul, true);
+    return;
   }
   switch (s.op) {
-    case Op::kCopyNode: SddmmParallel<T, I, Op::kCopyNode, false, kMasked>(pool, s, src, dst, lhs, rhs, mask_arg, out); break;
-    case Op::kCopyEdge: SddmmParallel<T, I, Op::kCopyEdge, false, kMasked>(pool, s, src, dst, lhs, rhs, mask_arg, out); break;
-    case Op::kAdd: SddmmParallel<T, I, Op::kAdd, false, kMasked>(pool, s, src, dst, lhs, rhs, mask_arg, out); break;
-    case Op::kMul: SddmmParallel<T, I, Op::kMul, false, kMasked>(pool, s, src, dst, lhs, rhs, mask_arg, out); break;
+    case Op::kCopyNode: JGO_SDDMM(Op::kCopyNode, false); break;
+    case Op::kCopyEdge: JGO_SDDMM(Op::kCopyEdge, false); break;
+    case Op::kAdd: JGO_SDDMM(Op::kAdd, false); break;
+    case Op::kMul: JGO_SDDMM(Op::kMul, false); break;
   }
-  return ffi::Error::Success();
-}
-
-template <typename I>
-ffi::Error CheckEdgeRows(const SddmmArgs& s, const I* src, const I* dst) {
-  const bool use_a = s.op != Op::kCopyEdge, use_b = s.op != Op::kCopyNode;
-  for (int64_t e = 0; e < s.n_edges; ++e) {
-    const int64_t u = src[e], v = dst[e];
-    auto bad = [&](const char* which, int64_t idx, int64_t rows) {
-      return InvalidArgument("sddmm: edge " + std::to_string(e) + " has " + which + " index " + std::to_string(idx) +
-                             ", out of range " + Range(0, rows));
-    };
-    if (use_a && s.a_target != Target::kEdge) {
-      const int64_t i = s.a_target == Target::kSrc ? u : v;
-      if (i < 0 || i >= s.a_rows) return bad(s.a_target == Target::kSrc ? "source" : "destination", i, s.a_rows);
-    }
-    if (use_b && s.b_target != Target::kEdge) {
-      const int64_t i = s.b_target == Target::kSrc ? u : v;
-      if (i < 0 || i >= s.b_rows) return bad(s.b_target == Target::kSrc ? "source" : "destination", i, s.b_rows);
-    }
-    if (s.masked && (v < 0 || v >= s.mask_rows)) return bad("destination", v, s.mask_rows);
-  }
-  return ffi::Error::Success();
+#undef JGO_SDDMM
 }
 
 template <typename T, typename I>
-ffi::Error SddmmTyped(ffi::ThreadPool& pool, const SddmmArgs& s, ffi::AnyBuffer src, ffi::AnyBuffer dst,
-                      ffi::AnyBuffer lhs, ffi::AnyBuffer rhs, ffi::AnyBuffer mask_arg, ffi::AnyBuffer out) {
-  const I* sp = src.typed_data<I>();
-  const I* dp = dst.typed_data<I>();
-  if (auto err = CheckEdgeRows(s, sp, dp); err.failure()) return err;
+ffi::Error SddmmTyped(ffi::ThreadPool& pool, const SddmmArgs& s, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr,
+                      ffi::AnyBuffer eid, ffi::AnyBuffer lhs, ffi::AnyBuffer rhs, ffi::AnyBuffer mask_arg,
+                      ffi::AnyBuffer out) {
+  const I* o = offsets.typed_data<I>();
+  const I* n = nbr.typed_data<I>();
+  const I* e = eid.typed_data<I>();
+  if (auto err = CheckCompressed(o, n, e, s.n_rows, s.n_edges, s.nbr_bound, s.reads_nbr, "sddmm"); err.failure())
+    return err;
   const T* a = lhs.typed_data<T>();
   const T* b = rhs.typed_data<T>();
-  T* o = out.typed_data<T>();
-  if (s.masked) return SddmmDispatchOp<T, I, true>(pool, s, sp, dp, a, b, mask_arg.typed_data<I>(), o);
-  return SddmmDispatchOp<T, I, false>(pool, s, sp, dp, a, b, nullptr, o);
+  const I* m = s.mask == Mask::kNone ? nullptr : mask_arg.typed_data<I>();
+  T* od = out.typed_data<T>();
+  switch (s.mask) {
+    case Mask::kNone: SddmmDispatchOp<T, I, Mask::kNone>(pool, s, o, n, e, a, b, m, od); break;
+    case Mask::kByRow: SddmmDispatchOp<T, I, Mask::kByRow>(pool, s, o, n, e, a, b, m, od); break;
+    case Mask::kByNbr: SddmmDispatchOp<T, I, Mask::kByNbr>(pool, s, o, n, e, a, b, m, od); break;
+  }
+  return ffi::Error::Success();
 }
 
-ffi::Error SddmmCpu(ffi::ThreadPool pool, ffi::AnyBuffer src, ffi::AnyBuffer dst, ffi::AnyBuffer lhs,
-                    ffi::AnyBuffer rhs, ffi::AnyBuffer mask_arg, ffi::Result<ffi::AnyBuffer> out, int64_t op,
-                    int64_t lhs_target, int64_t rhs_target, bool dot, bool masked, ffi::Span<const int64_t> dims,
-                    ffi::Span<const int64_t> lhs_strides, ffi::Span<const int64_t> rhs_strides) {
-  auto args = CheckSddmm(src, dst, lhs, rhs, mask_arg, *out, op, lhs_target, rhs_target, dot, masked, dims,
+ffi::Error SddmmCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
+                    ffi::AnyBuffer lhs, ffi::AnyBuffer rhs, ffi::AnyBuffer mask_arg, ffi::Result<ffi::AnyBuffer> out,
+                    int64_t op, int64_t lhs_target, int64_t rhs_target, bool dot, int64_t mask,
+                    ffi::Span<const int64_t> dims, ffi::Span<const int64_t> lhs_strides,
+                    ffi::Span<const int64_t> rhs_strides) {
+  auto args = CheckSddmm(offsets, nbr, eid, lhs, rhs, mask_arg, *out, op, lhs_target, rhs_target, dot, mask, dims,
                          lhs_strides, rhs_strides);
   if (args.has_error()) return args.error();
   const bool f64 = out->element_type() == ffi::DataType::F64;
-  const bool i64 = src.element_type() == ffi::DataType::S64;
-  if (f64 && i64) return SddmmTyped<double, int64_t>(pool, *args, src, dst, lhs, rhs, mask_arg, *out);
-  if (f64) return SddmmTyped<double, int32_t>(pool, *args, src, dst, lhs, rhs, mask_arg, *out);
-  if (i64) return SddmmTyped<float, int64_t>(pool, *args, src, dst, lhs, rhs, mask_arg, *out);
-  return SddmmTyped<float, int32_t>(pool, *args, src, dst, lhs, rhs, mask_arg, *out);
+  const bool i64 = offsets.element_type() == ffi::DataType::S64;
+  if (f64 && i64) return SddmmTyped<double, int64_t>(pool, *args, offsets, nbr, eid, lhs, rhs, mask_arg, *out);
+  if (f64) return SddmmTyped<double, int32_t>(pool, *args, offsets, nbr, eid, lhs, rhs, mask_arg, *out);
+  if (i64) return SddmmTyped<float, int64_t>(pool, *args, offsets, nbr, eid, lhs, rhs, mask_arg, *out);
+  return SddmmTyped<float, int32_t>(pool, *args, offsets, nbr, eid, lhs, rhs, mask_arg, *out);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -411,8 +405,9 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoSpmmCpu, jgo::SpmmCpu,
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoSddmmCpu, jgo::SddmmCpu,
                               xla::ffi::Ffi::Bind()
                                   .Ctx<xla::ffi::ThreadPool>()
-                                  .Arg<AnyBuf>()  // src
-                                  .Arg<AnyBuf>()  // dst
+                                  .Arg<AnyBuf>()  // offsets
+                                  .Arg<AnyBuf>()  // neighbours
+                                  .Arg<AnyBuf>()  // edge ids
                                   .Arg<AnyBuf>()  // lhs
                                   .Arg<AnyBuf>()  // rhs
                                   .Arg<AnyBuf>()  // mask arg
@@ -421,7 +416,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoSddmmCpu, jgo::SddmmCpu,
                                   .Attr<int64_t>("lhs_target")
                                   .Attr<int64_t>("rhs_target")
                                   .Attr<bool>("dot")
-                                  .Attr<bool>("masked")
+                                  .Attr<int64_t>("mask")
                                   .Attr<I64Span>("dims")
                                   .Attr<I64Span>("lhs_strides")
                                   .Attr<I64Span>("rhs_strides"));

@@ -143,118 +143,108 @@ ffi::Error SpmmCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer 
 }
 
 // ---------------------------------------------------------------------------------------
-// jgo_sddmm: one thread per output element; the dot form gives each (edge, f01) a group of
-// lanes striding over d2, summed with shuffles. An edge whose rows are out of range gets 0.
+// jgo_sddmm: a group of lanes per walked row, as in spmm. The lanes stride over the features of
+// each edge (coalesced rows), or, for a dot product, over d2 with a shuffle reduction. An edge
+// whose neighbour or edge id is out of range is skipped; its output is then left unwritten.
 
-// Row of an operand read by edge e: 0 when the operand is unused, -1 when out of range.
-template <typename I>
-__device__ __forceinline__ int64_t OperandRow(Target t, bool used, const I* src, const I* dst, int64_t e,
-                                              int64_t rows) {
-  if (!used) return 0;
-  const int64_t i = t == Target::kSrc ? static_cast<int64_t>(src[e])
-                    : t == Target::kDst ? static_cast<int64_t>(dst[e])
-                                        : e;
-  return InRange(i, rows) ? i : -1;
+template <typename T>
+__device__ __forceinline__ const T* OperandRow(const T* base, int64_t len, Target t, int64_t row, int64_t nbr,
+                                               int64_t e) {
+  return base + (t == Target::kRow ? row : t == Target::kNbr ? nbr : e) * len;
 }
 
-// Whether edge e can be read; sets the operand rows and the mask row.
-template <typename I, bool kUseA, bool kUseB, bool kMasked>
-__device__ __forceinline__ bool EdgeRows(const SddmmArgs& s, const I* src, const I* dst, int64_t e, int64_t& ra,
-                                         int64_t& rb, int64_t& rm) {
-  ra = OperandRow(s.a_target, kUseA, src, dst, e, s.a_rows);
-  rb = OperandRow(s.b_target, kUseB, src, dst, e, s.b_rows);
-  rm = kMasked ? static_cast<int64_t>(dst[e]) : 0;
-  return ra >= 0 && rb >= 0 && (!kMasked || InRange(rm, s.mask_rows));
-}
-
-template <typename T, typename I, Op op, bool kMasked>
-__global__ void SddmmKernel(SddmmArgs s, const I* src, const I* dst, const T* lhs, const T* rhs, const I* mask_arg,
-                            T* out) {
-  using Msg = Message<op>;
-  const int64_t F = s.dims.size();
-  for (int64_t i = ThreadIndex(); i < s.n_edges * F; i += ThreadCount()) {
-    const int64_t e = i / F, f = i % F;
-    int64_t ra, rb, rm;
-    T v = T(0);
-    if (EdgeRows<I, Msg::kNode, Msg::kEdge, kMasked>(s, src, dst, e, ra, rb, rm) &&
-        (!kMasked || mask_arg[rm * F + f] == e)) {
-      v = MessageAt<op, T>(lhs + ra * s.a_len, rhs + rb * s.b_len, s.a_strides.offset_of_flat(f, s.dims),
-                           s.b_strides.offset_of_flat(f, s.dims));
-    }
-    out[i] = v;
-  }
-}
-
-template <typename T, typename I, bool kMasked>
-__global__ void SddmmDotKernel(SddmmArgs s, const I* src, const I* dst, const T* lhs, const T* rhs,
-                               const I* mask_arg, T* out, int group) {
+template <typename T, typename I, Op op, bool kDot, Mask M>
+__global__ void SddmmKernel(SddmmArgs s, const I* offsets, const I* nbr, const I* eid, const T* lhs, const T* rhs,
+                            const I* mask_arg, T* out, int group) {
   const Dims3 d = s.dims;
-  const int64_t F = d.size(), F01 = d.d0 * d.d1, total = s.n_edges * F01;
+  const int64_t F = d.size(), F01 = d.d0 * d.d1;
   const int lane = threadIdx.x % group;
-  const int64_t per_warp = kWarp / group;
-  // The loop bound is uniform over a warp, so every lane reaches the shuffles.
-  for (int64_t base = ThreadIndex() / kWarp * per_warp; base < total; base += ThreadCount() / kWarp * per_warp) {
-    const int64_t item = base + (threadIdx.x % kWarp) / group;  // = e * F01 + f01
-    const int64_t e = item / F01, f01 = item % F01;
-    T acc = T(0);
-    int64_t ra, rb, rm;
-    if (item < total && EdgeRows<I, true, true, kMasked>(s, src, dst, e, ra, rb, rm)) {
-      for (int64_t i2 = lane; i2 < d.d2; i2 += group) {
-        if (kMasked && mask_arg[rm * F + f01 * d.d2 + i2] != e) continue;
-        acc += EdgeElement<Op::kMul, T, T>(lhs + ra * s.a_len, rhs + rb * s.b_len, s.a_strides, s.b_strides, d,
-                                           f01, i2);
+  const int64_t groups = ThreadCount() / group;
+  // Groups of one warp walk different rows, so a shuffle names only the lanes of its group;
+  // those share every loop bound and all reach it.
+  const unsigned group_mask =
+      group == kWarp ? kFullMask : ((1u << group) - 1u) << ((threadIdx.x % kWarp) / group * group);
+  for (int64_t r = ThreadIndex() / group; r < s.n_rows; r += groups) {
+    const int64_t begin = Clamp(offsets[r], 0, s.n_edges);
+    const int64_t end = Clamp(offsets[r + 1], begin, s.n_edges);
+    for (int64_t k = begin; k < end; ++k) {
+      const int64_t j = nbr[k], e = eid[k];
+      if (!InRange(e, s.n_edges) || (s.reads_nbr && !InRange(j, s.nbr_bound))) continue;
+      const T* a_row = OperandRow(lhs, s.a_len, s.a_target, r, j, e);
+      const T* b_row = OperandRow(rhs, s.b_len, s.b_target, r, j, e);
+      const I* mask_row = M == Mask::kByRow ? mask_arg + r * F : M == Mask::kByNbr ? mask_arg + j * F : nullptr;
+      if (kDot) {
+        for (int64_t f01 = 0; f01 < F01; ++f01) {
+          T acc = T(0);
+          for (int64_t i2 = lane; i2 < d.d2; i2 += group) {
+            if (M != Mask::kNone && mask_row[f01 * d.d2 + i2] != e) continue;
+            acc += EdgeElement<op, T, T>(a_row, b_row, s.a_strides, s.b_strides, d, f01, i2);
+          }
+          for (int offset = group / 2; offset > 0; offset /= 2) acc += __shfl_down_sync(group_mask, acc, offset, group);
+          if (lane == 0) out[e * F01 + f01] = acc;
+        }
+      } else {
+        for (int64_t f = lane; f < F; f += group) {
+          const bool keep = M == Mask::kNone || mask_row[f] == e;
+          out[e * F + f] = keep ? EdgeElement<op, T, T>(a_row, b_row, s.a_strides, s.b_strides, d, f / d.d2, f % d.d2)
+                                : T(0);
+        }
       }
     }
-    for (int offset = group / 2; offset > 0; offset /= 2) acc += __shfl_down_sync(kFullMask, acc, offset, group);
-    if (lane == 0 && item < total) out[item] = acc;
   }
 }
 
 template <typename T, typename I>
-using SddmmKernelFn = void (*)(SddmmArgs, const I*, const I*, const T*, const T*, const I*, T*);
+using SddmmKernelFn = void (*)(SddmmArgs, const I*, const I*, const I*, const T*, const T*, const I*, T*, int);
 
-template <typename T, typename I, bool kMasked>
-SddmmKernelFn<T, I> PickSddmm(Op op) {
-  switch (op) {
-    case Op::kCopyNode: return SddmmKernel<T, I, Op::kCopyNode, kMasked>;
-    case Op::kCopyEdge: return SddmmKernel<T, I, Op::kCopyEdge, kMasked>;
-    case Op::kAdd: return SddmmKernel<T, I, Op::kAdd, kMasked>;
+template <typename T, typename I, Mask M>
+SddmmKernelFn<T, I> PickSddmmOp(const SddmmArgs& s) {
+  if (s.dot) return SddmmKernel<T, I, Op::kMul, true, M>;
+  switch (s.op) {
+    case Op::kCopyNode: return SddmmKernel<T, I, Op::kCopyNode, false, M>;
+    case Op::kCopyEdge: return SddmmKernel<T, I, Op::kCopyEdge, false, M>;
+    case Op::kAdd: return SddmmKernel<T, I, Op::kAdd, false, M>;
     case Op::kMul: break;
   }
-  return SddmmKernel<T, I, Op::kMul, kMasked>;
+  return SddmmKernel<T, I, Op::kMul, false, M>;
 }
 
 template <typename T, typename I>
-ffi::Error SddmmTyped(cudaStream_t stream, const SddmmArgs& s, ffi::AnyBuffer src, ffi::AnyBuffer dst,
-                      ffi::AnyBuffer lhs, ffi::AnyBuffer rhs, ffi::AnyBuffer mask_arg, ffi::AnyBuffer out) {
-  const I* sp = src.typed_data<I>();
-  const I* dp = dst.typed_data<I>();
-  const T* a = lhs.typed_data<T>();
-  const T* b = rhs.typed_data<T>();
-  const I* m = s.masked ? mask_arg.typed_data<I>() : nullptr;
-  T* o = out.typed_data<T>();
-  if (s.dot) {
-    const int group = GroupWidth(s.dims.d2);
-    return Launch("jgo_sddmm", s.masked ? SddmmDotKernel<T, I, true> : SddmmDotKernel<T, I, false>,
-                  s.n_edges * s.dims.d0 * s.dims.d1 * group, stream, s, sp, dp, a, b, m, o, group);
+SddmmKernelFn<T, I> PickSddmm(const SddmmArgs& s) {
+  switch (s.mask) {
+    case Mask::kByRow: return PickSddmmOp<T, I, Mask::kByRow>(s);
+    case Mask::kByNbr: return PickSddmmOp<T, I, Mask::kByNbr>(s);
+    case Mask::kNone: break;
   }
-  return Launch("jgo_sddmm", s.masked ? PickSddmm<T, I, true>(s.op) : PickSddmm<T, I, false>(s.op),
-                s.n_edges * s.dims.size(), stream, s, sp, dp, a, b, m, o);
+  return PickSddmmOp<T, I, Mask::kNone>(s);
 }
 
-ffi::Error SddmmCuda(cudaStream_t stream, ffi::AnyBuffer src, ffi::AnyBuffer dst, ffi::AnyBuffer lhs,
-                     ffi::AnyBuffer rhs, ffi::AnyBuffer mask_arg, ffi::Result<ffi::AnyBuffer> out, int64_t op,
-                     int64_t lhs_target, int64_t rhs_target, bool dot, bool masked, ffi::Span<const int64_t> dims,
-                     ffi::Span<const int64_t> lhs_strides, ffi::Span<const int64_t> rhs_strides) {
-  auto args = CheckSddmm(src, dst, lhs, rhs, mask_arg, *out, op, lhs_target, rhs_target, dot, masked, dims,
+template <typename T, typename I>
+ffi::Error SddmmTyped(cudaStream_t stream, const SddmmArgs& s, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr,
+                      ffi::AnyBuffer eid, ffi::AnyBuffer lhs, ffi::AnyBuffer rhs, ffi::AnyBuffer mask_arg,
+                      ffi::AnyBuffer out) {
+  const int64_t F = s.dims.size();
+  const int group = GroupWidth(s.dot ? s.dims.d2 : F);
+  const I* m = s.mask == Mask::kNone ? nullptr : mask_arg.typed_data<I>();
+  return Launch("jgo_sddmm", PickSddmm<T, I>(s), F == 0 ? 0 : s.n_rows * group, stream, s,
+                offsets.typed_data<I>(), nbr.typed_data<I>(), eid.typed_data<I>(), lhs.typed_data<T>(),
+                rhs.typed_data<T>(), m, out.typed_data<T>(), group);
+}
+
+ffi::Error SddmmCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
+                     ffi::AnyBuffer lhs, ffi::AnyBuffer rhs, ffi::AnyBuffer mask_arg, ffi::Result<ffi::AnyBuffer> out,
+                     int64_t op, int64_t lhs_target, int64_t rhs_target, bool dot, int64_t mask,
+                     ffi::Span<const int64_t> dims, ffi::Span<const int64_t> lhs_strides,
+                     ffi::Span<const int64_t> rhs_strides) {
+  auto args = CheckSddmm(offsets, nbr, eid, lhs, rhs, mask_arg, *out, op, lhs_target, rhs_target, dot, mask, dims,
                          lhs_strides, rhs_strides);
   if (args.has_error()) return args.error();
   const bool f64 = out->element_type() == ffi::DataType::F64;
-  const bool i64 = src.element_type() == ffi::DataType::S64;
-  if (f64 && i64) return SddmmTyped<double, int64_t>(stream, *args, src, dst, lhs, rhs, mask_arg, *out);
-  if (f64) return SddmmTyped<double, int32_t>(stream, *args, src, dst, lhs, rhs, mask_arg, *out);
-  if (i64) return SddmmTyped<float, int64_t>(stream, *args, src, dst, lhs, rhs, mask_arg, *out);
-  return SddmmTyped<float, int32_t>(stream, *args, src, dst, lhs, rhs, mask_arg, *out);
+  const bool i64 = offsets.element_type() == ffi::DataType::S64;
+  if (f64 && i64) return SddmmTyped<double, int64_t>(stream, *args, offsets, nbr, eid, lhs, rhs, mask_arg, *out);
+  if (f64) return SddmmTyped<double, int32_t>(stream, *args, offsets, nbr, eid, lhs, rhs, mask_arg, *out);
+  if (i64) return SddmmTyped<float, int64_t>(stream, *args, offsets, nbr, eid, lhs, rhs, mask_arg, *out);
+  return SddmmTyped<float, int32_t>(stream, *args, offsets, nbr, eid, lhs, rhs, mask_arg, *out);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -325,8 +315,9 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoSpmmCuda, jgo::SpmmCuda,
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoSddmmCuda, jgo::SddmmCuda,
                               xla::ffi::Ffi::Bind()
                                   .Ctx<Stream>()
-                                  .Arg<AnyBuf>()  // src
-                                  .Arg<AnyBuf>()  // dst
+                                  .Arg<AnyBuf>()  // offsets
+                                  .Arg<AnyBuf>()  // neighbours
+                                  .Arg<AnyBuf>()  // edge ids
                                   .Arg<AnyBuf>()  // lhs
                                   .Arg<AnyBuf>()  // rhs
                                   .Arg<AnyBuf>()  // mask arg
@@ -335,7 +326,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoSddmmCuda, jgo::SddmmCuda,
                                   .Attr<int64_t>("lhs_target")
                                   .Attr<int64_t>("rhs_target")
                                   .Attr<bool>("dot")
-                                  .Attr<bool>("masked")
+                                  .Attr<int64_t>("mask")
                                   .Attr<I64Span>("dims")
                                   .Attr<I64Span>("lhs_strides")
                                   .Attr<I64Span>("rhs_strides"),

@@ -32,7 +32,7 @@ from ._layout import strided_view
 OPS = ("copy_lhs", "copy_rhs", "add", "mul")  # copy_lhs = node / lhs only, copy_rhs = edge / rhs only
 _OP_CODE = {"copy_lhs": 0, "copy_rhs": 1, "add": 2, "mul": 3}
 _REDUCE_CODE = {"sum": 0, "mean": 1, "max": 2, "min": 3}
-_TARGET_CODE = {"src": 0, "dst": 1, "edge": 2}
+_WALK_TARGET_CODE = {"row": 0, "nbr": 1, "edge": 2}
 
 spmm_p = Primitive("jgo_spmm")
 spmm_p.multiple_results = True
@@ -125,11 +125,16 @@ def _sddmm_ffi(*args, op, lhs_target, rhs_target, dot, masked, out_shape):
         out_shape, [_feature_shape(lhs, uses_lhs(op), k), _feature_shape(rhs, uses_rhs(op), k)], keep_last=dot)
     aval = _sddmm_abstract(*args, op=op, lhs_target=lhs_target, rhs_target=rhs_target, dot=dot, masked=masked,
                            out_shape=out_shape)
+    # Walk the view whose rows an operand reads, so those rows are read once per neighbourhood.
+    by_src = "dst" not in (lhs_target, rhs_target) and "src" in (lhs_target, rhs_target)
+    offsets, nbr, eid = (ga[5], ga[6], ga[7]) if by_src else (ga[2], ga[3], ga[4])
+    walk = {"src": "row" if by_src else "nbr", "dst": "nbr" if by_src else "row", "edge": "edge"}
+    mask = 0 if not masked else _WALK_TARGET_CODE[walk["dst"]] + 1  # the mask is indexed by destination
     call = jax.ffi.ffi_call("jgo_sddmm", jax.ShapeDtypeStruct(aval.shape, aval.dtype))
-    return call(ga[0], ga[1], lhs, rhs, mask_arg, op=np.int64(_OP_CODE[op]),
-                lhs_target=np.int64(_TARGET_CODE[lhs_target]), rhs_target=np.int64(_TARGET_CODE[rhs_target]),
-                dot=bool(dot), masked=bool(masked), dims=np.array(dims, np.int64),
-                lhs_strides=np.array(ls, np.int64), rhs_strides=np.array(rs, np.int64))
+    return call(offsets, nbr, eid, lhs, rhs, mask_arg, op=np.int64(_OP_CODE[op]),
+                lhs_target=np.int64(_WALK_TARGET_CODE[walk[lhs_target]]),
+                rhs_target=np.int64(_WALK_TARGET_CODE[walk[rhs_target]]), dot=bool(dot), mask=np.int64(mask),
+                dims=np.array(dims, np.int64), lhs_strides=np.array(ls, np.int64), rhs_strides=np.array(rs, np.int64))
 
 
 def _softmax_ffi(*args):

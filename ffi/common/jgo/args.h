@@ -128,40 +128,49 @@ inline ffi::ErrorOr<SpmmArgs> CheckSpmm(const ffi::AnyBuffer& offsets, const ffi
   return a;
 }
 
-// jgo_sddmm: out[e, .] = op(a[target_a(e), .], b[target_b(e), .]), summed over d2 when dot.
+// jgo_sddmm: out[e, .] = op(lhs[target_l(k), .], rhs[target_r(k), .]) for every position k of a
+// compressed structure (e = eid[k]), summed over d2 when dot. Targets: the walked row, the
+// neighbour nbr[k], or the edge e.
 struct SddmmArgs {
   Op op;
   Target a_target, b_target;
-  bool dot, masked;
+  bool dot;
+  Mask mask;
   Dims3 dims;
   Strides3 a_strides, b_strides;
-  int64_t n_edges, a_rows, b_rows, a_len, b_len, mask_rows;
+  int64_t n_rows, n_edges, a_rows, b_rows, a_len, b_len;
+  int64_t nbr_bound;  // neighbour ids must lie in [0, nbr_bound)
+  bool reads_nbr;
 };
 
-inline ffi::ErrorOr<SddmmArgs> CheckSddmm(const ffi::AnyBuffer& src, const ffi::AnyBuffer& dst,
-                                          const ffi::AnyBuffer& lhs, const ffi::AnyBuffer& rhs,
-                                          const ffi::AnyBuffer& mask_arg, const ffi::AnyBuffer& out,
-                                          int64_t op, int64_t a_target, int64_t b_target, bool dot,
-                                          bool masked, ffi::Span<const int64_t> dims,
+inline ffi::ErrorOr<SddmmArgs> CheckSddmm(const ffi::AnyBuffer& offsets, const ffi::AnyBuffer& nbr,
+                                          const ffi::AnyBuffer& eid, const ffi::AnyBuffer& lhs,
+                                          const ffi::AnyBuffer& rhs, const ffi::AnyBuffer& mask_arg,
+                                          const ffi::AnyBuffer& out, int64_t op, int64_t a_target,
+                                          int64_t b_target, bool dot, int64_t mask, ffi::Span<const int64_t> dims,
                                           ffi::Span<const int64_t> a_strides,
                                           ffi::Span<const int64_t> b_strides) {
   SddmmArgs s;
   if (op < 0 || op > 3) return Fail("sddmm: unknown op code " + std::to_string(op));
   if (a_target < 0 || a_target > 2 || b_target < 0 || b_target > 2)
-    return Fail("sddmm: targets must be 0 (src), 1 (dst) or 2 (edge)");
+    return Fail("sddmm: targets must be 0 (row), 1 (neighbour) or 2 (edge)");
+  if (mask < 0 || mask > 2) return Fail("sddmm: unknown mask code " + std::to_string(mask));
   s.op = static_cast<Op>(op);
   s.a_target = static_cast<Target>(a_target);
   s.b_target = static_cast<Target>(b_target);
   s.dot = dot;
-  s.masked = masked;
+  s.mask = static_cast<Mask>(mask);
   if (dot && s.op != Op::kMul) return Fail("sddmm: dot needs op=mul");
-  const auto it = src.element_type();
-  if (!IsIndexType(it) || dst.element_type() != it) return Fail("sddmm: src/dst must be int32/int64");
+  const auto it = offsets.element_type();
+  if (!IsIndexType(it) || nbr.element_type() != it || eid.element_type() != it)
+    return Fail("sddmm: offsets, neighbours and edge ids must share an int32/int64 dtype");
   if (!IsFloatType(out.element_type()) || lhs.element_type() != out.element_type() ||
       rhs.element_type() != out.element_type())
     return Fail("sddmm: operands and output must share a float32/float64 dtype");
-  s.n_edges = static_cast<int64_t>(src.element_count());
-  if (static_cast<int64_t>(dst.element_count()) != s.n_edges) return Fail("sddmm: src/dst differ in length");
+  if (offsets.element_count() < 1) return Fail("sddmm: offsets must have n_rows + 1 entries");
+  s.n_rows = static_cast<int64_t>(offsets.element_count()) - 1;
+  s.n_edges = static_cast<int64_t>(nbr.element_count());
+  if (static_cast<int64_t>(eid.element_count()) != s.n_edges) return Fail("sddmm: neighbours and edge ids differ in length");
   auto d = ReadDims(dims);
   if (d.has_error()) return ffi::Unexpected(d.error());
   s.dims = *d;
@@ -176,16 +185,31 @@ inline ffi::ErrorOr<SddmmArgs> CheckSddmm(const ffi::AnyBuffer& src, const ffi::
   if (bs.has_error()) return ffi::Unexpected(bs.error());
   s.a_strides = *as;
   s.b_strides = *bs;
-  if (use_a && s.a_target == Target::kEdge && s.a_rows != s.n_edges) return Fail("sddmm: edge-target lhs needs n_edges rows");
-  if (use_b && s.b_target == Target::kEdge && s.b_rows != s.n_edges) return Fail("sddmm: edge-target rhs needs n_edges rows");
-  const int64_t per_edge = dot ? s.dims.d0 * s.dims.d1 : s.dims.size();
+  const struct { bool used; Target t; int64_t rows; const char* name; } operands[] = {
+      {use_a, s.a_target, s.a_rows, "lhs"}, {use_b, s.b_target, s.b_rows, "rhs"}};
+  s.nbr_bound = INT64_MAX;
+  s.reads_nbr = false;
+  for (const auto& o : operands) {
+    if (!o.used) continue;
+    if (o.t == Target::kRow && o.rows != s.n_rows) return Fail(std::string("sddmm: row-target ") + o.name + " needs n_rows rows");
+    if (o.t == Target::kEdge && o.rows != s.n_edges) return Fail(std::string("sddmm: edge-target ") + o.name + " needs n_edges rows");
+    if (o.t == Target::kNbr) {
+      s.reads_nbr = true;
+      s.nbr_bound = std::min(s.nbr_bound, o.rows);
+    }
+  }
+  const int64_t F = s.dims.size();
+  const int64_t per_edge = dot ? s.dims.d0 * s.dims.d1 : F;
   if (static_cast<int64_t>(out.element_count()) != s.n_edges * per_edge) return Fail("sddmm: output has the wrong size");
-  s.mask_rows = 0;
-  if (masked) {
-    const int64_t F = s.dims.size();
-    if (mask_arg.element_type() != it || F == 0 || static_cast<int64_t>(mask_arg.element_count()) % F != 0)
+  if (s.mask != Mask::kNone) {
+    const int64_t count = static_cast<int64_t>(mask_arg.element_count());
+    if (mask_arg.element_type() != it || F == 0 || count % F != 0 ||
+        (s.mask == Mask::kByRow && count != s.n_rows * F))
       return Fail("sddmm: mask arg must be [n_dst, F] of the index dtype");
-    s.mask_rows = static_cast<int64_t>(mask_arg.element_count()) / F;
+    if (s.mask == Mask::kByNbr) {
+      s.reads_nbr = true;
+      s.nbr_bound = std::min(s.nbr_bound, count / F);
+    }
   }
   return s;
 }

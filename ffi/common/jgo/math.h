@@ -24,8 +24,9 @@ enum class Reduce : int64_t { kSum = 0, kMean = 1, kMax = 2, kMin = 3 };
 // counts only where arg[m, f] == e, with m = the output row (kByRow) or the neighbour
 // (kByNbr).
 enum class Mask : int64_t { kNone = 0, kByRow = 1, kByNbr = 2 };
-// Which row of an operand an edge reads in the edge-wise (SDDMM) kernel.
-enum class Target : int64_t { kSrc = 0, kDst = 1, kEdge = 2 };
+// Which row of an operand an edge reads in the edge-wise (SDDMM) kernel, which walks a
+// compressed neighbourhood structure: the row being walked, the neighbour, or the edge itself.
+enum class Target : int64_t { kRow = 0, kNbr = 1, kEdge = 2 };
 
 // A feature row is viewed as a [d0, d1, d2] block; an operand is read through strides
 // (0 on a broadcast axis), so NumPy broadcasting of up to three feature axes needs no copy.
