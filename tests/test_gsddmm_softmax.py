@@ -94,3 +94,13 @@ def test_edge_softmax_is_stable_and_literal():
     np.testing.assert_array_equal(y, [0.5, 0.5, 1.0, 1.0])
     y = jgo.edge_softmax(g, jnp.array([0.0, np.log(3.0), 7.0, 7.0]))
     np.testing.assert_allclose(y, [0.25, 0.75, 1.0, 1.0], rtol=1e-6)
+
+
+def test_zero_edge_graph():
+    g = jgo.Graph.from_edges(np.zeros(0, np.int32), np.zeros(0, np.int32), 3, 2)
+    x, y = jnp.ones((3, 4)), jnp.ones((2, 4))
+    assert jgo.gsddmm(g, x, y, op="dot").shape == (0,)
+    gx = jax.grad(lambda a: jgo.gsddmm(g, a, y, op="mul").sum())(x)
+    np.testing.assert_array_equal(gx, 0)
+    assert jgo.edge_softmax(g, jnp.zeros((0, 2))).shape == (0, 2)
+    assert jax.grad(lambda z: jgo.edge_softmax(g, z).sum())(jnp.zeros((0,))).shape == (0,)

@@ -210,3 +210,14 @@ def test_out_of_range_index_reaching_the_kernel_is_an_error(rng):
         jgo.gspmm(bad, u, op="copy_u").block_until_ready()
     # the process survives and keeps working
     np.testing.assert_allclose(jgo.gspmm(g, u, op="copy_u"), jgo.gspmm(g, u, op="copy_u", impl="xla"))
+
+
+def test_graph_as_jit_argument_and_jvp(rng):
+    g = random_graph(rng)
+    u, e = operands(rng, g, "u_mul_e")
+    f = jax.jit(lambda g, a, b: jgo.gspmm(g, a, b, op="u_mul_e", reduce="mean"))
+    np.testing.assert_allclose(f(g, u, e), jgo.gspmm(g, u, e, op="u_mul_e", reduce="mean", impl="xla"), rtol=1e-6)
+    du, de = np.ones_like(u), np.ones_like(e)
+    out, tangent = jax.jvp(lambda a, b: f(g, a, b), (u, e), (du, de))
+    _, tangent_ref = jax.jvp(lambda a, b: jgo.gspmm(g, a, b, op="u_mul_e", reduce="mean", impl="xla"), (u, e), (du, de))
+    np.testing.assert_allclose(tangent, tangent_ref, rtol=1e-5, atol=1e-6)

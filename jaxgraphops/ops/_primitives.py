@@ -140,7 +140,7 @@ def _sddmm_ffi(*args, op, lhs_target, rhs_target, dot, masked, out_shape):
 def _softmax_ffi(*args):
     ga, logits = args[:8], args[8]
     call = jax.ffi.ffi_call("jgo_edge_softmax", jax.ShapeDtypeStruct(logits.shape, logits.dtype))
-    flat = logits.reshape(logits.shape[0], -1)
+    flat = logits.reshape(logits.shape[0], int(np.prod(logits.shape[1:])))
     return call(ga[2], ga[4], flat).reshape(logits.shape)
 
 
