@@ -18,7 +18,7 @@
 namespace jgo {
 namespace {
 
-constexpr int64_t kPrefetchDistance = 8;
+constexpr int64_t kPrefetchDistance = 16;  // edges; prefetching runs across row boundaries
 constexpr int64_t kMinWorkPerTask = 1 << 15;  // elements; smaller jobs run on one thread
 
 constexpr int64_t kCacheLine = 64;
@@ -112,12 +112,13 @@ void SpmmRows(const SpmmArgs& a, const I* offsets, const I* nbr, const I* eid, c
   std::vector<T> acc(F);
   std::vector<I> arg(F);
   I unused_arg = -1;
+  const int64_t last = offsets[r1];
   for (int64_t r = r0; r < r1; ++r) {
     std::fill(acc.begin(), acc.end(), Red::init());
     if (Red::kArg) std::fill(arg.begin(), arg.end(), I(-1));
     const int64_t begin = offsets[r], end = offsets[r + 1];
     for (int64_t k = begin; k < end; ++k) {
-      if (k + kPrefetchDistance < end) {
+      if (k + kPrefetchDistance < last) {
         if (Msg::kNode) PrefetchRow(node + static_cast<int64_t>(nbr[k + kPrefetchDistance]) * a.node_len, a.node_len);
         if (Msg::kEdge) PrefetchRow(edge + static_cast<int64_t>(eid[k + kPrefetchDistance]) * a.edge_len, a.edge_len);
       }
@@ -243,10 +244,11 @@ void SddmmRows(const SddmmArgs& s, const I* offsets, const I* nbr, const I* eid,
   using Msg = Message<op>;
   const Dims3 d = s.dims;
   const int64_t F = d.size(), F01 = d.d0 * d.d1;
+  const int64_t last = offsets[r1];
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t end = offsets[r + 1];
     for (int64_t k = offsets[r]; k < end; ++k) {
-      if (k + kPrefetchDistance < end) {
+      if (k + kPrefetchDistance < last) {
         const int64_t p = k + kPrefetchDistance, j = nbr[p], e = eid[p];
         if (Msg::kNode && s.a_target != Target::kRow) PrefetchRow(OperandRow(lhs, s.a_len, s.a_target, r, j, e), s.a_len);
         if (Msg::kEdge && s.b_target != Target::kRow) PrefetchRow(OperandRow(rhs, s.b_len, s.b_target, r, j, e), s.b_len);
