@@ -46,7 +46,7 @@ def _linear_terms(op, lhs, rhs, d_lhs, d_rhs, form):
 
 
 def _zero_tangent(x):
-    return ad.Zero(jax.core.ShapedArray(x.shape, x.dtype).to_tangent_aval())
+    return ad.Zero(jax.typeof(x).to_tangent_aval())
 
 
 def _sum_terms(terms, like):

@@ -71,22 +71,27 @@ def rows_of(target: str, ga) -> int:
 # Abstract evaluation
 
 
+# Output avals are derived from an operand's aval with ``update`` so that metadata such as the
+# varying manual axes of ``shard_map`` carries over.
+
+
 def _spmm_abstract(*args, op, reduce, reverse, masked, out_shape):
-    ga, node, edge, mask_arg = args[:8], args[8], args[9], args[10]
+    ga, node, edge = args[:8], args[8], args[9]
     rows = n_src_of(ga) if reverse else n_dst_of(ga)
-    out = jax.core.ShapedArray((rows,) + out_shape, node.dtype if uses_lhs(op) else edge.dtype)
+    base = node if uses_lhs(op) else edge
+    out = base.update(shape=(rows,) + out_shape, weak_type=False)
     arg_shape = (rows,) + out_shape if has_arg(reduce) else (0,)
-    return out, jax.core.ShapedArray(arg_shape, ga[0].dtype)
+    return out, base.update(shape=arg_shape, dtype=ga[0].dtype, weak_type=False)
 
 
 def _sddmm_abstract(*args, op, lhs_target, rhs_target, dot, masked, out_shape):
     ga, lhs, rhs = args[:8], args[8], args[9]
     shape = (ga[0].shape[0],) + (out_shape[:-1] if dot else out_shape)
-    return jax.core.ShapedArray(shape, lhs.dtype if uses_lhs(op) else rhs.dtype)
+    return (lhs if uses_lhs(op) else rhs).update(shape=shape, weak_type=False)
 
 
 def _softmax_abstract(*args):
-    return jax.core.ShapedArray(args[8].shape, args[8].dtype)
+    return args[8].update(weak_type=False)
 
 
 spmm_p.def_abstract_eval(_spmm_abstract)
