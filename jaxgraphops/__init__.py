@@ -11,6 +11,7 @@ Every op is an XLA FFI kernel (C++ on CPU, CUDA on GPU) wrapped as a JAX primiti
 
 from ._backend import with_cuda
 from .graph import BatchedGraph, Graph, batch, pad, padding_masks
+from .ops.aggregation import agg_concat, agg_simple, agg_weighted, pool
 from .ops.message_passing import edge_softmax, gsddmm, gspmm
 
 __version__ = "0.1.0"
@@ -19,11 +20,15 @@ __all__ = [
     "BatchedGraph",
     "Graph",
     "__version__",
+    "agg_concat",
+    "agg_simple",
+    "agg_weighted",
     "batch",
     "edge_softmax",
     "gsddmm",
     "gspmm",
     "pad",
     "padding_masks",
+    "pool",
     "with_cuda",
 ]

@@ -70,3 +70,43 @@ def edge_softmax(g, logits):
     m = jax.lax.stop_gradient(jax.ops.segment_max(logits, g.dst, num_segments=g.n_dst))
     z = jnp.exp(logits - m[g.dst])
     return z / jax.ops.segment_sum(z, g.dst, num_segments=g.n_dst)[g.dst]
+
+
+def _segment_reduce(msg, ids, n, reduce):
+    if reduce == "sum":
+        return jax.ops.segment_sum(msg, ids, num_segments=n)
+    if reduce == "mean":
+        count = jax.ops.segment_sum(jnp.ones(ids.shape, msg.dtype), ids, num_segments=n)
+        return jax.ops.segment_sum(msg, ids, num_segments=n) / jnp.maximum(count, 1).reshape((-1,) + (1,) * (msg.ndim - 1))
+    return _first_extreme(msg, ids, n, reduce)
+
+
+def agg_simple(g, x=None, edge_feat=None, *, reduce="sum"):
+    """Reference of :func:`jaxgraphops.agg_simple`."""
+    parts = [_segment_reduce(m, g.dst, g.n_dst, reduce) for m in (None if x is None else x[g.src], edge_feat)
+             if m is not None]
+    return jnp.concatenate(parts, axis=-1)
+
+
+def agg_weighted(g, x, edge_weight, *, reduce="sum"):
+    """Reference of :func:`jaxgraphops.agg_weighted` (mean divides by the sum of incoming weights)."""
+    msg = edge_weight[:, None] * x[g.src]
+    if reduce != "mean":
+        return _segment_reduce(msg, g.dst, g.n_dst, reduce)
+    total = jax.ops.segment_sum(msg, g.dst, num_segments=g.n_dst)
+    weight_sum = jax.ops.segment_sum(edge_weight, g.dst, num_segments=g.n_dst)[:, None]
+    safe = jnp.where(weight_sum == 0, 1, weight_sum)
+    return jnp.where(weight_sum == 0, 0, total / safe)
+
+
+def agg_concat(g, x, *, x_dst=None, edge_feat=None, edge_weight=None, reduce="sum"):
+    """Reference of :func:`jaxgraphops.agg_concat`."""
+    x_dst = x if x_dst is None else x_dst
+    agg = agg_simple(g, x, reduce=reduce) if edge_weight is None else agg_weighted(g, x, edge_weight, reduce=reduce)
+    parts = [agg] + ([agg_simple(g, edge_feat=edge_feat, reduce=reduce)] if edge_feat is not None else [])
+    return jnp.concatenate(parts + [x_dst[: g.n_dst]], axis=-1)
+
+
+def pool(x, graph_ids, n_graphs, *, reduce="sum"):
+    """Reference of :func:`jaxgraphops.pool`."""
+    return _segment_reduce(x, jnp.asarray(graph_ids), n_graphs, reduce)

@@ -1,0 +1,170 @@
+"""The cugraph-ops aggregation family: ``agg_simple``, ``agg_weighted``, ``agg_concat``, ``pool``.
+
+Each is one or two passes of the fused neighbourhood-reduce kernel (``gspmm``); their
+derivatives of every order come from the kernel primitives' rules.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from .. import reference
+from ..graph import Graph
+from .message_passing import REDUCES, _as_float_array, _check_choice, _check_graph, gspmm
+
+
+def _weight_vector(fn, g, edge_weight):
+    w = _as_float_array(fn, "edge_weight", edge_weight, g.n_edges, "n_edges")
+    if w.ndim != 1:
+        raise ValueError(f"{fn}: edge_weight must be [n_edges]; got shape {w.shape}")
+    return w
+
+
+def _safe_inverse(d):
+    """1 / d where d != 0, else 0, with zero derivatives where d == 0 (any order)."""
+    nonzero = d != 0
+    return jnp.where(nonzero, 1 / jnp.where(nonzero, d, 1), 0)
+
+
+def agg_simple(g: Graph, x=None, edge_feat=None, *, reduce: str = "sum", impl: str | None = None):
+    """Aggregates source-node features, edge features, or both, at each destination.
+
+    Args:
+      g: the graph.
+      x: source-node features ``[n_src, F]`` (node-to-node).
+      edge_feat: edge features ``[n_edges, Fe]`` in input edge order (edge-to-node).
+      reduce: ``sum``, ``mean``, ``max`` or ``min`` (empty neighbourhoods give 0).
+      impl: None for the fused kernels, ``"xla"`` for the pure-JAX reference.
+
+    Returns:
+      ``[n_dst, F]``, ``[n_dst, Fe]``, or ``[n_dst, F + Fe]`` (``[node | edge]``) when both are given.
+
+    >>> import jax.numpy as jnp, jaxgraphops as jgo
+    >>> g = jgo.Graph.from_edges(jnp.array([0, 1]), jnp.array([1, 1]))
+    >>> jgo.agg_simple(g, jnp.array([[1.], [3.]]), jnp.array([[5.], [7.]]), reduce="max")
+    Array([[0., 0.],
+           [3., 7.]], dtype=float32)
+    """
+    fn = "agg_simple"
+    _check_graph(fn, g)
+    _check_choice("reduce", reduce, REDUCES)
+    if x is None and edge_feat is None:
+        raise ValueError(f"{fn}: give x, edge_feat or both")
+    if impl == "xla":
+        return reference.agg_simple(g, x, edge_feat, reduce=reduce)
+    parts = []
+    if x is not None:
+        parts.append(gspmm(g, x, op="copy_u", reduce=reduce, impl=impl))
+    if edge_feat is not None:
+        parts.append(gspmm(g, e=edge_feat, op="copy_e", reduce=reduce, impl=impl))
+    return parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis=-1)
+
+
+def agg_weighted(g: Graph, x, edge_weight, *, reduce: str = "sum", impl: str | None = None):
+    """Aggregates weighted messages ``w_e * x[src_e]`` at each destination.
+
+    ``mean`` divides by the sum of the incoming weights (cugraph-ops' ``node_degree``), not by
+    the number of edges; a destination whose weights sum to 0 gets 0 and zero gradients.
+    ``max``/``min`` reduce the weighted messages.
+
+    Args:
+      g: the graph.
+      x: source-node features ``[n_src, F]``.
+      edge_weight: ``[n_edges]`` in input edge order.
+      reduce: ``sum``, ``mean``, ``max`` or ``min``.
+      impl: None for the fused kernels, ``"xla"`` for the pure-JAX reference.
+
+    Returns:
+      ``[n_dst, F]``.
+
+    >>> import jax.numpy as jnp, jaxgraphops as jgo
+    >>> g = jgo.Graph.from_edges(jnp.array([0, 1]), jnp.array([1, 1]))
+    >>> jgo.agg_weighted(g, jnp.array([[2.], [4.]]), jnp.array([1., 3.]), reduce="mean")[:, 0]
+    Array([0. , 3.5], dtype=float32)
+    """
+    fn = "agg_weighted"
+    _check_graph(fn, g)
+    _check_choice("reduce", reduce, REDUCES)
+    w = _weight_vector(fn, g, edge_weight)
+    if impl == "xla":
+        return reference.agg_weighted(g, jnp.asarray(x), w, reduce=reduce)
+    if reduce != "mean":
+        return gspmm(g, x, w, op="u_mul_e", reduce=reduce, impl=impl)
+    total = gspmm(g, x, w, op="u_mul_e", reduce="sum", impl=impl)
+    weight_sum = gspmm(g, e=w, op="copy_e", reduce="sum", impl=impl)
+    return total * _safe_inverse(weight_sum)[:, None].astype(total.dtype)
+
+
+def agg_concat(g: Graph, x, *, x_dst=None, edge_feat=None, edge_weight=None, reduce: str = "sum",
+               impl: str | None = None):
+    """The aggregate of the neighbours followed by the destination's own features (SAGEConv's input).
+
+    Returns ``[agg(x) | agg(edge_feat) | x_dst]``; ``agg(x)`` is weighted by ``edge_weight`` when
+    given (as in :func:`agg_weighted`); edge features are aggregated unweighted.
+
+    Args:
+      g: the graph.
+      x: source-node features ``[n_src, F]``.
+      x_dst: destination features ``[n_dst, Fd]``; defaults to ``x[:n_dst]`` for a non-bipartite
+        graph and is required for a bipartite one.
+      edge_feat: optional edge features ``[n_edges, Fe]``.
+      edge_weight: optional ``[n_edges]`` weights of the node messages.
+      reduce: ``sum``, ``mean``, ``max`` or ``min``.
+      impl: None for the fused kernels, ``"xla"`` for the pure-JAX reference.
+
+    Returns:
+      ``[n_dst, F (+ Fe) + Fd]``.
+
+    >>> import jax.numpy as jnp, jaxgraphops as jgo
+    >>> g = jgo.Graph.from_edges(jnp.array([0, 1]), jnp.array([1, 1]))
+    >>> jgo.agg_concat(g, jnp.array([[2.], [4.]]), reduce="mean")
+    Array([[0., 2.],
+           [3., 4.]], dtype=float32)
+    """
+    fn = "agg_concat"
+    _check_graph(fn, g)
+    if x_dst is None:
+        if g.n_src != g.n_dst:
+            raise ValueError(f"{fn}: x_dst is required for a bipartite graph (n_src={g.n_src}, n_dst={g.n_dst})")
+        x_dst = x
+    x_dst = _as_float_array(fn, "x_dst", jnp.asarray(x_dst)[: g.n_dst], g.n_dst, "n_dst")
+    if impl == "xla":
+        return reference.agg_concat(g, x, x_dst=x_dst, edge_feat=edge_feat, edge_weight=edge_weight, reduce=reduce)
+    if edge_weight is None:
+        agg = agg_simple(g, x, edge_feat, reduce=reduce, impl=impl)
+    else:
+        agg = agg_weighted(g, x, edge_weight, reduce=reduce, impl=impl)
+        if edge_feat is not None:
+            agg = jnp.concatenate([agg, agg_simple(g, edge_feat=edge_feat, reduce=reduce, impl=impl)], axis=-1)
+    return jnp.concatenate([agg, x_dst.astype(agg.dtype)], axis=-1)
+
+
+def pool(x, graph_ids, n_graphs: int, *, reduce: str = "sum", impl: str | None = None):
+    """Graph readout: reduces node features ``x [N, F]`` into ``[n_graphs, F]`` by graph id.
+
+    Args:
+      x: node features ``[N, F]``.
+      graph_ids: ``[N]`` integer graph id of each node (e.g. ``jgo.batch(...).dst_graph_ids``).
+      n_graphs: number of graphs (static).
+      reduce: ``sum``, ``mean``, ``max`` or ``min``; a graph without nodes gets 0.
+      impl: None for the fused kernels, ``"xla"`` for the pure-JAX reference.
+
+    >>> import jax.numpy as jnp, jaxgraphops as jgo
+    >>> jgo.pool(jnp.array([[1.], [2.], [4.]]), jnp.array([0, 0, 1]), 3, reduce="mean")[:, 0]
+    Array([1.5, 4. , 0. ], dtype=float32)
+    """
+    fn = "pool"
+    _check_choice("reduce", reduce, REDUCES)
+    x = jnp.asarray(x)
+    if x.ndim == 0:
+        raise ValueError(f"{fn}: x must be [N, ...]; got a scalar")
+    ids = jnp.asarray(graph_ids)
+    if ids.shape != (x.shape[0],) or not jnp.issubdtype(ids.dtype, jnp.integer):
+        raise ValueError(f"{fn}: graph_ids must be an integer array of shape ({x.shape[0]},); got "
+                         f"{ids.dtype}{tuple(ids.shape)}")
+    if not isinstance(n_graphs, int) or n_graphs < 0:
+        raise ValueError(f"{fn}: n_graphs must be a non-negative int; got {n_graphs!r}")
+    if impl == "xla":
+        return reference.pool(x, ids, n_graphs, reduce=reduce)
+    g = Graph.from_edges(jnp.arange(x.shape[0], dtype=ids.dtype), ids, x.shape[0], n_graphs)
+    return gspmm(g, x, op="copy_u", reduce=reduce, impl=impl)
