@@ -1,0 +1,143 @@
+"""agg_simple, agg_weighted, agg_concat and pool against the pure-JAX reference and literal tables."""
+
+import jax
+import jax.numpy as jnp
+import jax.test_util
+import numpy as np
+import pytest
+from conftest import random_graph
+
+import jaxgraphops as jgo
+
+REDUCES = ("sum", "mean", "max", "min")
+
+
+def _inputs(rng, g, dtype, f=3, fe=2):
+    x = rng.normal(size=(g.n_src, f)).astype(dtype)
+    w = (rng.uniform(0.5, 2.0, size=g.n_edges) * rng.choice([-1, 1], size=g.n_edges)).astype(dtype)
+    ef = rng.normal(size=(g.n_edges, fe)).astype(dtype)
+    x_dst = rng.normal(size=(g.n_dst, 4)).astype(dtype)
+    return x, w, ef, x_dst
+
+
+def _functions(g, x_dst, r):
+    """Each op under reduction ``r``, with all float inputs as positional arguments."""
+    return {
+        "agg_simple n2n": lambda x, w, ef, impl=None: jgo.agg_simple(g, x, reduce=r, impl=impl),
+        "agg_simple e2n": lambda x, w, ef, impl=None: jgo.agg_simple(g, edge_feat=ef, reduce=r, impl=impl),
+        "agg_simple n2n_e2n": lambda x, w, ef, impl=None: jgo.agg_simple(g, x, ef, reduce=r, impl=impl),
+        "agg_weighted": lambda x, w, ef, impl=None: jgo.agg_weighted(g, x, w, reduce=r, impl=impl),
+        "agg_concat": lambda x, w, ef, impl=None: jgo.agg_concat(g, x, x_dst=x_dst, reduce=r, impl=impl),
+        "agg_concat weighted+edge": lambda x, w, ef, impl=None: jgo.agg_concat(
+            g, x, x_dst=x_dst, edge_feat=ef, edge_weight=w, reduce=r, impl=impl),
+    }
+
+
+@pytest.fixture(params=REDUCES)
+def reduce(request):
+    return request.param
+
+
+@pytest.mark.parametrize("index_dtype", ["int32", "int64"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_matches_reference(x64, rng, reduce, index_dtype, dtype):
+    g = random_graph(rng, index_dtype=index_dtype)
+    x, w, ef, x_dst = _inputs(rng, g, dtype)
+    for name, f in _functions(g, x_dst, reduce).items():
+        out, ref = f(x, w, ef), f(x, w, ef, impl="xla")
+        assert out.dtype == dtype and out.shape == ref.shape, name
+        tol = 1e-5 if dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(out, ref, rtol=tol, atol=tol, err_msg=name)
+
+
+def test_check_grads_order2(x64, rng, reduce):
+    g = random_graph(rng, 5, 4, 12)
+    x, w, ef, x_dst = _inputs(rng, g, np.float64)
+    for name, f in _functions(g, x_dst, reduce).items():
+        jax.test_util.check_grads(f, (x, w, ef), order=2, modes=("fwd", "rev"), eps=1e-4)
+        ref = jax.grad(lambda *a: jnp.sum(f(*a, impl="xla") ** 2), (0, 1, 2))(x, w, ef)
+        got = jax.grad(lambda *a: jnp.sum(f(*a) ** 2), (0, 1, 2))(x, w, ef)
+        jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12, err_msg=name),
+                               got, ref)
+
+
+def test_pool(x64, rng, reduce):
+    ids = np.array([0, 0, 0, 2, 2, 3, 3, 3, 3])  # graph 1 and graph 4 have no nodes
+    x = rng.normal(size=(9, 3))
+    out = jgo.pool(x, ids, 5, reduce=reduce)
+    np.testing.assert_allclose(out, jgo.pool(x, ids, 5, reduce=reduce, impl="xla"), rtol=1e-13)
+    np.testing.assert_array_equal(out[1], 0)
+    np.testing.assert_array_equal(out[4], 0)
+    jax.test_util.check_grads(lambda x: jgo.pool(x, ids, 5, reduce=reduce), (x,), order=2, modes=("fwd", "rev"))
+    unsorted = np.array([3, 0, 2, 0, 3, 3, 2, 0, 3])
+    np.testing.assert_allclose(jgo.pool(x, unsorted, 5, reduce=reduce),
+                               jgo.pool(x, unsorted, 5, reduce=reduce, impl="xla"), rtol=1e-13)
+    traced = jax.jit(lambda x, i: jgo.pool(x, i, 5, reduce=reduce))(x, ids)
+    np.testing.assert_allclose(traced, out, rtol=1e-13)
+
+
+def test_literal_tables():
+    # edges: 0:0->1 (w 1), 1:1->1 (w 3), 2:2->2 (self loop, w 2), 3:0->2 (w -2); node 0 receives nothing
+    g = jgo.Graph.from_edges(np.array([0, 1, 2, 0]), np.array([1, 1, 2, 2]), 3, 3)
+    x = jnp.array([[2.0], [4.0], [8.0]])
+    w = jnp.array([1.0, 3.0, 2.0, -2.0])
+    expected = {
+        "sum": [0.0, 14.0, 12.0],
+        "mean": [0.0, 3.5, 0.0],  # node 2: weights sum to 0 -> 0
+        "max": [0.0, 12.0, 16.0],
+        "min": [0.0, 2.0, -4.0],
+    }
+    for reduce, want in expected.items():
+        np.testing.assert_array_equal(jgo.agg_weighted(g, x, w, reduce=reduce)[:, 0], want)
+    # zero weight sum: zero gradients from that destination, for x and for w
+    gx, gw = jax.grad(lambda x, w: jgo.agg_weighted(g, x, w, reduce="mean")[2, 0], (0, 1))(x, w)
+    np.testing.assert_array_equal(gx, 0)
+    np.testing.assert_array_equal(gw, 0)
+    # mean gradient in w: <G, x_src - y> / W  (node 1: y = 3.5, W = 4)
+    gw = jax.grad(lambda w: jgo.agg_weighted(g, x, w, reduce="mean")[1, 0])(w)
+    np.testing.assert_allclose(gw, [(2 - 3.5) / 4, (4 - 3.5) / 4, 0, 0])
+    np.testing.assert_array_equal(jgo.agg_concat(g, x, reduce="max"), [[0, 2], [4, 4], [8, 8]])
+    np.testing.assert_array_equal(jgo.agg_simple(g, x, jnp.ones((4, 2)), reduce="sum"),
+                                  [[0, 0, 0], [6, 2, 2], [10, 2, 2]])
+    # ties: both in-edges of node 1 carry 5; the first in input order (edge 0, from node 0) wins
+    tie = jnp.array([[5.0], [5.0], [1.0]])
+    grad = jax.grad(lambda x: jgo.agg_simple(g, x, reduce="max")[1, 0])(tie)
+    np.testing.assert_array_equal(grad[:, 0], [1.0, 0.0, 0.0])
+
+
+def test_zero_edge_graph(reduce):
+    g = jgo.Graph.from_edges(np.zeros(0, np.int32), np.zeros(0, np.int32), 3, 2)
+    x = jnp.ones((3, 2))
+    assert jgo.agg_weighted(g, x, jnp.ones(0), reduce=reduce).shape == (2, 2)
+    np.testing.assert_array_equal(jgo.agg_concat(g, x, x_dst=2 * x[:2], reduce=reduce), [[0, 0, 2, 2]] * 2)
+    gx = jax.grad(lambda x: jgo.agg_weighted(g, x, jnp.ones(0), reduce=reduce).sum())(x)
+    np.testing.assert_array_equal(gx, 0)
+
+
+def test_first_order_reverse_runs_the_fused_kernels(rng):
+    g = random_graph(rng)
+    x, w, ef, x_dst = _inputs(rng, g, np.float32)
+    for reduce in REDUCES:
+        loss = lambda x, w: jnp.sum(jgo.agg_concat(g, x, x_dst=x_dst, edge_weight=w, reduce=reduce) ** 2)  # noqa: E731
+        hlo = jax.jit(jax.grad(loss, (0, 1))).lower(x, w).as_text()
+        assert hlo.count("jgo_spmm") >= 2 and "jgo_sddmm" in hlo, reduce
+        assert "scatter" not in hlo, reduce
+
+
+def test_errors(rng):
+    g = random_graph(rng)
+    x = np.ones((g.n_src, 3), np.float32)
+    with pytest.raises(ValueError, match="give x, edge_feat or both"):
+        jgo.agg_simple(g)
+    with pytest.raises(ValueError, match="edge_weight must have 24 rows"):
+        jgo.agg_weighted(g, x, np.ones(5, np.float32))
+    with pytest.raises(ValueError, match=r"edge_weight must be \[n_edges\]"):
+        jgo.agg_weighted(g, x, np.ones((24, 2), np.float32))
+    with pytest.raises(ValueError, match="x_dst is required for a bipartite graph"):
+        jgo.agg_concat(g, x)
+    with pytest.raises(ValueError, match="reduce must be one of"):
+        jgo.pool(x, np.zeros(7, np.int32), 1, reduce="prod")
+    with pytest.raises(ValueError, match="graph_ids must be an integer array"):
+        jgo.pool(x, np.zeros(3, np.int32), 1)
+    with pytest.raises(ValueError, match="out of range"):
+        jgo.pool(x, np.full(7, 4, np.int32), 2)
