@@ -134,24 +134,15 @@ ffi::Error SpmmCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer 
   auto args = CheckSpmm(offsets, nbr, eid, node, edge, mask_arg, *out, *arg_out, op, reduce, mask, dims,
                         node_strides, edge_strides);
   if (args.has_error()) return args.error();
-  const bool f64 = out->element_type() == ffi::DataType::F64;
-  const bool i64 = offsets.element_type() == ffi::DataType::S64;
-  if (f64 && i64) return SpmmTyped<double, int64_t>(stream, *args, offsets, nbr, eid, node, edge, mask_arg, *out, *arg_out);
-  if (f64) return SpmmTyped<double, int32_t>(stream, *args, offsets, nbr, eid, node, edge, mask_arg, *out, *arg_out);
-  if (i64) return SpmmTyped<float, int64_t>(stream, *args, offsets, nbr, eid, node, edge, mask_arg, *out, *arg_out);
-  return SpmmTyped<float, int32_t>(stream, *args, offsets, nbr, eid, node, edge, mask_arg, *out, *arg_out);
+  return DispatchTypes(out->element_type(), offsets.element_type(), [&](auto t, auto i) {
+    return SpmmTyped<decltype(t), decltype(i)>(stream, *args, offsets, nbr, eid, node, edge, mask_arg, *out, *arg_out);
+  });
 }
 
 // ---------------------------------------------------------------------------------------
 // jgo_sddmm: a group of lanes per walked row, as in spmm. The lanes stride over the features of
 // each edge (coalesced rows), or, for a dot product, over d2 with a shuffle reduction. An edge
 // whose neighbour or edge id is out of range is skipped; its output is then left unwritten.
-
-template <typename T>
-__device__ __forceinline__ const T* OperandRow(const T* base, int64_t len, Target t, int64_t row, int64_t nbr,
-                                               int64_t e) {
-  return base + (t == Target::kRow ? row : t == Target::kNbr ? nbr : e) * len;
-}
 
 template <typename T, typename I, Op op, bool kDot, Mask M>
 __global__ void SddmmKernel(SddmmArgs s, const I* offsets, const I* nbr, const I* eid, const T* lhs, const T* rhs,
@@ -239,12 +230,9 @@ ffi::Error SddmmCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer
   auto args = CheckSddmm(offsets, nbr, eid, lhs, rhs, mask_arg, *out, op, lhs_target, rhs_target, dot, mask, dims,
                          lhs_strides, rhs_strides);
   if (args.has_error()) return args.error();
-  const bool f64 = out->element_type() == ffi::DataType::F64;
-  const bool i64 = offsets.element_type() == ffi::DataType::S64;
-  if (f64 && i64) return SddmmTyped<double, int64_t>(stream, *args, offsets, nbr, eid, lhs, rhs, mask_arg, *out);
-  if (f64) return SddmmTyped<double, int32_t>(stream, *args, offsets, nbr, eid, lhs, rhs, mask_arg, *out);
-  if (i64) return SddmmTyped<float, int64_t>(stream, *args, offsets, nbr, eid, lhs, rhs, mask_arg, *out);
-  return SddmmTyped<float, int32_t>(stream, *args, offsets, nbr, eid, lhs, rhs, mask_arg, *out);
+  return DispatchTypes(out->element_type(), offsets.element_type(), [&](auto t, auto i) {
+    return SddmmTyped<decltype(t), decltype(i)>(stream, *args, offsets, nbr, eid, lhs, rhs, mask_arg, *out);
+  });
 }
 
 // ---------------------------------------------------------------------------------------
@@ -278,12 +266,9 @@ ffi::Error SoftmaxTyped(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuf
 ffi::Error EdgeSoftmaxCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer eid, ffi::AnyBuffer logits,
                            ffi::Result<ffi::AnyBuffer> out) {
   if (auto err = CheckSoftmax(offsets, eid, logits, *out); err.failure()) return err;
-  const bool f64 = logits.element_type() == ffi::DataType::F64;
-  const bool i64 = offsets.element_type() == ffi::DataType::S64;
-  if (f64 && i64) return SoftmaxTyped<double, int64_t>(stream, offsets, eid, logits, *out);
-  if (f64) return SoftmaxTyped<double, int32_t>(stream, offsets, eid, logits, *out);
-  if (i64) return SoftmaxTyped<float, int64_t>(stream, offsets, eid, logits, *out);
-  return SoftmaxTyped<float, int32_t>(stream, offsets, eid, logits, *out);
+  return DispatchTypes(logits.element_type(), offsets.element_type(), [&](auto t, auto i) {
+    return SoftmaxTyped<decltype(t), decltype(i)>(stream, offsets, eid, logits, *out);
+  });
 }
 
 }  // namespace

@@ -21,6 +21,17 @@ inline ffi::Error InvalidArgument(const std::string& msg) {
 // The same error, as the failed value of an ffi::ErrorOr.
 inline ffi::Unexpected<ffi::Error> Fail(const std::string& msg) { return ffi::Unexpected(InvalidArgument(msg)); }
 
+// Calls fn(T{}, I{}) with T the float type (float/double) and I the index type (int32/int64) of
+// the buffers, so a handler instantiates its typed body once per pair.
+template <typename Fn>
+ffi::Error DispatchTypes(ffi::DataType float_type, ffi::DataType index_type, Fn&& fn) {
+  const bool f64 = float_type == ffi::DataType::F64, i64 = index_type == ffi::DataType::S64;
+  if (f64 && i64) return fn(double{}, int64_t{});
+  if (f64) return fn(double{}, int32_t{});
+  if (i64) return fn(float{}, int64_t{});
+  return fn(float{}, int32_t{});
+}
+
 inline bool IsIndexType(ffi::DataType t) { return t == ffi::DataType::S32 || t == ffi::DataType::S64; }
 inline bool IsFloatType(ffi::DataType t) { return t == ffi::DataType::F32 || t == ffi::DataType::F64; }
 

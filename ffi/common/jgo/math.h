@@ -134,6 +134,12 @@ struct Reducer<Acc, Reduce::kMin> {
   JGO_HD static Acc finalize(Acc acc, I arg, int64_t) { return arg < 0 ? Acc(0) : acc; }
 };
 
+// The row of an operand of the edge-wise kernel: the walked row, the neighbour, or the edge.
+template <typename T>
+JGO_HD const T* OperandRow(const T* base, int64_t len, Target t, int64_t row, int64_t nbr, int64_t e) {
+  return base + (t == Target::kRow ? row : t == Target::kNbr ? nbr : e) * len;
+}
+
 // One message element of edge `e`: op(node[nbr, f], edge[e, f]) under broadcasting.
 template <Op op, typename T>
 JGO_HD T MessageAt(const T* node_row, const T* edge_row, int64_t node_off, int64_t edge_off) {
