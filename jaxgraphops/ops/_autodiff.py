@@ -234,33 +234,25 @@ def _batched_mask(mask_arg, d, masked, size, out_shape):
     return jnp.broadcast_to(jnp.expand_dims(mask_arg, 1), (mask_arg.shape[0], size) + tuple(out_shape))
 
 
-def _batch_size(args, dims):
-    return next(a.shape[d] for a, d in zip(args, dims) if d is not None)
-
-
-def _spmm_batch(args, dims, *, op, reduce, reverse, masked, out_shape):
-    params = dict(op=op, reduce=reduce, reverse=reverse, masked=masked, out_shape=out_shape)
+def _batch_binary(prim, args, dims, params, out_dims):
+    """Folds a batch of the two data operands (and the mask) into a leading feature axis."""
     if any(d is not None for d in dims[:_N_GRAPH]):
-        return _map_over_graphs(spmm_p, args, dims, params)
-    size = _batch_size(args, dims)
-    node = _to_feature_axis(args[8], dims[8], uses_lhs(op))
-    edge = _to_feature_axis(args[9], dims[9], uses_rhs(op))
-    mask_arg = _batched_mask(args[10], dims[10], masked, size, out_shape)
-    params["out_shape"] = (size,) + tuple(out_shape)
-    out, arg = spmm_p.bind(*args[:_N_GRAPH], node, edge, mask_arg, **params)
-    return (out, arg), (1, 1 if has_arg(reduce) else None)
-
-
-def _sddmm_batch(args, dims, *, op, lhs_target, rhs_target, dot, masked, out_shape):
-    params = dict(op=op, lhs_target=lhs_target, rhs_target=rhs_target, dot=dot, masked=masked, out_shape=out_shape)
-    if any(d is not None for d in dims[:_N_GRAPH]):
-        return _map_over_graphs(sddmm_p, args, dims, params)
-    size = _batch_size(args, dims)
+        return _map_over_graphs(prim, args, dims, params)
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    op, out_shape = params["op"], params["out_shape"]
     lhs = _to_feature_axis(args[8], dims[8], uses_lhs(op))
     rhs = _to_feature_axis(args[9], dims[9], uses_rhs(op))
-    mask_arg = _batched_mask(args[10], dims[10], masked, size, out_shape)
-    params["out_shape"] = (size,) + tuple(out_shape)
-    return sddmm_p.bind(*args[:_N_GRAPH], lhs, rhs, mask_arg, **params), 1
+    mask_arg = _batched_mask(args[10], dims[10], params["masked"], size, out_shape)
+    out = prim.bind(*args[:_N_GRAPH], lhs, rhs, mask_arg, **dict(params, out_shape=(size,) + tuple(out_shape)))
+    return out, out_dims
+
+
+def _spmm_batch(args, dims, **params):
+    return _batch_binary(spmm_p, args, dims, params, (1, 1 if has_arg(params["reduce"]) else None))
+
+
+def _sddmm_batch(args, dims, **params):
+    return _batch_binary(sddmm_p, args, dims, params, 1)
 
 
 def _softmax_batch(args, dims):
