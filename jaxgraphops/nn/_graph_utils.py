@@ -1,0 +1,54 @@
+"""Graph transformations used by the layers."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from ..graph import Graph
+
+
+def _append_one_per_group(offsets, values, eids, extra_values, extra_eids):
+    """Groups ``(offsets, values, eids)`` with one more entry appended at the end of every group."""
+    n_groups, n_entries = offsets.shape[0] - 1, values.shape[0]
+    group_of_entry = jnp.repeat(jnp.arange(n_groups, dtype=offsets.dtype), jnp.diff(offsets),
+                                total_repeat_length=n_entries)
+    old_pos = jnp.arange(n_entries, dtype=offsets.dtype) + group_of_entry
+    new_pos = offsets[1:] + jnp.arange(n_groups, dtype=offsets.dtype)
+    new_offsets = offsets + jnp.arange(n_groups + 1, dtype=offsets.dtype)
+
+    def scatter(old, extra):
+        return jnp.zeros(n_entries + n_groups, old.dtype).at[old_pos].set(old).at[new_pos].set(extra)
+
+    return new_offsets, scatter(values, extra_values), scatter(eids, extra_eids)
+
+
+def add_self_loops(g: Graph) -> Graph:
+    """``g`` with one edge ``i -> i`` appended for every node (the graph of ``A + I``).
+
+    The loops get edge ids ``n_edges .. n_edges + n - 1`` (node order), after the existing edges,
+    which keep theirs; a node that already has a loop gets a second one. The groupings are built
+    without sorting, so this is cheap and works inside ``jit``.
+
+    Args:
+      g: a square graph (``n_src == n_dst``).
+
+    Returns:
+      A graph with ``g.n_edges + g.n_src`` edges.
+
+    >>> import numpy as np, jaxgraphops as jgo
+    >>> from jaxgraphops.nn import add_self_loops
+    >>> g = add_self_loops(jgo.Graph.from_edges(np.array([0, 1]), np.array([1, 2])))
+    >>> g.src.tolist(), g.dst.tolist(), g.in_degrees().tolist()
+    ([0, 1, 0, 1, 2], [1, 2, 0, 1, 2], [1, 2, 2])
+    """
+    if not isinstance(g, Graph):
+        raise TypeError(f"add_self_loops: g must be a jaxgraphops.Graph; got {type(g).__name__}")
+    if g.n_src != g.n_dst:
+        raise ValueError(f"add_self_loops: g must be square; got a bipartite graph with "
+                         f"n_src={g.n_src}, n_dst={g.n_dst}")
+    nodes = jnp.arange(g.n_src, dtype=g.index_dtype)
+    loop_eids = g.n_edges + nodes
+    csc = _append_one_per_group(g.csc_offsets, g.csc_src, g.csc_eid, nodes, loop_eids)
+    csr = _append_one_per_group(g.csr_offsets, g.csr_dst, g.csr_eid, nodes, loop_eids)
+    src, dst = jnp.concatenate([g.src, nodes]), jnp.concatenate([g.dst, nodes])
+    return Graph(src, dst, *csc, *csr, g.n_src, g.n_dst)

@@ -1,0 +1,152 @@
+"""Equinox graph layers on the fused kernels: ``SAGEConv`` and ``GraphConv``.
+
+Weights are ``eqx.nn.Linear`` layers (torch's ``[out, in]`` layout); ``from_pyg`` class methods
+build a layer from a PyG layer's ``state_dict()``.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from ..graph import Graph
+from ._functional import (GRAPH_CONV_NORMS, SAGE_AGGRS, check_choice, gcn_weights_from_pyg, graph_conv,
+                          sage_conv, sage_weights_from_pyg, split_sage_input)
+
+__all__ = ["GraphConv", "SAGEConv"]
+
+
+class SAGEConv(eqx.Module):
+    """GraphSAGE (PyG's ``SAGEConv``): ``out_i = W_l aggr_{j->i} x_j + b + W_r x_i``.
+
+    ``lin_neigh`` holds ``W_l [out, F_src]`` and ``b`` (PyG's ``lin_l``), ``lin_root`` holds
+    ``W_r [out, F_dst]`` (PyG's ``lin_r``; None without ``root_weight``). The graph work is one
+    fused :func:`jaxgraphops.agg_concat`; empty neighbourhoods aggregate to 0.
+
+    **Arguments:**
+
+    - ``in_features``: ``F``, or ``(F_src, F_dst)`` for a bipartite graph.
+    - ``out_features``: output features.
+    - ``aggr``: ``mean``, ``max``, ``sum`` or ``min``, over the incoming edges of each destination.
+    - ``root_weight``: add ``W_r x_i``.
+    - ``use_bias``: add ``b`` (PyG's ``bias``).
+    - ``normalize``: L2-normalise each output row (PyG's ``normalize``).
+    - ``key``: PRNG key for the initial weights (``eqx.nn.Linear``'s initialisation).
+
+    Call ``layer(g, x)``: ``x`` is ``[n_src, F]`` for a square graph, or a pair
+    ``(x_src [n_src, F_src], x_dst [n_dst, F_dst])``; returns ``[n_dst, out_features]``.
+
+    >>> import jax, jax.numpy as jnp, jaxgraphops as jgo
+    >>> g = jgo.Graph.from_edges(jnp.array([0, 1, 2]), jnp.array([1, 2, 1]))
+    >>> layer = SAGEConv(4, 8, aggr="max", key=jax.random.key(0))
+    >>> layer(g, jnp.ones((3, 4))).shape
+    (3, 8)
+    """
+
+    lin_neigh: eqx.nn.Linear
+    lin_root: eqx.nn.Linear | None
+    aggr: str = eqx.field(static=True)
+    normalize: bool = eqx.field(static=True)
+
+    def __init__(self, in_features: int | tuple[int, int], out_features: int, aggr: str = "mean",
+                 root_weight: bool = True, use_bias: bool = True, normalize: bool = False, *,
+                 key: jax.Array):
+        check_choice("SAGEConv", "aggr", aggr, SAGE_AGGRS)
+        in_src, in_dst = in_features if isinstance(in_features, tuple) else (in_features, in_features)
+        neigh_key, root_key = jax.random.split(key)
+        self.lin_neigh = eqx.nn.Linear(in_src, out_features, use_bias=use_bias, key=neigh_key)
+        self.lin_root = eqx.nn.Linear(in_dst, out_features, use_bias=False, key=root_key) if root_weight else None
+        self.aggr, self.normalize = aggr, normalize
+
+    def __call__(self, g: Graph, x):
+        x_src, x_dst = split_sage_input(g, x)
+        root = None if self.lin_root is None else self.lin_root.weight.T
+        return sage_conv(g, x_src, x_dst, self.lin_neigh.weight.T, root, self.lin_neigh.bias,
+                         aggr=self.aggr, normalize=self.normalize)
+
+    @classmethod
+    def from_pyg(cls, state_dict, *, aggr: str = "mean", normalize: bool = False) -> SAGEConv:
+        """The layer with the weights of a PyG ``SAGEConv.state_dict()`` (tensors or numpy arrays).
+
+        Sizes, ``root_weight`` and ``use_bias`` follow from the entries (``lin_l.weight``,
+        ``lin_l.bias``, ``lin_r.weight``); give PyG's ``aggr`` and ``normalize``.
+
+        >>> import numpy as np
+        >>> sd = {"lin_l.weight": np.ones((8, 4)), "lin_r.weight": np.ones((8, 5))}
+        >>> layer = SAGEConv.from_pyg(sd, aggr="sum")
+        >>> layer.lin_root.weight.shape, layer.lin_neigh.bias is None
+        ((8, 5), True)
+        """
+        w = sage_weights_from_pyg("SAGEConv.from_pyg", state_dict)
+        in_src, out_features = w["neigh_kernel"].shape
+        root = w.get("root_kernel")
+        in_dst = in_src if root is None else root.shape[0]
+        layer = cls((in_src, in_dst), out_features, aggr, root_weight=root is not None, use_bias="bias" in w,
+                    normalize=normalize, key=jax.random.key(0))
+        layer = eqx.tree_at(lambda m: m.lin_neigh.weight, layer, w["neigh_kernel"].T)
+        if "bias" in w:
+            layer = eqx.tree_at(lambda m: m.lin_neigh.bias, layer, w["bias"])
+        if root is not None:
+            layer = eqx.tree_at(lambda m: m.lin_root.weight, layer, root.T)
+        return layer
+
+
+class GraphConv(eqx.Module):
+    """Graph convolution (DGL's ``GraphConv``): ``out = Â x W + b`` with a normalised adjacency ``Â``.
+
+    ``norm="both"``: ``Â = D_in^-1/2 A D_out^-1/2`` (in-degrees of destinations, out-degrees of
+    sources); ``"right"``: ``D_in^-1 A`` (mean); ``"none"``: ``A`` (sum). ``add_self_loops``
+    uses ``A + I`` (:func:`jaxgraphops.nn.add_self_loops`; square graphs only), degrees included.
+    With the defaults this is PyG's ``GCNConv`` on graphs without self loops whose in- and
+    out-degrees agree (e.g. undirected ones); PyG uses in-degrees on both sides and replaces
+    existing self loops instead of adding to them.
+
+    ``lin`` holds ``W [out, in]`` (no bias), ``bias`` is ``[out]`` (zeros at first; None
+    without ``use_bias``), as PyG's ``lin.weight`` and ``bias``.
+
+    **Arguments:**
+
+    - ``in_features``, ``out_features``: feature sizes.
+    - ``norm``: ``both``, ``right`` or ``none``.
+    - ``add_self_loops``: aggregate over ``A + I`` instead of ``A``.
+    - ``use_bias``: add ``b``.
+    - ``key``: PRNG key for the initial weight.
+
+    Call ``layer(g, x)`` with ``x [n_src, in_features]``; returns ``[n_dst, out_features]``.
+
+    >>> import jax, jax.numpy as jnp, jaxgraphops as jgo
+    >>> g = jgo.Graph.from_edges(jnp.array([0, 1, 1, 2]), jnp.array([1, 0, 2, 1]))
+    >>> layer = GraphConv(4, 8, key=jax.random.key(0))
+    >>> layer(g, jnp.ones((3, 4))).shape
+    (3, 8)
+    """
+
+    lin: eqx.nn.Linear
+    bias: jax.Array | None
+    norm: str = eqx.field(static=True)
+    add_self_loops: bool = eqx.field(static=True)
+
+    def __init__(self, in_features: int, out_features: int, norm: str = "both", add_self_loops: bool = True,
+                 use_bias: bool = True, *, key: jax.Array):
+        check_choice("GraphConv", "norm", norm, GRAPH_CONV_NORMS)
+        self.lin = eqx.nn.Linear(in_features, out_features, use_bias=False, key=key)
+        self.bias = jnp.zeros(out_features) if use_bias else None
+        self.norm, self.add_self_loops = norm, add_self_loops
+
+    def __call__(self, g: Graph, x):
+        return graph_conv(g, x, self.lin.weight.T, self.bias, norm=self.norm, add_loops=self.add_self_loops)
+
+    @classmethod
+    def from_pyg(cls, state_dict, *, norm: str = "both", add_self_loops: bool = True) -> GraphConv:
+        """The layer with the weights of a PyG ``GCNConv.state_dict()`` (``lin.weight``, ``bias``).
+
+        >>> import numpy as np
+        >>> GraphConv.from_pyg({"lin.weight": np.ones((8, 4)), "bias": np.zeros(8)}).lin.weight.shape
+        (8, 4)
+        """
+        w = gcn_weights_from_pyg("GraphConv.from_pyg", state_dict)
+        in_features, out_features = w["kernel"].shape
+        layer = cls(in_features, out_features, norm, add_self_loops, use_bias="bias" in w, key=jax.random.key(0))
+        layer = eqx.tree_at(lambda m: m.lin.weight, layer, w["kernel"].T)
+        return eqx.tree_at(lambda m: m.bias, layer, w["bias"]) if "bias" in w else layer
