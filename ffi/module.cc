@@ -18,6 +18,9 @@ NB_MODULE(_ext, m) {
     d["jgo_spmm"] = Capsule(JgoSpmmCpu);
     d["jgo_sddmm"] = Capsule(JgoSddmmCpu);
     d["jgo_edge_softmax"] = Capsule(JgoEdgeSoftmaxCpu);
+    d["jgo_gat_fwd"] = Capsule(JgoGatFwdCpu);
+    d["jgo_gat_bwd_dst"] = Capsule(JgoGatBwdDstCpu);
+    d["jgo_gat_bwd_src"] = Capsule(JgoGatBwdSrcCpu);
     return d;
   });
   m.def("cuda_targets", [] {
@@ -26,6 +29,9 @@ NB_MODULE(_ext, m) {
     d["jgo_spmm"] = Capsule(JgoSpmmCuda);
     d["jgo_sddmm"] = Capsule(JgoSddmmCuda);
     d["jgo_edge_softmax"] = Capsule(JgoEdgeSoftmaxCuda);
+    d["jgo_gat_fwd"] = Capsule(JgoGatFwdCuda);
+    d["jgo_gat_bwd_dst"] = Capsule(JgoGatBwdDstCuda);
+    d["jgo_gat_bwd_src"] = Capsule(JgoGatBwdSrcCuda);
 #endif
     return d;
   });

@@ -110,3 +110,21 @@ def agg_concat(g, x, *, x_dst=None, edge_feat=None, edge_weight=None, reduce="su
 def pool(x, graph_ids, n_graphs, *, reduce="sum"):
     """Reference of :func:`jaxgraphops.pool`."""
     return _segment_reduce(x, jnp.asarray(graph_ids), n_graphs, reduce)
+
+
+def mha_gat(g, x_src, attn_weights, *, x_dst=None, num_heads=1, concat_heads=True, negative_slope=0.2,
+            edge_feat=None, return_attention=False):
+    """Reference of :func:`jaxgraphops.mha_gat`: per-node scores, gathered logits, segment softmax, segment sum."""
+    h = num_heads
+    c = x_src.shape[1] // h
+    xs = x_src.reshape(x_src.shape[0], h, c)
+    xd = (x_src[: g.n_dst] if x_dst is None else x_dst).reshape(g.n_dst, h, c)
+    a = attn_weights.reshape(-1, h, c)
+    p = jnp.einsum("nhc,hc->nh", xs, a[0])[g.src] + jnp.einsum("nhc,hc->nh", xd, a[1])[g.dst]
+    if edge_feat is not None:
+        p = p + jnp.einsum("ehc,hc->eh", edge_feat.reshape(-1, h, c), a[2])
+    z = jnp.where(p > 0, p, negative_slope * p)
+    alpha = edge_softmax(g, z)
+    out = jax.ops.segment_sum(alpha[..., None] * xs[g.src], g.dst, num_segments=g.n_dst)
+    out = out.reshape(g.n_dst, h * c) if concat_heads else out.mean(axis=1)
+    return (out, alpha) if return_attention else out

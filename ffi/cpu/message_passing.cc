@@ -1,102 +1,21 @@
 // CPU handlers of the generic message-passing kernels: jgo_spmm (neighbourhood reduce over a
 // CSR/CSC), jgo_sddmm (edge-wise binary op / dot) and jgo_edge_softmax.
 //
-// Rows are split into chunks of equal work (edges + rows) run on XLA's intra-op thread pool;
-// the rows gathered through the index arrays are prefetched a few edges ahead, which is what
-// makes these loops beat XLA's gather + scatter (notes/jax_ffi.md §9).
+// Rows are split into chunks of equal work run on XLA's intra-op thread pool; the rows gathered
+// through the index arrays are prefetched ahead across row boundaries, which is what makes these
+// loops beat XLA's gather + scatter (cpu/row_parallel.h).
 #include <algorithm>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "cpu/row_parallel.h"
 #include "handlers.h"
 #include "jgo/args.h"
 #include "jgo/math.h"
 
 namespace jgo {
 namespace {
-
-constexpr int64_t kPrefetchDistance = 16;  // edges; prefetching runs across row boundaries
-constexpr int64_t kMinWorkPerTask = 1 << 15;  // elements; smaller jobs run on one thread
-
-constexpr int64_t kCacheLine = 64;
-constexpr int64_t kMaxPrefetchBytes = 1024;
-
-// Prefetches the first kMaxPrefetchBytes of a row (longer rows are streamed by the hardware).
-template <typename T>
-inline void PrefetchRow(const T* row, int64_t len) {
-  const char* p = reinterpret_cast<const char*>(row);
-  const int64_t bytes = std::min<int64_t>(len * static_cast<int64_t>(sizeof(T)), kMaxPrefetchBytes);
-  for (int64_t b = 0; b < bytes; b += kCacheLine) __builtin_prefetch(p + b, 0, 1);
-}
-
-// Runs body(t) for t in [0, n_tasks) on the pool, task 0 on the calling thread.
-template <typename Body>
-void ParallelFor(ffi::ThreadPool& pool, int64_t n_tasks, Body&& body) {
-  if (n_tasks <= 1) {
-    if (n_tasks == 1) body(0);
-    return;
-  }
-  std::mutex mu;
-  std::condition_variable done;
-  int64_t remaining = n_tasks - 1;
-  for (int64_t t = 1; t < n_tasks; ++t) {
-    pool.Schedule([&, t] {
-      body(t);
-      std::lock_guard<std::mutex> lock(mu);
-      if (--remaining == 0) done.notify_all();
-    });
-  }
-  body(0);
-  std::unique_lock<std::mutex> lock(mu);
-  done.wait(lock, [&] { return remaining == 0; });
-}
-
-int64_t NumTasks(ffi::ThreadPool& pool, int64_t work) {
-  const int64_t threads = std::max<int64_t>(1, pool.num_threads());
-  return std::max<int64_t>(1, std::min<int64_t>(threads, work / kMinWorkPerTask));
-}
-
-// First row r with offsets[r] + r >= target (rows and edges both cost work).
-template <typename I>
-int64_t RowAtWork(const I* offsets, int64_t n_rows, int64_t target) {
-  int64_t lo = 0, hi = n_rows;
-  while (lo < hi) {
-    const int64_t mid = (lo + hi) / 2;
-    if (static_cast<int64_t>(offsets[mid]) + mid < target) lo = mid + 1; else hi = mid;
-  }
-  return lo;
-}
-
-std::string Range(int64_t lo, int64_t hi) { return "[" + std::to_string(lo) + ", " + std::to_string(hi) + ")"; }
-
-// Validates a compressed neighbourhood structure: offsets start at 0, never decrease and end
-// at n_edges; every edge id lies in [0, n_edges) and every neighbour in [0, n_nbr).
-template <typename I>
-ffi::Error CheckCompressed(const I* offsets, const I* nbr, const I* eid, int64_t n_rows, int64_t n_edges,
-                           int64_t n_nbr, bool check_nbr, const char* what) {
-  if (offsets[0] != 0 || static_cast<int64_t>(offsets[n_rows]) != n_edges)
-    return InvalidArgument(std::string(what) + ": offsets must start at 0 and end at n_edges=" + std::to_string(n_edges));
-  for (int64_t r = 0; r < n_rows; ++r) {
-    if (offsets[r + 1] < offsets[r])
-      return InvalidArgument(std::string(what) + ": offsets decrease at row " + std::to_string(r));
-  }
-  for (int64_t k = 0; k < n_edges; ++k) {
-    const int64_t e = eid[k];
-    if (e < 0 || e >= n_edges)
-      return InvalidArgument(std::string(what) + ": edge id " + std::to_string(e) + " at position " +
-                             std::to_string(k) + " is out of range " + Range(0, n_edges));
-    if (check_nbr) {
-      const int64_t j = nbr[k];
-      if (j < 0 || j >= n_nbr)
-        return InvalidArgument(std::string(what) + ": edge " + std::to_string(e) + " has node index " +
-                               std::to_string(j) + ", out of range " + Range(0, n_nbr));
-    }
-  }
-  return ffi::Error::Success();
-}
 
 // ---------------------------------------------------------------------------------------
 // jgo_spmm
@@ -163,11 +82,7 @@ void SpmmRows(const SpmmArgs& a, const I* offsets, const I* nbr, const I* eid, c
 template <typename T, typename I, Op op, Reduce R, Mask M>
 void SpmmParallel(ffi::ThreadPool& pool, const SpmmArgs& a, const I* offsets, const I* nbr, const I* eid,
                   const T* node, const T* edge, const I* mask_arg, T* out, I* arg_out) {
-  const int64_t total = a.n_edges + a.n_rows;
-  const int64_t n_tasks = NumTasks(pool, total * std::max<int64_t>(1, a.dims.size()));
-  ParallelFor(pool, n_tasks, [&](int64_t t) {
-    const int64_t r0 = RowAtWork(offsets, a.n_rows, total * t / n_tasks);
-    const int64_t r1 = RowAtWork(offsets, a.n_rows, total * (t + 1) / n_tasks);
+  ForRowChunks(pool, offsets, a.n_rows, a.n_edges, a.dims.size(), [&](int64_t r0, int64_t r1) {
     SpmmRows<T, I, op, R, M>(a, offsets, nbr, eid, node, edge, mask_arg, out, arg_out, r0, r1);
   });
 }
@@ -272,11 +187,7 @@ void SddmmRows(const SddmmArgs& s, const I* offsets, const I* nbr, const I* eid,
 template <typename T, typename I, Op op, bool kDot, Mask M>
 void SddmmParallel(ffi::ThreadPool& pool, const SddmmArgs& s, const I* offsets, const I* nbr, const I* eid,
                    const T* lhs, const T* rhs, const I* mask_arg, T* out) {
-  const int64_t total = s.n_edges + s.n_rows;
-  const int64_t n_tasks = NumTasks(pool, total * std::max<int64_t>(1, s.dims.size()));
-  ParallelFor(pool, n_tasks, [&](int64_t t) {
-    const int64_t r0 = RowAtWork(offsets, s.n_rows, total * t / n_tasks);
-    const int64_t r1 = RowAtWork(offsets, s.n_rows, total * (t + 1) / n_tasks);
+  ForRowChunks(pool, offsets, s.n_rows, s.n_edges, s.dims.size(), [&](int64_t r0, int64_t r1) {
     SddmmRows<T, I, op, kDot, M>(s, offsets, nbr, eid, lhs, rhs, mask_arg, out, r0, r1);
   });
 }
@@ -346,11 +257,7 @@ ffi::Error SoftmaxTyped(ffi::ThreadPool& pool, ffi::AnyBuffer offsets, ffi::AnyB
   if (auto err = CheckCompressed(o, e, e, n_rows, n_edges, 0, false, "edge_softmax"); err.failure()) return err;
   const T* x = logits.typed_data<T>();
   T* y = out.typed_data<T>();
-  const int64_t total = n_edges + n_rows;
-  const int64_t n_tasks = NumTasks(pool, total * heads);
-  ParallelFor(pool, n_tasks, [&](int64_t t) {
-    const int64_t r0 = RowAtWork(o, n_rows, total * t / n_tasks);
-    const int64_t r1 = RowAtWork(o, n_rows, total * (t + 1) / n_tasks);
+  ForRowChunks(pool, o, n_rows, n_edges, heads, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r)
       for (int64_t h = 0; h < heads; ++h) SegmentSoftmax<T, T, I>(x, e, o[r], o[r + 1], h, heads, y);
   });

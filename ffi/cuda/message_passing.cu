@@ -11,41 +11,13 @@
 #include <cstdint>
 #include <string>
 
+#include "cuda/launch.cuh"
 #include "handlers.h"
 #include "jgo/args.h"
 #include "jgo/math.h"
 
 namespace jgo {
 namespace {
-
-constexpr int kBlock = 256;              // threads per block, a multiple of the warp size
-constexpr int64_t kMaxBlocks = 1 << 16;  // grid-stride loops cover the rest
-constexpr int kWarp = 32;
-constexpr unsigned kFullMask = 0xffffffffu;
-
-__device__ __forceinline__ int64_t ThreadIndex() { return blockIdx.x * int64_t(blockDim.x) + threadIdx.x; }
-__device__ __forceinline__ int64_t ThreadCount() { return gridDim.x * int64_t(blockDim.x); }
-__device__ __forceinline__ bool InRange(int64_t i, int64_t n) { return i >= 0 && i < n; }
-__device__ __forceinline__ int64_t Clamp(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
-
-// Lanes that share one row (spmm) or one dot product (sddmm): a power of two <= 32 covering n,
-// so small feature sizes do not leave most of a warp idle.
-int GroupWidth(int64_t n) {
-  int g = 1;
-  while (g < kWarp && g < n) g *= 2;
-  return g;
-}
-
-// Launches kernel over `threads` threads (none when 0) and reports a failed launch.
-template <typename... Params, typename... Args>
-ffi::Error Launch(const char* name, void (*kernel)(Params...), int64_t threads, cudaStream_t stream, Args... args) {
-  if (threads == 0) return ffi::Error::Success();
-  const int64_t blocks = std::min<int64_t>((threads + kBlock - 1) / kBlock, kMaxBlocks);
-  kernel<<<static_cast<unsigned>(blocks), kBlock, 0, stream>>>(args...);
-  const cudaError_t err = cudaGetLastError();
-  if (err == cudaSuccess) return ffi::Error::Success();
-  return ffi::Error::Internal(std::string("jaxgraphops: ") + name + ": " + cudaGetErrorString(err));
-}
 
 // ---------------------------------------------------------------------------------------
 // jgo_spmm: a group of `group` lanes per row, the lanes striding over the features so the
@@ -153,8 +125,7 @@ __global__ void SddmmKernel(SddmmArgs s, const I* offsets, const I* nbr, const I
   const int64_t groups = ThreadCount() / group;
   // Groups of one warp walk different rows, so a shuffle names only the lanes of its group;
   // those share every loop bound and all reach it.
-  const unsigned group_mask =
-      group == kWarp ? kFullMask : ((1u << group) - 1u) << ((threadIdx.x % kWarp) / group * group);
+  const unsigned group_mask = GroupMask(group);
   for (int64_t r = ThreadIndex() / group; r < s.n_rows; r += groups) {
     const int64_t begin = Clamp(offsets[r], 0, s.n_edges);
     const int64_t end = Clamp(offsets[r + 1], begin, s.n_edges);

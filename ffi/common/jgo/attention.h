@@ -1,0 +1,83 @@
+// Per-edge attention math shared by the CPU and CUDA handlers of the attention family
+// (cpu/attention.cc, cuda/attention.cu): the activation of the logits and its derivative, the
+// online (single-pass) softmax of FlashAttention, and the per-edge backward terms.
+//
+// GAT (mha_gat), per head h and edge e = (j -> i):
+//   p_e   = s_src[j,h] + s_dst[i,h] (+ s_edge[e,h])       pre-activation logit
+//   z_e   = leaky_relu(p_e)                              logit
+//   alpha = exp(z_e - lse[i,h])                          softmax over the in-edges of i
+//   out[i,h,:] = sum_e alpha_e x[j,h,:]
+// Backward with G = d out, delta[i,h] = <G[i,h], out[i,h]> - d lse[i,h]:
+//   gp_e = alpha_e (<G[i,h], x[j,h]> - delta[i,h]) leaky_relu'(p_e)
+//   d s_src[j] += gp_e, d s_dst[i] += gp_e, d s_edge[e] = gp_e, d x[j,h,:] += alpha_e G[i,h,:]
+#pragma once
+
+#include <cmath>
+
+#include "jgo/math.h"
+
+namespace jgo {
+
+JGO_HD float Log(float x) { return logf(x); }
+JGO_HD double Log(double x) { return ::log(x); }
+
+// LeakyReLU and its derivative; the derivative at 0 is the negative slope (PyTorch's choice).
+template <typename T>
+JGO_HD T LeakyRelu(T p, T slope) {
+  return p > T(0) ? p : slope * p;
+}
+template <typename T>
+JGO_HD T LeakyReluGrad(T p, T slope) {
+  return p > T(0) ? T(1) : slope;
+}
+
+// GAT logit z = leaky_relu(s_src + s_dst + s_edge) of one (edge, head).
+template <typename T>
+JGO_HD T GatLogit(T s_src, T s_dst, T s_edge, T slope) {
+  return LeakyRelu(s_src + s_dst + s_edge, slope);
+}
+
+// One step of the online softmax of one (destination, head), branch-free so that a loop over
+// heads vectorises: the running maximum m and normaliser l take logit z; `scale` is the factor
+// the accumulator must be multiplied by before adding `weight` times the new value. Before the
+// first logit m = -inf and l = 0 (exp(-inf) = 0, or a denormal-sized factor with an exp that
+// clamps its argument: either way the empty accumulator stays 0).
+template <typename T, typename ExpFn>
+JGO_HD void OnlineSoftmaxStep(T& m, T& l, T z, T& scale, T& weight, ExpFn exp_fn) {
+  const T m_new = z > m ? z : m;
+  scale = exp_fn(m - m_new);
+  weight = exp_fn(z - m_new);
+  l = l * scale + weight;
+  m = m_new;
+}
+
+// 1 / l (0 when nothing was seen, so an empty neighbourhood gives 0).
+template <typename T>
+JGO_HD T SoftmaxInverse(T l) {
+  return l > T(0) ? T(1) / l : T(0);
+}
+// The log-sum-exp m + log(l) of the logits (0 when nothing was seen).
+template <typename T>
+JGO_HD T SoftmaxLse(T m, T l) {
+  return l > T(0) ? m + Log(l) : T(0);
+}
+
+// The softmax weight of an edge from its logit and the destination's log-sum-exp.
+template <typename T>
+JGO_HD T SoftmaxWeight(T z, T lse) {
+  return Exp(z - lse);
+}
+
+// d loss / d p_e of one (edge, head): alpha (dalpha - delta) leaky_relu'(p).
+template <typename T>
+JGO_HD T GatLogitGrad(T alpha, T dalpha, T delta, T p, T slope) {
+  return alpha * (dalpha - delta) * LeakyReluGrad(p, slope);
+}
+
+// Per-destination row of the backward pass: s_dst, lse and delta of every head, packed as
+// [3, H] so that one gathered row serves an edge.
+struct DstInfo {
+  enum : int { kSDst = 0, kLse = 1, kDelta = 2, kCount = 3 };
+};
+
+}  // namespace jgo

@@ -1,0 +1,146 @@
+// Argument decoding and shape checks of the attention handlers, identical on CPU and CUDA.
+//
+// jgo_gat_fwd      (csc_offsets, csc_src, csc_eid, x [Ns,H,C], s_src [Ns,H], s_dst [Nd,H],
+//                   s_edge [E,H] | [0]) -> out [Nd,H,C], lse [Nd,H]
+// jgo_gat_bwd_dst  (csc_offsets, csc_src, csc_eid, x, s_src, s_edge, dst_info [Nd,3,H], G [Nd,H,C])
+//                   -> grad_s_dst [Nd,H], grad_s_edge [E,H] | [0]
+// jgo_gat_bwd_src  (csr_offsets, csr_dst, csr_eid, x, s_src, s_edge, dst_info, G)
+//                   -> grad_x [Ns,H,C], grad_s_src [Ns,H]
+// Attributes: negative_slope (f64), has_edge (bool). Edge-valued arrays are in input edge order.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+#include "jgo/args.h"
+#include "jgo/attention.h"
+
+namespace jgo {
+
+struct GatArgs {
+  int64_t n_src, n_dst, n_edges, heads, dim;
+  int64_t n_rows;     // rows of the walked structure (n_dst for the CSC, n_src for the CSR)
+  int64_t nbr_bound;  // neighbour ids lie in [0, nbr_bound)
+  bool has_edge;
+  double slope;
+};
+
+namespace detail {
+inline bool HasShape(const ffi::AnyBuffer& b, std::initializer_list<int64_t> shape) {
+  auto d = b.dimensions();
+  if (d.size() != shape.size()) return false;
+  size_t i = 0;
+  for (int64_t s : shape) {
+    if (d[i++] != s) return false;
+  }
+  return true;
+}
+inline std::string ShapeOf(const ffi::AnyBuffer& b) {
+  std::string s = "[";
+  auto d = b.dimensions();
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+inline ffi::Error Expect(const char* fn, const char* name, const ffi::AnyBuffer& b,
+                         std::initializer_list<int64_t> shape) {
+  if (HasShape(b, shape)) return ffi::Error::Success();
+  std::string want = "[";
+  size_t i = 0;
+  for (int64_t s : shape) want += (i++ ? ", " : "") + std::to_string(s);
+  return InvalidArgument(std::string(fn) + ": " + name + " must be " + want + "]; got " + ShapeOf(b));
+}
+}  // namespace detail
+
+// The checks common to the three handlers. `by_src` selects the CSR (rows = sources,
+// neighbours = destinations) instead of the CSC.
+inline ffi::ErrorOr<GatArgs> CheckGatCommon(const char* fn, const ffi::AnyBuffer& offsets, const ffi::AnyBuffer& nbr,
+                                            const ffi::AnyBuffer& eid, const ffi::AnyBuffer& x,
+                                            const ffi::AnyBuffer& s_src, const ffi::AnyBuffer& s_edge,
+                                            int64_t n_dst, bool by_src, double slope, bool has_edge) {
+  GatArgs a;
+  const auto it = offsets.element_type();
+  if (!IsIndexType(it) || nbr.element_type() != it || eid.element_type() != it)
+    return Fail(std::string(fn) + ": offsets, neighbours and edge ids must share an int32/int64 dtype");
+  const auto ft = x.element_type();
+  if (!IsFloatType(ft) || s_src.element_type() != ft || s_edge.element_type() != ft)
+    return Fail(std::string(fn) + ": features and scores must share a float32/float64 dtype");
+  auto xd = x.dimensions();
+  if (xd.size() != 3) return Fail(std::string(fn) + ": x must be [n_src, H, C]; got " + detail::ShapeOf(x));
+  a.n_src = xd[0];
+  a.heads = xd[1];
+  a.dim = xd[2];
+  a.n_dst = n_dst;
+  if (offsets.element_count() < 1) return Fail(std::string(fn) + ": offsets must have n_rows + 1 entries");
+  a.n_rows = static_cast<int64_t>(offsets.element_count()) - 1;
+  a.n_edges = static_cast<int64_t>(nbr.element_count());
+  if (static_cast<int64_t>(eid.element_count()) != a.n_edges)
+    return Fail(std::string(fn) + ": neighbours and edge ids differ in length");
+  if (a.n_rows != (by_src ? a.n_src : a.n_dst))
+    return Fail(std::string(fn) + ": offsets have " + std::to_string(a.n_rows + 1) + " entries for " +
+                std::to_string(by_src ? a.n_src : a.n_dst) + (by_src ? " sources" : " destinations"));
+  a.nbr_bound = by_src ? a.n_dst : a.n_src;
+  a.has_edge = has_edge;
+  a.slope = slope;
+  if (auto e = detail::Expect(fn, "s_src", s_src, {a.n_src, a.heads}); e.failure()) return ffi::Unexpected(e);
+  if (has_edge) {
+    if (auto e = detail::Expect(fn, "s_edge", s_edge, {a.n_edges, a.heads}); e.failure()) return ffi::Unexpected(e);
+  }
+  return a;
+}
+
+inline ffi::ErrorOr<GatArgs> CheckGatFwd(const ffi::AnyBuffer& offsets, const ffi::AnyBuffer& nbr,
+                                         const ffi::AnyBuffer& eid, const ffi::AnyBuffer& x,
+                                         const ffi::AnyBuffer& s_src, const ffi::AnyBuffer& s_dst,
+                                         const ffi::AnyBuffer& s_edge, const ffi::AnyBuffer& out,
+                                         const ffi::AnyBuffer& lse, double slope, bool has_edge) {
+  const char* fn = "gat_fwd";
+  const int64_t n_dst = static_cast<int64_t>(offsets.element_count()) - 1;
+  auto a = CheckGatCommon(fn, offsets, nbr, eid, x, s_src, s_edge, n_dst, false, slope, has_edge);
+  if (a.has_error()) return a;
+  const auto ft = x.element_type();
+  if (s_dst.element_type() != ft || out.element_type() != ft || lse.element_type() != ft)
+    return Fail(std::string(fn) + ": scores and outputs must have the dtype of x");
+  if (auto e = detail::Expect(fn, "s_dst", s_dst, {a->n_dst, a->heads}); e.failure()) return ffi::Unexpected(e);
+  if (auto e = detail::Expect(fn, "out", out, {a->n_dst, a->heads, a->dim}); e.failure()) return ffi::Unexpected(e);
+  if (auto e = detail::Expect(fn, "lse", lse, {a->n_dst, a->heads}); e.failure()) return ffi::Unexpected(e);
+  return a;
+}
+
+// Both backward handlers: `by_src` is the CSR pass (grad_x, grad_s_src), else the CSC pass
+// (grad_s_dst, grad_s_edge). `out_a` and `out_b` are the two results in that order.
+inline ffi::ErrorOr<GatArgs> CheckGatBwd(const ffi::AnyBuffer& offsets, const ffi::AnyBuffer& nbr,
+                                         const ffi::AnyBuffer& eid, const ffi::AnyBuffer& x,
+                                         const ffi::AnyBuffer& s_src, const ffi::AnyBuffer& s_edge,
+                                         const ffi::AnyBuffer& dst_info, const ffi::AnyBuffer& grad,
+                                         const ffi::AnyBuffer& out_a, const ffi::AnyBuffer& out_b, bool by_src,
+                                         double slope, bool has_edge) {
+  const char* fn = by_src ? "gat_bwd_src" : "gat_bwd_dst";
+  auto dd = dst_info.dimensions();
+  if (dd.size() != 3) return Fail(std::string(fn) + ": dst_info must be [n_dst, 3, H]; got " + detail::ShapeOf(dst_info));
+  auto a = CheckGatCommon(fn, offsets, nbr, eid, x, s_src, s_edge, dd[0], by_src, slope, has_edge);
+  if (a.has_error()) return a;
+  const auto ft = x.element_type();
+  if (dst_info.element_type() != ft || grad.element_type() != ft || out_a.element_type() != ft ||
+      out_b.element_type() != ft)
+    return Fail(std::string(fn) + ": all float operands and results must have the dtype of x");
+  if (auto e = detail::Expect(fn, "dst_info", dst_info, {a->n_dst, DstInfo::kCount, a->heads}); e.failure())
+    return ffi::Unexpected(e);
+  if (auto e = detail::Expect(fn, "grad", grad, {a->n_dst, a->heads, a->dim}); e.failure()) return ffi::Unexpected(e);
+  if (by_src) {
+    if (auto e = detail::Expect(fn, "grad_x", out_a, {a->n_src, a->heads, a->dim}); e.failure())
+      return ffi::Unexpected(e);
+    if (auto e = detail::Expect(fn, "grad_s_src", out_b, {a->n_src, a->heads}); e.failure())
+      return ffi::Unexpected(e);
+  } else {
+    if (auto e = detail::Expect(fn, "grad_s_dst", out_a, {a->n_dst, a->heads}); e.failure())
+      return ffi::Unexpected(e);
+    if (has_edge) {
+      if (auto e = detail::Expect(fn, "grad_s_edge", out_b, {a->n_edges, a->heads}); e.failure())
+        return ffi::Unexpected(e);
+    }
+  }
+  return a;
+}
+
+}  // namespace jgo

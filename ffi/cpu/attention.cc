@@ -1,0 +1,349 @@
+// CPU handlers of the attention family: the fused multi-head GAT forward (jgo_gat_fwd) and its
+// two atomic-free backward passes (jgo_gat_bwd_dst over the CSC, jgo_gat_bwd_src over the
+// reverse CSR). The per-edge math lives in jgo/attention.h, shared with cuda/attention.cu.
+//
+// Nothing of size E x H x C is written: the forward keeps one accumulator row per destination
+// and an online softmax per head (FlashAttention's running max and normaliser), and writes the
+// output and the per-(destination, head) log-sum-exp; the backward recomputes the attention
+// weights from it. Every output element is owned by one row, so results are bitwise
+// reproducible run to run.
+//
+// Rows are split into chunks of equal work run on XLA's intra-op thread pool, and gathered rows
+// are prefetched ahead across row boundaries (cpu/row_parallel.h).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cpu/row_parallel.h"
+#include "handlers.h"
+#include "jgo/args.h"
+#include "jgo/attention.h"
+#include "jgo/attention_args.h"
+
+namespace jgo {
+namespace {
+
+// exp for the per-head loops: float uses an inline Cephes-style polynomial (about 1 ulp, no
+// call, so the loops over heads vectorise); double calls the C library.
+inline float CpuExp(float x) {
+  x = std::min(std::max(x, -87.0f), 88.0f);  // exp(-inf) becomes ~1e-38, never 0 * inf
+  const float kMagic = 12582912.0f;           // 1.5 * 2^23: adding it rounds to an integer
+  const float n = (x * 1.44269504088896341f + kMagic) - kMagic;
+  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return p * scale;
+}
+inline double CpuExp(double x) { return std::exp(x); }
+
+struct CpuExpFn {
+  template <typename T>
+  T operator()(T x) const { return CpuExp(x); }
+};
+
+// <a, b> over n elements with four independent partial sums (a fixed order: reproducible).
+template <typename T>
+inline T Dot(const T* a, const T* b, int64_t n) {
+  T s0 = T(0), s1 = T(0), s2 = T(0), s3 = T(0);
+  int64_t c = 0;
+  for (; c + 4 <= n; c += 4) {
+    s0 += a[c] * b[c];
+    s1 += a[c + 1] * b[c + 1];
+    s2 += a[c + 2] * b[c + 2];
+    s3 += a[c + 3] * b[c + 3];
+  }
+  for (; c < n; ++c) s0 += a[c] * b[c];
+  return (s0 + s1) + (s2 + s3);
+}
+
+// The per-head logits of one edge: p = s_src[j] + s_dst[i] (+ s_edge[e]), z = leaky_relu(p).
+template <typename T, bool kEdge>
+inline void EdgeLogits(const T* ss, const T* sd, const T* se, T slope, int64_t H, T* p, T* z) {
+  for (int64_t h = 0; h < H; ++h) {
+    p[h] = ss[h] + sd[h] + (kEdge ? se[h] : T(0));
+    z[h] = LeakyRelu(p[h], slope);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// jgo_gat_fwd: one pass over the in-edges of each destination with an online softmax per head.
+
+template <typename T, typename I, bool kEdge>
+void GatFwdRows(const GatArgs& a, const I* offsets, const I* nbr, const I* eid, const T* x, const T* s_src,
+                const T* s_dst, const T* s_edge, T* out, T* lse, int64_t r0, int64_t r1) {
+  const int64_t H = a.heads, C = a.dim, HC = H * C;
+  const T slope = static_cast<T>(a.slope);
+  std::vector<T> acc(HC), scratch(6 * H);
+  T *m = scratch.data(), *l = m + H, *p = l + H, *z = p + H, *scale = z + H, *w = scale + H;
+  const int64_t last = offsets[r1];
+  for (int64_t r = r0; r < r1; ++r) {
+    std::fill(acc.begin(), acc.end(), T(0));
+    std::fill(m, m + H, -Infinity<T>());
+    std::fill(l, l + H, T(0));
+    const T* sd = s_dst + r * H;
+    const int64_t end = offsets[r + 1];
+    for (int64_t k = offsets[r]; k < end; ++k) {
+      if (k + kPrefetchDistance < last) {
+        const int64_t q = k + kPrefetchDistance, jq = nbr[q];
+        PrefetchRow(x + jq * HC, HC);
+        PrefetchRow(s_src + jq * H, H);
+        if (kEdge) PrefetchRow(s_edge + static_cast<int64_t>(eid[q]) * H, H);
+      }
+      const int64_t j = nbr[k];
+      const T* xr = x + j * HC;
+      EdgeLogits<T, kEdge>(s_src + j * H, sd, kEdge ? s_edge + static_cast<int64_t>(eid[k]) * H : nullptr, slope, H,
+                           p, z);
+      for (int64_t h = 0; h < H; ++h) OnlineSoftmaxStep(m[h], l[h], z[h], scale[h], w[h], CpuExpFn{});
+      for (int64_t h = 0; h < H; ++h) {
+        T* ah = acc.data() + h * C;
+        const T* xh = xr + h * C;
+        const T sh = scale[h], wh = w[h];
+        for (int64_t c = 0; c < C; ++c) ah[c] = ah[c] * sh + wh * xh[c];
+      }
+    }
+    T* o = out + r * HC;
+    for (int64_t h = 0; h < H; ++h) {
+      const T inv = SoftmaxInverse(l[h]);
+      for (int64_t c = 0; c < C; ++c) o[h * C + c] = acc[h * C + c] * inv;
+      lse[r * H + h] = SoftmaxLse(m[h], l[h]);
+    }
+  }
+}
+
+template <typename T, typename I>
+ffi::Error GatFwdTyped(ffi::ThreadPool& pool, const GatArgs& a, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr,
+                       ffi::AnyBuffer eid, ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_dst,
+                       ffi::AnyBuffer s_edge, ffi::AnyBuffer out, ffi::AnyBuffer lse) {
+  const I* o = offsets.typed_data<I>();
+  const I* n = nbr.typed_data<I>();
+  const I* e = eid.typed_data<I>();
+  if (auto err = CheckCompressed(o, n, e, a.n_rows, a.n_edges, a.nbr_bound, true, "gat_fwd"); err.failure()) return err;
+  const T *xd = x.typed_data<T>(), *ss = s_src.typed_data<T>(), *sd = s_dst.typed_data<T>();
+  const T* se = a.has_edge ? s_edge.typed_data<T>() : nullptr;
+  T *od = out.typed_data<T>(), *ld = lse.typed_data<T>();
+  ForRowChunks(pool, o, a.n_rows, a.n_edges, a.heads * a.dim, [&](int64_t r0, int64_t r1) {
+    if (a.has_edge) GatFwdRows<T, I, true>(a, o, n, e, xd, ss, sd, se, od, ld, r0, r1);
+    else GatFwdRows<T, I, false>(a, o, n, e, xd, ss, sd, se, od, ld, r0, r1);
+  });
+  return ffi::Error::Success();
+}
+
+ffi::Error GatFwdCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
+                     ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_dst, ffi::AnyBuffer s_edge,
+                     ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> lse, double negative_slope,
+                     bool has_edge) {
+  auto args = CheckGatFwd(offsets, nbr, eid, x, s_src, s_dst, s_edge, *out, *lse, negative_slope, has_edge);
+  if (args.has_error()) return args.error();
+  return DispatchTypes(x.element_type(), offsets.element_type(), [&](auto t, auto i) {
+    return GatFwdTyped<decltype(t), decltype(i)>(pool, *args, offsets, nbr, eid, x, s_src, s_dst, s_edge, *out,
+                                                 *lse);
+  });
+}
+
+// ---------------------------------------------------------------------------------------
+// jgo_gat_bwd_dst: over the in-edges of each destination i (CSC):
+//   grad_s_dst[i,h] = sum_e gp_e,h      grad_s_edge[e,h] = gp_e,h
+
+template <typename T, typename I, bool kEdge>
+void GatBwdDstRows(const GatArgs& a, const I* offsets, const I* nbr, const I* eid, const T* x, const T* s_src,
+                   const T* s_edge, const T* dst_info, const T* grad, T* grad_s_dst, T* grad_s_edge, int64_t r0,
+                   int64_t r1) {
+  const int64_t H = a.heads, C = a.dim, HC = H * C;
+  const T slope = static_cast<T>(a.slope);
+  std::vector<T> scratch(4 * H);
+  T *acc = scratch.data(), *p = acc + H, *z = p + H, *dot = z + H;
+  const int64_t last = offsets[r1];
+  for (int64_t r = r0; r < r1; ++r) {
+    std::fill(acc, acc + H, T(0));
+    const T* info = dst_info + r * DstInfo::kCount * H;
+    const T *sd = info + DstInfo::kSDst * H, *lse = info + DstInfo::kLse * H, *delta = info + DstInfo::kDelta * H;
+    const T* g = grad + r * HC;
+    const int64_t end = offsets[r + 1];
+    for (int64_t k = offsets[r]; k < end; ++k) {
+      if (k + kPrefetchDistance < last) {
+        const int64_t q = k + kPrefetchDistance, jq = nbr[q];
+        PrefetchRow(x + jq * HC, HC);
+        PrefetchRow(s_src + jq * H, H);
+        if (kEdge) PrefetchRow(s_edge + static_cast<int64_t>(eid[q]) * H, H);
+      }
+      const int64_t j = nbr[k], e = eid[k];
+      const T* xr = x + j * HC;
+      EdgeLogits<T, kEdge>(s_src + j * H, sd, kEdge ? s_edge + e * H : nullptr, slope, H, p, z);
+      for (int64_t h = 0; h < H; ++h) dot[h] = Dot(g + h * C, xr + h * C, C);
+      T* gse = kEdge ? grad_s_edge + e * H : nullptr;
+      for (int64_t h = 0; h < H; ++h) {
+        const T gp = GatLogitGrad(CpuExp(z[h] - lse[h]), dot[h], delta[h], p[h], slope);
+        acc[h] += gp;
+        if (kEdge) gse[h] = gp;
+      }
+    }
+    std::copy(acc, acc + H, grad_s_dst + r * H);
+  }
+}
+
+// jgo_gat_bwd_src: over the out-edges of each source j (reverse CSR):
+//   grad_x[j,h,:] = sum_e alpha_e,h G[i,h,:]      grad_s_src[j,h] = sum_e gp_e,h
+
+template <typename T, typename I, bool kEdge>
+void GatBwdSrcRows(const GatArgs& a, const I* offsets, const I* nbr, const I* eid, const T* x, const T* s_src,
+                   const T* s_edge, const T* dst_info, const T* grad, T* grad_x, T* grad_s_src, int64_t r0,
+                   int64_t r1) {
+  const int64_t H = a.heads, C = a.dim, HC = H * C, HI = DstInfo::kCount * H;
+  const T slope = static_cast<T>(a.slope);
+  std::vector<T> scratch(5 * H);
+  T *acc = scratch.data(), *p = acc + H, *z = p + H, *dot = z + H, *alpha = dot + H;
+  const int64_t last = offsets[r1];
+  for (int64_t r = r0; r < r1; ++r) {
+    std::fill(acc, acc + H, T(0));
+    T* gx = grad_x + r * HC;
+    std::fill(gx, gx + HC, T(0));
+    const T* xr = x + r * HC;
+    const T* ss = s_src + r * H;
+    const int64_t end = offsets[r + 1];
+    for (int64_t k = offsets[r]; k < end; ++k) {
+      if (k + kPrefetchDistance < last) {
+        const int64_t q = k + kPrefetchDistance, iq = nbr[q];
+        PrefetchRow(grad + iq * HC, HC);
+        PrefetchRow(dst_info + iq * HI, HI);
+        if (kEdge) PrefetchRow(s_edge + static_cast<int64_t>(eid[q]) * H, H);
+      }
+      const int64_t i = nbr[k], e = eid[k];
+      const T* g = grad + i * HC;
+      const T* info = dst_info + i * HI;
+      const T *lse = info + DstInfo::kLse * H, *delta = info + DstInfo::kDelta * H;
+      EdgeLogits<T, kEdge>(ss, info + DstInfo::kSDst * H, kEdge ? s_edge + e * H : nullptr, slope, H, p, z);
+      for (int64_t h = 0; h < H; ++h) dot[h] = Dot(g + h * C, xr + h * C, C);
+      for (int64_t h = 0; h < H; ++h) {
+        alpha[h] = CpuExp(z[h] - lse[h]);
+        acc[h] += GatLogitGrad(alpha[h], dot[h], delta[h], p[h], slope);
+      }
+      for (int64_t h = 0; h < H; ++h) {
+        const T* gh = g + h * C;
+        T* gxh = gx + h * C;
+        const T ah = alpha[h];
+        for (int64_t c = 0; c < C; ++c) gxh[c] += ah * gh[c];
+      }
+    }
+    std::copy(acc, acc + H, grad_s_src + r * H);
+  }
+}
+
+template <typename T, typename I>
+ffi::Error GatBwdTyped(ffi::ThreadPool& pool, const GatArgs& a, bool by_src, ffi::AnyBuffer offsets,
+                       ffi::AnyBuffer nbr, ffi::AnyBuffer eid, ffi::AnyBuffer x, ffi::AnyBuffer s_src,
+                       ffi::AnyBuffer s_edge, ffi::AnyBuffer dst_info, ffi::AnyBuffer grad, ffi::AnyBuffer out_a,
+                       ffi::AnyBuffer out_b) {
+  const I* o = offsets.typed_data<I>();
+  const I* n = nbr.typed_data<I>();
+  const I* e = eid.typed_data<I>();
+  if (auto err = CheckCompressed(o, n, e, a.n_rows, a.n_edges, a.nbr_bound, true, by_src ? "gat_bwd_src" : "gat_bwd_dst");
+      err.failure())
+    return err;
+  const T *xd = x.typed_data<T>(), *ss = s_src.typed_data<T>(), *di = dst_info.typed_data<T>();
+  const T* gd = grad.typed_data<T>();
+  const T* se = a.has_edge ? s_edge.typed_data<T>() : nullptr;
+  T* ra = out_a.typed_data<T>();
+  T* rb = (by_src || a.has_edge) ? out_b.typed_data<T>() : nullptr;
+  ForRowChunks(pool, o, a.n_rows, a.n_edges, a.heads * a.dim, [&](int64_t r0, int64_t r1) {
+    if (by_src) {
+      if (a.has_edge) GatBwdSrcRows<T, I, true>(a, o, n, e, xd, ss, se, di, gd, ra, rb, r0, r1);
+      else GatBwdSrcRows<T, I, false>(a, o, n, e, xd, ss, se, di, gd, ra, rb, r0, r1);
+    } else {
+      if (a.has_edge) GatBwdDstRows<T, I, true>(a, o, n, e, xd, ss, se, di, gd, ra, rb, r0, r1);
+      else GatBwdDstRows<T, I, false>(a, o, n, e, xd, ss, se, di, gd, ra, rb, r0, r1);
+    }
+  });
+  return ffi::Error::Success();
+}
+
+ffi::Error GatBwd(ffi::ThreadPool& pool, bool by_src, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
+                  ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_edge, ffi::AnyBuffer dst_info,
+                  ffi::AnyBuffer grad, ffi::AnyBuffer out_a, ffi::AnyBuffer out_b, double negative_slope,
+                  bool has_edge) {
+  auto args = CheckGatBwd(offsets, nbr, eid, x, s_src, s_edge, dst_info, grad, out_a, out_b, by_src, negative_slope,
+                          has_edge);
+  if (args.has_error()) return args.error();
+  return DispatchTypes(x.element_type(), offsets.element_type(), [&](auto t, auto i) {
+    return GatBwdTyped<decltype(t), decltype(i)>(pool, *args, by_src, offsets, nbr, eid, x, s_src, s_edge, dst_info,
+                                                 grad, out_a, out_b);
+  });
+}
+
+ffi::Error GatBwdDstCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
+                        ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_edge, ffi::AnyBuffer dst_info,
+                        ffi::AnyBuffer grad, ffi::Result<ffi::AnyBuffer> grad_s_dst,
+                        ffi::Result<ffi::AnyBuffer> grad_s_edge, double negative_slope, bool has_edge) {
+  return GatBwd(pool, false, offsets, nbr, eid, x, s_src, s_edge, dst_info, grad, *grad_s_dst, *grad_s_edge,
+                negative_slope, has_edge);
+}
+
+ffi::Error GatBwdSrcCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
+                        ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_edge, ffi::AnyBuffer dst_info,
+                        ffi::AnyBuffer grad, ffi::Result<ffi::AnyBuffer> grad_x,
+                        ffi::Result<ffi::AnyBuffer> grad_s_src, double negative_slope, bool has_edge) {
+  return GatBwd(pool, true, offsets, nbr, eid, x, s_src, s_edge, dst_info, grad, *grad_x, *grad_s_src,
+                negative_slope, has_edge);
+}
+
+}  // namespace
+}  // namespace jgo
+
+using AnyBuf = xla::ffi::AnyBuffer;
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoGatFwdCpu, jgo::GatFwdCpu,
+                              xla::ffi::Ffi::Bind()
+                                  .Ctx<xla::ffi::ThreadPool>()
+                                  .Arg<AnyBuf>()  // csc offsets
+                                  .Arg<AnyBuf>()  // csc sources
+                                  .Arg<AnyBuf>()  // csc edge ids
+                                  .Arg<AnyBuf>()  // x [n_src, H, C]
+                                  .Arg<AnyBuf>()  // s_src [n_src, H]
+                                  .Arg<AnyBuf>()  // s_dst [n_dst, H]
+                                  .Arg<AnyBuf>()  // s_edge [E, H] or [0]
+                                  .Ret<AnyBuf>()  // out [n_dst, H, C]
+                                  .Ret<AnyBuf>()  // lse [n_dst, H]
+                                  .Attr<double>("negative_slope")
+                                  .Attr<bool>("has_edge"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoGatBwdDstCpu, jgo::GatBwdDstCpu,
+                              xla::ffi::Ffi::Bind()
+                                  .Ctx<xla::ffi::ThreadPool>()
+                                  .Arg<AnyBuf>()  // csc offsets
+                                  .Arg<AnyBuf>()  // csc sources
+                                  .Arg<AnyBuf>()  // csc edge ids
+                                  .Arg<AnyBuf>()  // x [n_src, H, C]
+                                  .Arg<AnyBuf>()  // s_src [n_src, H]
+                                  .Arg<AnyBuf>()  // s_edge [E, H] or [0]
+                                  .Arg<AnyBuf>()  // dst_info [n_dst, 3, H]
+                                  .Arg<AnyBuf>()  // grad of out [n_dst, H, C]
+                                  .Ret<AnyBuf>()  // grad_s_dst [n_dst, H]
+                                  .Ret<AnyBuf>()  // grad_s_edge [E, H] or [0]
+                                  .Attr<double>("negative_slope")
+                                  .Attr<bool>("has_edge"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoGatBwdSrcCpu, jgo::GatBwdSrcCpu,
+                              xla::ffi::Ffi::Bind()
+                                  .Ctx<xla::ffi::ThreadPool>()
+                                  .Arg<AnyBuf>()  // csr offsets
+                                  .Arg<AnyBuf>()  // csr destinations
+                                  .Arg<AnyBuf>()  // csr edge ids
+                                  .Arg<AnyBuf>()  // x [n_src, H, C]
+                                  .Arg<AnyBuf>()  // s_src [n_src, H]
+                                  .Arg<AnyBuf>()  // s_edge [E, H] or [0]
+                                  .Arg<AnyBuf>()  // dst_info [n_dst, 3, H]
+                                  .Arg<AnyBuf>()  // grad of out [n_dst, H, C]
+                                  .Ret<AnyBuf>()  // grad_x [n_src, H, C]
+                                  .Ret<AnyBuf>()  // grad_s_src [n_src, H]
+                                  .Attr<double>("negative_slope")
+                                  .Attr<bool>("has_edge"));

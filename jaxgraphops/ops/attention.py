@@ -1,0 +1,130 @@
+"""The attention family: ``mha_gat`` (GATConv's core), fused forward and backward kernels.
+
+The per-node scores ``<a, x>`` are computed here in JAX (``N x H``, differentiated by JAX); the
+kernels do the per-edge part: logits, an online softmax over the in-edges of each destination
+and the weighted sum, without writing anything of size ``E x H x C``.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import reference
+from ..graph import Graph
+from ._attention_primitives import attention_weights, gat
+from ._calls import graph_arrays
+from .message_passing import IMPLS, _as_float_array, _check_choice, _check_graph, _compute_dtype
+
+
+def _check_num_heads(fn, num_heads):
+    if isinstance(num_heads, bool) or not isinstance(num_heads, (int, np.integer)) or num_heads < 1:
+        raise ValueError(f"{fn}: num_heads must be a positive int; got {num_heads!r}")
+    return int(num_heads)
+
+
+def _check_features(fn, name, x, rows, rows_name, width):
+    x = _as_float_array(fn, name, x, rows, rows_name)
+    if x.ndim != 2 or x.shape[1] != width:
+        raise ValueError(f"{fn}: {name} must be [{rows_name}, num_heads * C] = [{rows}, {width}]; got shape {x.shape}")
+    return x
+
+
+def _head_scores(x, a):
+    """``<a[h], x[n, h]>`` for every row and head, ``[n, H]``.
+
+    One GEMM against the block-diagonal ``[H*C, H]`` embedding of ``a``: on CPU about 6x faster
+    than XLA's batched ``einsum("nhc,hc->nh")`` at E = 2M, H*C = 128 (this is the only pass over
+    ``edge_feat``). HIGHEST keeps float32 products exact on GPUs with TF32.
+    """
+    n, h, c = x.shape
+    w = (jnp.eye(h, dtype=a.dtype)[:, None, :] * a[:, :, None]).reshape(h * c, h)
+    return jnp.matmul(x.reshape(n, h * c), w, precision=jax.lax.Precision.HIGHEST)
+
+
+def mha_gat(g: Graph, x_src, attn_weights, *, x_dst=None, num_heads: int = 1, concat_heads: bool = True,
+            negative_slope: float = 0.2, edge_feat=None, return_attention: bool = False, impl: str | None = None):
+    """Multi-head graph attention (GATConv's core, cugraph-ops' ``mha_gat_n2n``).
+
+    Per head ``h`` and edge ``e = (j -> i)``::
+
+        z_e   = leaky_relu(<a_src[h], x_src[j,h]> + <a_dst[h], x_dst[i,h]> (+ <a_edge[h], edge_feat[e,h]>))
+        alpha = softmax of z over the incoming edges of i
+        out[i,h] = sum_e alpha_e x_src[j,h]
+
+    Args:
+      g: the graph; attention is over the incoming edges of each destination.
+      x_src: source features ``[n_src, num_heads * C]``, already linearly transformed, head-major.
+      attn_weights: ``[2 * num_heads * C]`` laid out ``[a_src | a_dst]``, or ``[3 * num_heads * C]``
+        laid out ``[a_src | a_dst | a_edge]`` with ``edge_feat``; each part viewed ``(num_heads, C)``.
+      x_dst: destination features ``[n_dst, num_heads * C]``; defaults to ``x_src[:n_dst]``, which
+        needs a non-bipartite graph (``n_src == n_dst``).
+      num_heads: number of heads ``H``.
+      concat_heads: concatenate the heads (``[n_dst, H * C]``) or average them (``[n_dst, C]``).
+      negative_slope: of the LeakyReLU on the logits.
+      edge_feat: edge features ``[n_edges, num_heads * C]`` in input edge order.
+      return_attention: also return the attention weights ``[n_edges, H]`` in input edge order.
+      impl: None or ``"ffi"`` for the fused kernels, ``"xla"`` for the pure-JAX reference.
+
+    Returns:
+      ``out`` (``[n_dst, H * C]`` or ``[n_dst, C]``), and ``alpha [n_edges, H]`` with
+      ``return_attention``. A destination without incoming edges gets 0 (and zero gradients).
+      Half-precision inputs are computed in float32.
+
+    >>> import jax.numpy as jnp, jaxgraphops as jgo
+    >>> g = jgo.Graph.from_edges(jnp.array([0, 1]), jnp.array([1, 1]))
+    >>> x = jnp.array([[1.0, 0.0], [0.0, 1.0]])
+    >>> out, alpha = jgo.mha_gat(g, x, jnp.zeros(4), return_attention=True)
+    >>> out
+    Array([[0. , 0. ],
+           [0.5, 0.5]], dtype=float32)
+    >>> alpha[:, 0]
+    Array([0.5, 0.5], dtype=float32)
+    """
+    fn = "mha_gat"
+    _check_graph(fn, g)
+    _check_choice("impl", impl, IMPLS)
+    heads = _check_num_heads(fn, num_heads)
+    x_src = _as_float_array(fn, "x_src", x_src, g.n_src, "n_src")
+    if x_src.ndim != 2 or x_src.shape[1] % heads != 0:
+        raise ValueError(f"{fn}: x_src must be [n_src, num_heads * C] with num_heads={heads}; got shape {x_src.shape}")
+    width = x_src.shape[1]
+    c = width // heads
+    if x_dst is None:
+        if g.n_src != g.n_dst:
+            raise ValueError(f"{fn}: x_dst is required for a bipartite graph (n_src={g.n_src} != n_dst={g.n_dst})")
+    else:
+        x_dst = _check_features(fn, "x_dst", x_dst, g.n_dst, "n_dst", width)
+    if edge_feat is not None:
+        edge_feat = _check_features(fn, "edge_feat", edge_feat, g.n_edges, "n_edges", width)
+    attn_weights = jnp.asarray(attn_weights)
+    if not jnp.issubdtype(attn_weights.dtype, jnp.floating):
+        raise TypeError(f"{fn}: attn_weights must be a floating-point array; got dtype {attn_weights.dtype}")
+    parts, layout = (3, "[a_src | a_dst | a_edge]") if edge_feat is not None else (2, "[a_src | a_dst]")
+    if attn_weights.shape != (parts * width,):
+        raise ValueError(f"{fn}: attn_weights must have shape ({parts * width},) = {layout} of num_heads * C = {width} "
+                         f"each; got shape {attn_weights.shape}")
+    negative_slope = float(negative_slope)
+    kw = dict(x_dst=x_dst, num_heads=heads, concat_heads=concat_heads, negative_slope=negative_slope,
+              edge_feat=edge_feat, return_attention=return_attention)
+    if impl == "xla":
+        return reference.mha_gat(g, x_src, attn_weights, **kw)
+
+    dtype, work = _compute_dtype(x_src, attn_weights, x_dst, edge_feat)
+    xs = x_src.astype(work).reshape(g.n_src, heads, c)
+    xd = xs[: g.n_dst] if x_dst is None else x_dst.astype(work).reshape(g.n_dst, heads, c)
+    a = attn_weights.astype(work).reshape(parts, heads, c)
+    s_src = _head_scores(xs, a[0])
+    s_dst = _head_scores(xd, a[1])
+    s_edge = None
+    if edge_feat is not None:
+        s_edge = _head_scores(edge_feat.astype(work).reshape(g.n_edges, heads, c), a[2])
+    ga = graph_arrays(g)
+    out, lse = gat(ga, xs, s_src, s_dst, s_edge, negative_slope=negative_slope)
+    out = out.reshape(g.n_dst, heads * c) if concat_heads else out.mean(axis=1)
+    out = out.astype(dtype)
+    if not return_attention:
+        return out
+    alpha = attention_weights(ga, s_src, s_dst, s_edge, lse, negative_slope=negative_slope)
+    return out, alpha.astype(dtype)
