@@ -12,6 +12,7 @@ import numpy as np
 
 from ..graph import Graph
 from ..ops.aggregation import agg_concat, agg_simple, agg_weighted
+from ..ops.attention import mha_gat
 from ._graph_utils import add_self_loops
 
 SAGE_AGGRS = ("mean", "max", "sum", "min")
@@ -111,3 +112,159 @@ def sage_weights_from_pyg(fn: str, state_dict) -> dict:
 def gcn_weights_from_pyg(fn: str, state_dict) -> dict:
     """PyG ``GCNConv`` weights as ``{kernel, bias?}`` in ``[in, out]`` layout."""
     return _kernels_from_pyg(fn, state_dict, {"lin.weight": "kernel", "bias": "bias"}, "lin.weight")
+
+
+# -- GATConv --------------------------------------------------------------------------------------
+
+def _group_of_entry(offsets, n_entries: int):
+    n_groups = offsets.shape[0] - 1
+    return jnp.repeat(jnp.arange(n_groups, dtype=offsets.dtype), jnp.diff(offsets), total_repeat_length=n_entries)
+
+
+def gat_graph(g: Graph) -> Graph:
+    """PyG's ``remove_self_loops`` then ``add_self_loops`` with static shapes (works inside ``jit``).
+
+    Returns a graph with ``n_src`` sources, ``n_dst + 1`` destinations and ``E + m`` edges,
+    ``m = min(n_src, n_dst)``: edge ``e < E`` is edge ``e`` of ``g``, except that a self loop of
+    ``g`` is redirected to the extra destination ``n_dst`` (where it no longer takes part in any
+    real node's softmax: PyG removes it); edge ``E + i`` is the new loop ``i -> i``. No sorting:
+    the groupings are moved with prefix sums.
+    """
+    idx = g.index_dtype
+    n_e, n_dst, m = g.n_edges, g.n_dst, min(g.n_src, g.n_dst)
+    nodes = jnp.arange(m, dtype=idx)
+    loop_eids = (n_e + nodes).astype(idx)
+
+    # CSC: drop the self loops from their groups, append the new loop to groups < m, and move
+    # the dropped entries into the new last group n_dst.
+    grp = _group_of_entry(g.csc_offsets, n_e)
+    keep = g.csc_src != grp
+    keep_i = keep.astype(idx)
+    kept_before = jnp.cumsum(keep_i) - keep_i  # exclusive prefix count of kept entries
+    dropped_before = jnp.arange(n_e, dtype=idx) - kept_before
+    kept_per_group = jax.ops.segment_sum(keep_i, grp, n_dst)
+    counts = kept_per_group + (jnp.arange(n_dst, dtype=idx) < m).astype(idx)
+    offsets = jnp.concatenate([jnp.zeros(1, idx), jnp.cumsum(counts).astype(idx)])
+    # kept_before at the start of each group (an empty group's start index may be n_e)
+    kept_at_start = jnp.concatenate([kept_before, jnp.sum(keep_i, keepdims=True)])[g.csc_offsets[:-1]]
+    pos = jnp.where(keep, offsets[grp] + kept_before - kept_at_start[grp], offsets[n_dst] + dropped_before)
+    loop_pos = offsets[:m] + kept_per_group[:m]
+    csc_offsets = jnp.concatenate([offsets, jnp.full(1, n_e + m, idx)])
+
+    def scatter(values, extra):
+        return jnp.zeros(n_e + m, idx).at[pos].set(values).at[loop_pos].set(extra)
+
+    csc = (csc_offsets, scatter(g.csc_src, nodes), scatter(g.csc_eid, loop_eids))
+
+    # CSR: the groups keep their entries (self loops now point at n_dst); the new loop is appended
+    # to the groups < m.
+    grp = _group_of_entry(g.csr_offsets, n_e)
+    csr_dst = jnp.where(g.csr_dst == grp, jnp.asarray(n_dst, idx), g.csr_dst)
+    shift = jnp.minimum(jnp.arange(g.n_src + 1, dtype=idx), m)
+    old_pos = jnp.arange(n_e, dtype=idx) + shift[grp]
+    loop_pos = g.csr_offsets[1:m + 1] + nodes
+    new = jnp.zeros(n_e + m, idx)
+    csr = (g.csr_offsets + shift, new.at[old_pos].set(csr_dst).at[loop_pos].set(nodes),
+           new.at[old_pos].set(g.csr_eid).at[loop_pos].set(loop_eids))
+
+    src = jnp.concatenate([g.src, nodes])
+    dst = jnp.concatenate([jnp.where(g.src == g.dst, jnp.asarray(n_dst, idx), g.dst), nodes])
+    return Graph(src, dst, *csc, *csr, g.n_src, n_dst + 1)
+
+
+def gat_loop_attr(g: Graph, edge_attr, fill_value):
+    """The self loops' edge attributes ``[m, D]``: PyG's ``fill_value`` ``"mean"`` (mean of the
+    attributes of each node's incoming non-loop edges, 0 without any), or a constant."""
+    m = min(g.n_src, g.n_dst)
+    if isinstance(fill_value, str):
+        not_loop = (g.src != g.dst) & (g.dst < m)
+        seg = jnp.where(not_loop, g.dst, m)  # loops and edges into nodes >= m go to a dropped segment
+        total = jax.ops.segment_sum(edge_attr, seg, m + 1)[:m]
+        count = jax.ops.segment_sum(not_loop.astype(edge_attr.dtype), seg, m + 1)[:m]
+        return total / jnp.maximum(count, 1)[:, None]
+    return jnp.full((m, edge_attr.shape[1]), fill_value, edge_attr.dtype)
+
+
+def gat_conv(g: Graph, x_src, x_dst, src_kernel, dst_kernel, att_src, att_dst, bias, *, concat: bool,
+             negative_slope: float, add_loops: bool, edge_attr=None, edge_kernel=None, att_edge=None,
+             fill_value="mean", return_attention: bool = False):
+    """PyG's ``GATConv`` (no dropout) with ``[in, out]`` kernels and PyG's ``att_* [1, H, C]``.
+
+    ``dst_kernel`` is applied to ``x_dst``; ``x_dst`` None means ``x_src`` (square graphs).
+    ``edge_kernel``/``att_edge`` None: no edge features. Returns ``out`` or ``(out, alpha)``
+    with ``alpha [E + m, H]``: ``g``'s edges in input order (0 for a self loop of ``g`` when
+    ``add_loops``, as PyG removes those), then the ``m = min(n_src, n_dst)`` added loops.
+    """
+    heads, c = att_src.shape[-2:]
+    h_src = x_src @ src_kernel
+    if x_dst is None:
+        if g.n_src != g.n_dst:
+            raise ValueError(f"GATConv: x must be a pair (x_src, x_dst) for a bipartite graph "
+                             f"(n_src={g.n_src}, n_dst={g.n_dst}); got one array")
+        h_dst = h_src if dst_kernel is src_kernel else x_src @ dst_kernel
+    else:
+        h_dst = x_dst @ dst_kernel
+    edge_feat = None
+    parts = [att_src.reshape(-1), att_dst.reshape(-1)]
+    if edge_kernel is not None:
+        if edge_attr is None:
+            raise ValueError("GATConv: edge_attr is required when the layer has edge_dim")
+        edge_attr = jnp.asarray(edge_attr)
+        if edge_attr.ndim == 1:
+            edge_attr = edge_attr[:, None]
+        if edge_attr.shape != (g.n_edges, edge_kernel.shape[0]):
+            raise ValueError(f"GATConv: edge_attr must be [n_edges, edge_dim] = [{g.n_edges}, "
+                             f"{edge_kernel.shape[0]}]; got shape {edge_attr.shape}")
+        if add_loops:
+            edge_attr = jnp.concatenate([edge_attr, gat_loop_attr(g, edge_attr, fill_value).astype(edge_attr.dtype)])
+        edge_feat = edge_attr @ edge_kernel
+        parts.append(att_edge.reshape(-1))
+    elif edge_attr is not None:
+        raise ValueError("GATConv: edge_attr given to a layer without edge_dim")
+    h_dst = h_dst[: g.n_dst]
+    if add_loops:
+        g = gat_graph(g)
+        h_dst = jnp.concatenate([h_dst, jnp.zeros((1, h_dst.shape[1]), h_dst.dtype)])
+    res = mha_gat(g, h_src, jnp.concatenate(parts), x_dst=h_dst, num_heads=heads, concat_heads=concat,
+                  negative_slope=negative_slope, edge_feat=edge_feat, return_attention=return_attention)
+    out, alpha = res if return_attention else (res, None)
+    if add_loops:
+        out = out[:-1]
+        if return_attention:
+            alpha = jnp.where((g.dst == g.n_dst - 1)[:, None], jnp.zeros((), alpha.dtype), alpha)
+    if bias is not None:
+        out = out + bias
+    return (out, alpha) if return_attention else out
+
+
+def gat_weights_from_pyg(fn: str, state_dict) -> dict:
+    """PyG ``GATConv`` weights as ``{kernel | src_kernel + dst_kernel, att_src, att_dst,
+    edge_kernel?, att_edge?, bias?}``: ``[in, out]`` kernels, ``att_* [1, H, C]``.
+
+    ``res.weight`` (PyG's ``residual=True``) is not supported.
+    """
+    names = {"lin.weight": "kernel", "lin_src.weight": "src_kernel", "lin_dst.weight": "dst_kernel",
+             "att_src": "att_src", "att_dst": "att_dst", "lin_edge.weight": "edge_kernel", "att_edge": "att_edge",
+             "bias": "bias"}
+    keys = set(state_dict)
+    shared = "lin.weight" in keys
+    required = {"att_src", "att_dst"} | ({"lin.weight"} if shared else {"lin_src.weight", "lin_dst.weight"})
+    if "lin_edge.weight" in keys or "att_edge" in keys:
+        required |= {"lin_edge.weight", "att_edge"}
+    allowed = required | {"bias"}
+    if not required <= keys or not keys <= allowed:
+        raise ValueError(f"{fn}: state_dict must have the keys {sorted(required)} and may have 'bias' "
+                         f"(PyG GATConv without residual); got {sorted(keys)}")
+    arrays = {names[k]: jnp.asarray(np.asarray(state_dict[k])) for k in keys}
+    att = arrays["att_src"]
+    if att.ndim != 3 or att.shape[0] != 1:
+        raise ValueError(f"{fn}: att_src must be [1, heads, out_channels]; got shape {tuple(att.shape)}")
+    width = att.shape[1] * att.shape[2]
+    for k, v in arrays.items():
+        ok = (v.shape == att.shape if k.startswith("att") else
+              v.ndim == 2 and v.shape[0] == width if k.endswith("kernel") else
+              v.shape in ((width,), (att.shape[2],)))
+        if not ok:
+            raise ValueError(f"{fn}: {k} has shape {tuple(v.shape)}, which does not fit heads={att.shape[1]}, "
+                             f"out_channels={att.shape[2]}")
+    return {k: (v.T if k.endswith("kernel") else v) for k, v in arrays.items()}

@@ -1,4 +1,4 @@
-"""Equinox graph layers on the fused kernels: ``SAGEConv`` and ``GraphConv``.
+"""Equinox graph layers on the fused kernels: ``SAGEConv``, ``GraphConv`` and ``GATConv``.
 
 Weights are ``eqx.nn.Linear`` layers (torch's ``[out, in]`` layout); ``from_pyg`` class methods
 build a layer from a PyG layer's ``state_dict()``.
@@ -11,10 +11,10 @@ import jax
 import jax.numpy as jnp
 
 from ..graph import Graph
-from ._functional import (GRAPH_CONV_NORMS, SAGE_AGGRS, check_choice, gcn_weights_from_pyg, graph_conv,
-                          sage_conv, sage_weights_from_pyg, split_sage_input)
+from ._functional import (GRAPH_CONV_NORMS, SAGE_AGGRS, check_choice, gat_conv, gat_weights_from_pyg,
+                          gcn_weights_from_pyg, graph_conv, sage_conv, sage_weights_from_pyg, split_sage_input)
 
-__all__ = ["GraphConv", "SAGEConv"]
+__all__ = ["GATConv", "GraphConv", "SAGEConv"]
 
 
 class SAGEConv(eqx.Module):
@@ -150,3 +150,132 @@ class GraphConv(eqx.Module):
         layer = cls(in_features, out_features, norm, add_self_loops, use_bias="bias" in w, key=jax.random.key(0))
         layer = eqx.tree_at(lambda m: m.lin.weight, layer, w["kernel"].T)
         return eqx.tree_at(lambda m: m.bias, layer, w["bias"]) if "bias" in w else layer
+
+
+class GATConv(eqx.Module):
+    """Graph attention (PyG's ``GATConv``) on :func:`jaxgraphops.mha_gat`.
+
+    ``h = W x`` (``[n, H*C]``); per head ``alpha_ji = softmax_j leaky_relu(<a_src, h_j> + <a_dst, h_i>
+    (+ <a_edge, W_e e_ji>))`` over the incoming edges of ``i``; ``out_i = sum_j alpha_ji h_j``,
+    heads concatenated (``[n_dst, H*C]``) or averaged (``[n_dst, C]``), plus ``bias``.
+    With ``add_self_loops`` the graph is PyG's: existing self loops removed, one loop ``i -> i``
+    added for every ``i < min(n_src, n_dst)``, whose edge attributes are ``fill_value``
+    (``"mean"``: the mean of the node's incoming edge attributes, 0 without any; or a number).
+    Attention dropout and PyG's ``residual`` are not supported.
+
+    Fields as PyG's parameters: ``lin`` (``[H*C, in]``, no bias; None for a pair
+    ``in_features``, which uses ``lin_src`` and ``lin_dst``), ``att_src``, ``att_dst [1, H, C]``,
+    ``lin_edge`` and ``att_edge`` (with ``edge_dim``), ``bias`` ``[H*C]`` (``[C]`` if not
+    ``concat``; zeros at first; None without ``use_bias``).
+
+    **Arguments:**
+
+    - ``in_features``: ``F`` (one ``lin`` for sources and destinations), or ``(F_src, F_dst)``
+      (``lin_src`` and ``lin_dst``).
+    - ``out_features``: ``C``, output features per head.
+    - ``heads``: ``H``.
+    - ``concat``: concatenate the heads, else average them.
+    - ``negative_slope``: of the LeakyReLU on the logits.
+    - ``add_self_loops``: PyG's self-loop handling above.
+    - ``edge_dim``: edge-attribute size (None: no edge features).
+    - ``fill_value``: ``"mean"`` or a number, the added loops' edge attributes.
+    - ``use_bias``: add ``bias`` (PyG's ``bias``).
+    - ``key``: PRNG key for the initial weights (glorot for the attention vectors).
+
+    Call ``layer(g, x, edge_attr=None, return_attention_weights=False)``: ``x`` is ``[n_src, F]``
+    for a square graph, or a pair ``(x_src, x_dst)``; ``edge_attr [n_edges, edge_dim]``. Returns
+    ``out``, or ``(out, alpha)`` with ``alpha [n_edges + m, H]``: the weights of ``g``'s edges
+    in input order (0 for a self loop of ``g`` that ``add_self_loops`` removed), then those of
+    the ``m`` added loops in node order.
+
+    >>> import jax, jax.numpy as jnp, jaxgraphops as jgo
+    >>> g = jgo.Graph.from_edges(jnp.array([0, 1, 2]), jnp.array([1, 2, 1]))
+    >>> layer = GATConv(4, 8, heads=2, key=jax.random.key(0))
+    >>> layer(g, jnp.ones((3, 4))).shape
+    (3, 16)
+    """
+
+    lin: eqx.nn.Linear | None
+    lin_src: eqx.nn.Linear | None
+    lin_dst: eqx.nn.Linear | None
+    att_src: jax.Array
+    att_dst: jax.Array
+    lin_edge: eqx.nn.Linear | None
+    att_edge: jax.Array | None
+    bias: jax.Array | None
+    heads: int = eqx.field(static=True)
+    concat: bool = eqx.field(static=True)
+    negative_slope: float = eqx.field(static=True)
+    add_self_loops: bool = eqx.field(static=True)
+    fill_value: str | float = eqx.field(static=True)
+
+    def __init__(self, in_features: int | tuple[int, int], out_features: int, heads: int = 1, concat: bool = True,
+                 negative_slope: float = 0.2, add_self_loops: bool = True, edge_dim: int | None = None,
+                 fill_value: str | float = "mean", use_bias: bool = True, *, key: jax.Array):
+        if isinstance(fill_value, str):
+            check_choice("GATConv", "fill_value", fill_value, ("mean",))
+        width = heads * out_features
+        keys = jax.random.split(key, 6)
+        if isinstance(in_features, tuple):
+            self.lin = None
+            self.lin_src = eqx.nn.Linear(in_features[0], width, use_bias=False, key=keys[0])
+            self.lin_dst = eqx.nn.Linear(in_features[1], width, use_bias=False, key=keys[1])
+        else:
+            self.lin = eqx.nn.Linear(in_features, width, use_bias=False, key=keys[0])
+            self.lin_src = self.lin_dst = None
+        glorot = jax.nn.initializers.glorot_uniform()
+        self.att_src = glorot(keys[2], (1, heads, out_features))
+        self.att_dst = glorot(keys[3], (1, heads, out_features))
+        if edge_dim is None:
+            self.lin_edge = self.att_edge = None
+        else:
+            self.lin_edge = eqx.nn.Linear(edge_dim, width, use_bias=False, key=keys[4])
+            self.att_edge = glorot(keys[5], (1, heads, out_features))
+        self.bias = jnp.zeros(width if concat else out_features) if use_bias else None
+        self.heads, self.concat, self.negative_slope = heads, concat, float(negative_slope)
+        self.add_self_loops, self.fill_value = add_self_loops, fill_value
+
+    def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False):
+        x_src, x_dst = x if isinstance(x, tuple) else (x, None)
+        if self.lin is not None:
+            src_kernel = dst_kernel = self.lin.weight.T
+        else:
+            src_kernel, dst_kernel = self.lin_src.weight.T, self.lin_dst.weight.T
+        edge_kernel = None if self.lin_edge is None else self.lin_edge.weight.T
+        return gat_conv(g, x_src, x_dst, src_kernel, dst_kernel, self.att_src, self.att_dst, self.bias,
+                        concat=self.concat, negative_slope=self.negative_slope, add_loops=self.add_self_loops,
+                        edge_attr=edge_attr, edge_kernel=edge_kernel, att_edge=self.att_edge,
+                        fill_value=self.fill_value, return_attention=return_attention_weights)
+
+    @classmethod
+    def from_pyg(cls, state_dict, *, concat: bool = True, negative_slope: float = 0.2, add_self_loops: bool = True,
+                 fill_value: str | float = "mean") -> GATConv:
+        """The layer with the weights of a PyG ``GATConv.state_dict()`` (tensors or numpy arrays).
+
+        Sizes, heads, a pair ``in_channels`` (``lin_src``/``lin_dst``), ``edge_dim`` and ``bias``
+        follow from the entries; give PyG's ``concat``, ``negative_slope``, ``add_self_loops``
+        and ``fill_value``.
+
+        >>> import numpy as np
+        >>> sd = {"lin.weight": np.ones((8, 4)), "att_src": np.ones((1, 2, 4)), "att_dst": np.ones((1, 2, 4))}
+        >>> layer = GATConv.from_pyg(sd)
+        >>> layer.lin.weight.shape, layer.heads, layer.bias is None
+        ((8, 4), 2, True)
+        """
+        w = gat_weights_from_pyg("GATConv.from_pyg", state_dict)
+        _, heads, out_features = w["att_src"].shape
+        in_features = (w["kernel"].shape[0] if "kernel" in w
+                       else (w["src_kernel"].shape[0], w["dst_kernel"].shape[0]))
+        edge_dim = w["edge_kernel"].shape[0] if "edge_kernel" in w else None
+        if "bias" in w and w["bias"].shape[0] != (heads * out_features if concat else out_features):
+            raise ValueError(f"GATConv.from_pyg: bias has shape {tuple(w['bias'].shape)}, which does not fit "
+                             f"concat={concat} with heads={heads}, out_channels={out_features}")
+        layer = cls(in_features, out_features, heads, concat, negative_slope, add_self_loops, edge_dim, fill_value,
+                    use_bias="bias" in w, key=jax.random.key(0))
+        fields = {"kernel": lambda m: m.lin.weight, "src_kernel": lambda m: m.lin_src.weight,
+                  "dst_kernel": lambda m: m.lin_dst.weight, "edge_kernel": lambda m: m.lin_edge.weight,
+                  "att_src": lambda m: m.att_src, "att_dst": lambda m: m.att_dst, "att_edge": lambda m: m.att_edge,
+                  "bias": lambda m: m.bias}
+        for name, value in w.items():
+            layer = eqx.tree_at(fields[name], layer, value.T if name.endswith("kernel") else value)
+        return layer

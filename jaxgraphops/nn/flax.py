@@ -1,7 +1,7 @@
-"""``flax.linen`` graph layers on the fused kernels: ``SAGEConv``, ``GraphConv``, and PyG weight loaders.
+"""``flax.linen`` graph layers on the fused kernels: ``SAGEConv``, ``GraphConv``, ``GATConv``, and PyG weight loaders.
 
 Kernels are ``[in, out]`` as in ``flax.linen.Dense``. ``from_pyg_sage`` / ``from_pyg_gcn`` turn a
-PyG layer's ``state_dict()`` into the variables ``{"params": ...}`` that ``Module.apply`` takes.
+PyG layer's ``state_dict()`` (``from_pyg_gat`` too) into the variables ``{"params": ...}`` that ``Module.apply`` takes.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from typing import Any, Callable
 import flax.linen as nn
 
 from ..graph import Graph
-from ._functional import (GRAPH_CONV_NORMS, SAGE_AGGRS, check_choice, gcn_weights_from_pyg, graph_conv,
-                          sage_conv, sage_weights_from_pyg, split_sage_input)
+from ._functional import (GRAPH_CONV_NORMS, SAGE_AGGRS, check_choice, gat_conv, gat_weights_from_pyg,
+                          gcn_weights_from_pyg, graph_conv, sage_conv, sage_weights_from_pyg, split_sage_input)
 
-__all__ = ["GraphConv", "SAGEConv", "from_pyg_gcn", "from_pyg_sage"]
+__all__ = ["GATConv", "GraphConv", "SAGEConv", "from_pyg_gat", "from_pyg_gcn", "from_pyg_sage"]
 
 Initializer = Callable[..., Any]
 
@@ -131,3 +131,104 @@ def from_pyg_gcn(state_dict) -> dict:
     (4, 8)
     """
     return {"params": gcn_weights_from_pyg("from_pyg_gcn", state_dict)}
+
+
+class GATConv(nn.Module):
+    """Graph attention (PyG's ``GATConv``) on :func:`jaxgraphops.mha_gat`.
+
+    ``h = x W`` (``[n, H*C]``); per head ``alpha_ji = softmax_j leaky_relu(<a_src, h_j> + <a_dst, h_i>
+    (+ <a_edge, W_e e_ji>))`` over the incoming edges of ``i``; ``out_i = sum_j alpha_ji h_j``,
+    heads concatenated (``[n_dst, H*C]``) or averaged (``[n_dst, C]``), plus ``bias``.
+    With ``add_self_loops`` the graph is PyG's: existing self loops removed, one loop ``i -> i``
+    added for every ``i < min(n_src, n_dst)``, whose edge attributes are ``fill_value``
+    (``"mean"``: the mean of the node's incoming edge attributes, 0 without any; or a number).
+    Attention dropout and PyG's ``residual`` are not supported.
+
+    Params: ``kernel [F, H*C]`` (PyG's ``lin``; with ``share_weights=False`` ``src_kernel [F_src,
+    H*C]`` and ``dst_kernel [F_dst, H*C]``, PyG's ``lin_src``/``lin_dst`` for a pair
+    ``in_channels``), ``att_src``, ``att_dst [1, H, C]``, with ``edge_dim`` ``edge_kernel
+    [edge_dim, H*C]`` and ``att_edge [1, H, C]``, and ``bias`` ``[H*C]`` (``[C]`` if not
+    ``concat``) if ``use_bias``. :func:`from_pyg_gat` loads PyG's weights.
+
+    Attributes:
+      features: ``C``, output features per head.
+      heads: ``H``.
+      concat: concatenate the heads, else average them.
+      negative_slope: of the LeakyReLU on the logits.
+      add_self_loops: PyG's self-loop handling above.
+      edge_dim: edge-attribute size (None: no edge features).
+      fill_value: ``"mean"`` or a number, the added loops' edge attributes.
+      use_bias: add ``bias`` (PyG's ``bias``).
+      share_weights: one ``kernel`` for sources and destinations (PyG's int ``in_channels``).
+
+    Call ``layer(g, x, edge_attr=None, return_attention_weights=False)``: ``x`` is ``[n_src, F]``
+    for a square graph, or a pair ``(x_src, x_dst)``; ``edge_attr [n_edges, edge_dim]``. Returns
+    ``out``, or ``(out, alpha)`` with ``alpha [n_edges + m, H]``: the weights of ``g``'s edges
+    in input order (0 for a self loop of ``g`` that ``add_self_loops`` removed), then those of
+    the ``m`` added loops in node order (PyG's order of edges after its loop handling, with the
+    removed loops in place).
+
+    >>> import jax, jax.numpy as jnp, jaxgraphops as jgo
+    >>> g = jgo.Graph.from_edges(jnp.array([0, 1, 2]), jnp.array([1, 2, 1]))
+    >>> x = jnp.ones((3, 4))
+    >>> layer = GATConv(8, heads=2)
+    >>> variables = layer.init(jax.random.key(0), g, x)
+    >>> out, alpha = layer.apply(variables, g, x, return_attention_weights=True)
+    >>> out.shape, alpha.shape
+    ((3, 16), (6, 2))
+    """
+
+    features: int
+    heads: int = 1
+    concat: bool = True
+    negative_slope: float = 0.2
+    add_self_loops: bool = True
+    edge_dim: int | None = None
+    fill_value: Any = "mean"
+    use_bias: bool = True
+    share_weights: bool = True
+    kernel_init: Initializer = nn.initializers.glorot_uniform()
+    bias_init: Initializer = nn.initializers.zeros_init()
+
+    @nn.compact
+    def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False):
+        if isinstance(self.fill_value, str):
+            check_choice("GATConv", "fill_value", self.fill_value, ("mean",))
+        x_src, x_dst = x if isinstance(x, tuple) else (x, None)
+        width = self.heads * self.features
+        if self.share_weights:
+            src_kernel = dst_kernel = self.param("kernel", self.kernel_init, (x_src.shape[-1], width))
+        else:
+            src_kernel = self.param("src_kernel", self.kernel_init, (x_src.shape[-1], width))
+            dst_kernel = self.param("dst_kernel", self.kernel_init,
+                                    ((x_src if x_dst is None else x_dst).shape[-1], width))
+        att_shape = (1, self.heads, self.features)
+        att_src = self.param("att_src", self.kernel_init, att_shape)
+        att_dst = self.param("att_dst", self.kernel_init, att_shape)
+        edge_kernel = att_edge = None
+        if self.edge_dim is not None:
+            edge_kernel = self.param("edge_kernel", self.kernel_init, (self.edge_dim, width))
+            att_edge = self.param("att_edge", self.kernel_init, att_shape)
+        bias = (self.param("bias", self.bias_init, (width if self.concat else self.features,))
+                if self.use_bias else None)
+        return gat_conv(g, x_src, x_dst, src_kernel, dst_kernel, att_src, att_dst, bias, concat=self.concat,
+                        negative_slope=self.negative_slope, add_loops=self.add_self_loops, edge_attr=edge_attr,
+                        edge_kernel=edge_kernel, att_edge=att_edge, fill_value=self.fill_value,
+                        return_attention=return_attention_weights)
+
+
+def from_pyg_gat(state_dict) -> dict:
+    """Variables for :class:`GATConv` from a PyG ``GATConv.state_dict()`` (tensors or numpy arrays).
+
+    Reads ``lin.weight`` (or ``lin_src.weight`` and ``lin_dst.weight``: build the layer with
+    ``share_weights=False``), ``att_src``, ``att_dst``, ``lin_edge.weight`` and ``att_edge`` (with
+    PyG's ``edge_dim``) and ``bias``; build the flax layer with the same ``heads``, ``concat``,
+    ``negative_slope``, ``add_self_loops``, ``edge_dim`` and ``bias``.
+
+    >>> import numpy as np
+    >>> sd = {"lin.weight": np.ones((8, 4)), "att_src": np.ones((1, 2, 4)), "att_dst": np.ones((1, 2, 4)),
+    ...       "bias": np.zeros(8)}
+    >>> from_pyg_gat(sd)["params"]["kernel"].shape
+    (4, 8)
+    """
+    return {"params": gat_weights_from_pyg("from_pyg_gat", state_dict)}
