@@ -9,17 +9,17 @@ import sys
 import jax
 import numpy as np
 
-from . import gspmm
+from . import aggregation, attention, gspmm
 from ._timing import machine, median_ms
 
-SUITES = {"gspmm": gspmm.cases}
+SUITES = {"aggregation": aggregation.cases, "attention": attention.cases, "gspmm": gspmm.cases}
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--suite", choices=sorted(SUITES), action="append", help="suites to run (default: all)")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply graph sizes (default 1: the issue's shape)")
-    parser.add_argument("--repeats", type=int, default=7, help="timed runs per measurement; the median is reported")
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs per measurement; the median is reported")
     parser.add_argument("--append", default="BENCHMARKS.md", help="file to append the table to ('' to skip)")
     args = parser.parse_args(argv)
 

@@ -21,6 +21,9 @@ NB_MODULE(_ext, m) {
     d["jgo_gat_fwd"] = Capsule(JgoGatFwdCpu);
     d["jgo_gat_bwd_dst"] = Capsule(JgoGatBwdDstCpu);
     d["jgo_gat_bwd_src"] = Capsule(JgoGatBwdSrcCpu);
+    d["jgo_gatv2_fwd"] = Capsule(JgoGatv2FwdCpu);
+    d["jgo_gatv2_bwd_dst"] = Capsule(JgoGatv2BwdDstCpu);
+    d["jgo_gatv2_bwd_src"] = Capsule(JgoGatv2BwdSrcCpu);
     return d;
   });
   m.def("cuda_targets", [] {
@@ -32,6 +35,9 @@ NB_MODULE(_ext, m) {
     d["jgo_gat_fwd"] = Capsule(JgoGatFwdCuda);
     d["jgo_gat_bwd_dst"] = Capsule(JgoGatBwdDstCuda);
     d["jgo_gat_bwd_src"] = Capsule(JgoGatBwdSrcCuda);
+    d["jgo_gatv2_fwd"] = Capsule(JgoGatv2FwdCuda);
+    d["jgo_gatv2_bwd_dst"] = Capsule(JgoGatv2BwdDstCuda);
+    d["jgo_gatv2_bwd_src"] = Capsule(JgoGatv2BwdSrcCuda);
 #endif
     return d;
   });

@@ -128,3 +128,21 @@ def mha_gat(g, x_src, attn_weights, *, x_dst=None, num_heads=1, concat_heads=Tru
     out = jax.ops.segment_sum(alpha[..., None] * xs[g.src], g.dst, num_segments=g.n_dst)
     out = out.reshape(g.n_dst, h * c) if concat_heads else out.mean(axis=1)
     return (out, alpha) if return_attention else out
+
+
+def mha_gat_v2(g, x_src, x_dst, attn_weights, *, num_heads=1, concat_heads=True, negative_slope=0.2,
+               edge_feat=None, return_attention=False):
+    """Reference of :func:`jaxgraphops.mha_gat_v2`: gathered per-edge vectors, segment softmax, segment sum."""
+    h = num_heads
+    c = x_src.shape[1] // h
+    xs = x_src.reshape(x_src.shape[0], h, c)
+    xd = (x_src[: g.n_dst] if x_dst is None else x_dst).reshape(g.n_dst, h, c)
+    t = xs[g.src] + xd[g.dst]
+    if edge_feat is not None:
+        t = t + edge_feat.reshape(-1, h, c)
+    u = jnp.where(t > 0, t, negative_slope * t)
+    z = jnp.einsum("ehc,hc->eh", u, attn_weights.reshape(h, c))
+    alpha = edge_softmax(g, z)
+    out = jax.ops.segment_sum(alpha[..., None] * xs[g.src], g.dst, num_segments=g.n_dst)
+    out = out.reshape(g.n_dst, h * c) if concat_heads else out.mean(axis=1)
+    return (out, alpha) if return_attention else out

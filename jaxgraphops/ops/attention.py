@@ -14,6 +14,7 @@ import numpy as np
 from .. import reference
 from ..graph import Graph
 from ._attention_primitives import attention_weights, gat
+from ._attention_v2_primitives import attention_weights_v2, gatv2
 from ._calls import graph_arrays
 from .message_passing import IMPLS, _as_float_array, _check_choice, _check_graph, _compute_dtype
 
@@ -127,4 +128,88 @@ def mha_gat(g: Graph, x_src, attn_weights, *, x_dst=None, num_heads: int = 1, co
     if not return_attention:
         return out
     alpha = attention_weights(ga, s_src, s_dst, s_edge, lse, negative_slope=negative_slope)
+    return out, alpha.astype(dtype)
+
+
+def mha_gat_v2(g: Graph, x_src, x_dst, attn_weights, *, num_heads: int = 1, concat_heads: bool = True,
+               negative_slope: float = 0.2, edge_feat=None, return_attention: bool = False, impl: str | None = None):
+    """Multi-head GATv2 attention (GATv2Conv's core, cugraph-ops' ``mha_gat_v2_n2n``).
+
+    Per head ``h`` and edge ``e = (j -> i)``::
+
+        z_e   = <a[h], leaky_relu(x_src[j,h] + x_dst[i,h] (+ edge_feat[e,h]))>
+        alpha = softmax of z over the incoming edges of i
+        out[i,h] = sum_e alpha_e x_src[j,h]
+
+    The fused kernels compute the ``C``-vector of each (edge, head) on the fly: nothing of size
+    ``E x H x C`` is written in the forward or the first-order backward.
+
+    Args:
+      g: the graph; attention is over the incoming edges of each destination.
+      x_src: source features ``[n_src, num_heads * C]``, already linearly transformed, head-major.
+      x_dst: destination features ``[n_dst, num_heads * C]``; None means ``x_src[:n_dst]``, which
+        needs a non-bipartite graph (``n_src == n_dst``).
+      attn_weights: ``[num_heads * C]``, viewed ``(num_heads, C)``.
+      num_heads: number of heads ``H``.
+      concat_heads: concatenate the heads (``[n_dst, H * C]``) or average them (``[n_dst, C]``).
+      negative_slope: of the LeakyReLU inside the logits.
+      edge_feat: edge features ``[n_edges, num_heads * C]`` in input edge order.
+      return_attention: also return the attention weights ``[n_edges, H]`` in input edge order.
+      impl: None or ``"ffi"`` for the fused kernels, ``"xla"`` for the pure-JAX reference.
+
+    Returns:
+      ``out`` (``[n_dst, H * C]`` or ``[n_dst, C]``), and ``alpha [n_edges, H]`` with
+      ``return_attention``. A destination without incoming edges gets 0 (and zero gradients).
+      Half-precision inputs are computed in float32.
+
+    >>> import jax.numpy as jnp, jaxgraphops as jgo
+    >>> g = jgo.Graph.from_edges(jnp.array([0, 1]), jnp.array([1, 1]))
+    >>> x = jnp.array([[1.0, 0.0], [0.0, 1.0]])
+    >>> out, alpha = jgo.mha_gat_v2(g, x, None, jnp.zeros(2), return_attention=True)
+    >>> out
+    Array([[0. , 0. ],
+           [0.5, 0.5]], dtype=float32)
+    >>> alpha[:, 0]
+    Array([0.5, 0.5], dtype=float32)
+    """
+    fn = "mha_gat_v2"
+    _check_graph(fn, g)
+    _check_choice("impl", impl, IMPLS)
+    heads = _check_num_heads(fn, num_heads)
+    x_src = _as_float_array(fn, "x_src", x_src, g.n_src, "n_src")
+    if x_src.ndim != 2 or x_src.shape[1] % heads != 0:
+        raise ValueError(f"{fn}: x_src must be [n_src, num_heads * C] with num_heads={heads}; got shape {x_src.shape}")
+    width = x_src.shape[1]
+    c = width // heads
+    if x_dst is None:
+        if g.n_src != g.n_dst:
+            raise ValueError(f"{fn}: x_dst is required for a bipartite graph (n_src={g.n_src} != n_dst={g.n_dst})")
+    else:
+        x_dst = _check_features(fn, "x_dst", x_dst, g.n_dst, "n_dst", width)
+    if edge_feat is not None:
+        edge_feat = _check_features(fn, "edge_feat", edge_feat, g.n_edges, "n_edges", width)
+    attn_weights = jnp.asarray(attn_weights)
+    if not jnp.issubdtype(attn_weights.dtype, jnp.floating):
+        raise TypeError(f"{fn}: attn_weights must be a floating-point array; got dtype {attn_weights.dtype}")
+    if attn_weights.shape != (width,):
+        raise ValueError(f"{fn}: attn_weights must have shape ({width},) = (num_heads * C,); "
+                         f"got shape {attn_weights.shape}")
+    negative_slope = float(negative_slope)
+    kw = dict(num_heads=heads, concat_heads=concat_heads, negative_slope=negative_slope, edge_feat=edge_feat,
+              return_attention=return_attention)
+    if impl == "xla":
+        return reference.mha_gat_v2(g, x_src, x_dst, attn_weights, **kw)
+
+    dtype, work = _compute_dtype(x_src, attn_weights, x_dst, edge_feat)
+    xs = x_src.astype(work).reshape(g.n_src, heads, c)
+    xd = xs[: g.n_dst] if x_dst is None else x_dst.astype(work).reshape(g.n_dst, heads, c)
+    a = attn_weights.astype(work).reshape(heads, c)
+    ef = None if edge_feat is None else edge_feat.astype(work).reshape(g.n_edges, heads, c)
+    ga = graph_arrays(g)
+    out, lse = gatv2(ga, xs, xd, a, ef, negative_slope=negative_slope)
+    out = out.reshape(g.n_dst, heads * c) if concat_heads else out.mean(axis=1)
+    out = out.astype(dtype)
+    if not return_attention:
+        return out
+    alpha = attention_weights_v2(ga, xs, xd, a, ef, lse, negative_slope=negative_slope)
     return out, alpha.astype(dtype)

@@ -1,0 +1,110 @@
+// GATv2 (mha_gat_v2): the per-element math and the argument checks shared by the CPU and CUDA
+// handlers (cpu/attention_v2.cc, cuda/attention_v2.cu).
+//
+// Per head h and edge e = (j -> i), with t_e = x_src[j,h,:] + x_dst[i,h,:] (+ edge_feat[e,h,:]):
+//   z_e   = <a[h], leaky_relu(t_e)>                     logit (t_e is never stored)
+//   alpha = exp(z_e - lse[i,h])                         softmax over the in-edges of i
+//   out[i,h,:] = sum_e alpha_e x_src[j,h,:]
+// Backward with G = d out, delta[i,h] = <G[i,h], out[i,h]> - d lse[i,h]:
+//   dz_e  = alpha_e (<G[i,h], x_src[j,h]> - delta[i,h])
+//   dt_e  = dz_e a[h] * leaky_relu'(t_e)                (C-vector)
+//   grad_x_src[j] += alpha_e G[i] + dt_e,  grad_x_dst[i] += dt_e,  grad_edge_feat[e] = dt_e,
+//   grad_a[h] += dz_e leaky_relu(t_e)                   (a per-destination partial, summed by JAX)
+//
+// jgo_gatv2_fwd     (csc_offsets, csc_src, csc_eid, xs [Ns,H,C], xd [Nd,H,C], a [H,C], ef [E,H,C] | [0])
+//                   -> out [Nd,H,C], lse [Nd,H]
+// jgo_gatv2_bwd_dst (csc_offsets, csc_src, csc_eid, xs, xd, a, ef, info [Nd,2,H] = (lse, delta), G [Nd,H,C])
+//                   -> grad_xd [Nd,H,C], grad_a_rows [Nd,H,C], grad_ef [E,H,C] | [0]
+// jgo_gatv2_bwd_src (csr_offsets, csr_dst, csr_eid, xs, xd, a, ef, info, G) -> grad_xs [Ns,H,C]
+// Attributes: negative_slope (f64), has_edge (bool). Edge-valued arrays are in input edge order.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "jgo/args.h"
+#include "jgo/attention.h"
+#include "jgo/attention_args.h"
+
+namespace jgo {
+
+// Per-destination row of the GATv2 backward: lse and delta of every head, packed as [2, H].
+struct Gatv2Info {
+  enum : int { kLse = 0, kDelta = 1, kCount = 2 };
+};
+
+// The pre-activation element t = x_src + x_dst (+ edge_feat) (this order everywhere).
+template <typename T>
+JGO_HD T Gatv2Pre(T xs, T xd, T ef) {
+  return xs + xd + ef;
+}
+
+// The backward terms of one element of t: dt = dz a leaky'(t) and the weight-gradient term
+// dz leaky(t).
+template <typename T>
+JGO_HD T Gatv2PreGrad(T dz, T a, T t, T slope) {
+  return dz * a * LeakyReluGrad(t, slope);
+}
+template <typename T>
+JGO_HD T Gatv2WeightGrad(T dz, T t, T slope) {
+  return dz * LeakyRelu(t, slope);
+}
+
+// The checks of the three handlers: `by_src` selects the CSR pass (rows = sources). `info` and
+// `grad` are null for the forward.
+inline ffi::ErrorOr<GatArgs> CheckGatv2(const char* fn, const ffi::AnyBuffer& offsets, const ffi::AnyBuffer& nbr,
+                                        const ffi::AnyBuffer& eid, const ffi::AnyBuffer& xs,
+                                        const ffi::AnyBuffer& xd, const ffi::AnyBuffer& a,
+                                        const ffi::AnyBuffer& ef, const ffi::AnyBuffer* info,
+                                        const ffi::AnyBuffer* grad, bool by_src, double slope, bool has_edge) {
+  GatArgs r;
+  const auto it = offsets.element_type();
+  if (!IsIndexType(it) || nbr.element_type() != it || eid.element_type() != it)
+    return Fail(std::string(fn) + ": offsets, neighbours and edge ids must share an int32/int64 dtype");
+  const auto ft = xs.element_type();
+  if (!IsFloatType(ft) || xd.element_type() != ft || a.element_type() != ft || ef.element_type() != ft ||
+      (info && info->element_type() != ft) || (grad && grad->element_type() != ft))
+    return Fail(std::string(fn) + ": float operands must share a float32/float64 dtype");
+  auto sd = xs.dimensions();
+  auto dd = xd.dimensions();
+  if (sd.size() != 3) return Fail(std::string(fn) + ": x_src must be [n_src, H, C]; got " + detail::ShapeOf(xs));
+  if (dd.size() != 3) return Fail(std::string(fn) + ": x_dst must be [n_dst, H, C]; got " + detail::ShapeOf(xd));
+  r.n_src = sd[0];
+  r.heads = sd[1];
+  r.dim = sd[2];
+  r.n_dst = dd[0];
+  if (offsets.element_count() < 1) return Fail(std::string(fn) + ": offsets must have n_rows + 1 entries");
+  r.n_rows = static_cast<int64_t>(offsets.element_count()) - 1;
+  r.n_edges = static_cast<int64_t>(nbr.element_count());
+  if (static_cast<int64_t>(eid.element_count()) != r.n_edges)
+    return Fail(std::string(fn) + ": neighbours and edge ids differ in length");
+  if (r.n_rows != (by_src ? r.n_src : r.n_dst))
+    return Fail(std::string(fn) + ": offsets have " + std::to_string(r.n_rows + 1) + " entries for " +
+                std::to_string(by_src ? r.n_src : r.n_dst) + (by_src ? " sources" : " destinations"));
+  r.nbr_bound = by_src ? r.n_dst : r.n_src;
+  r.has_edge = has_edge;
+  r.slope = slope;
+  if (auto e = detail::Expect(fn, "x_dst", xd, {r.n_dst, r.heads, r.dim}); e.failure()) return ffi::Unexpected(e);
+  if (auto e = detail::Expect(fn, "attn_weights", a, {r.heads, r.dim}); e.failure()) return ffi::Unexpected(e);
+  if (has_edge) {
+    if (auto e = detail::Expect(fn, "edge_feat", ef, {r.n_edges, r.heads, r.dim}); e.failure())
+      return ffi::Unexpected(e);
+  }
+  if (info) {
+    if (auto e = detail::Expect(fn, "dst_info", *info, {r.n_dst, Gatv2Info::kCount, r.heads}); e.failure())
+      return ffi::Unexpected(e);
+  }
+  if (grad) {
+    if (auto e = detail::Expect(fn, "grad", *grad, {r.n_dst, r.heads, r.dim}); e.failure()) return ffi::Unexpected(e);
+  }
+  return r;
+}
+
+// Checks a result buffer's dtype and shape.
+inline ffi::Error CheckGatv2Result(const char* fn, const char* name, const ffi::AnyBuffer& b, ffi::DataType ft,
+                                   std::initializer_list<int64_t> shape) {
+  if (b.element_type() != ft) return InvalidArgument(std::string(fn) + ": " + name + " must have the dtype of x_src");
+  return detail::Expect(fn, name, b, shape);
+}
+
+}  // namespace jgo

@@ -1,0 +1,413 @@
+// CPU handlers of the fused GATv2 op (mha_gat_v2): the one-pass forward (jgo_gatv2_fwd) and its
+// two atomic-free backward passes (jgo_gatv2_bwd_dst over the CSC, jgo_gatv2_bwd_src over the
+// reverse CSR). Math and argument checks: jgo/attention_v2.h, shared with cuda/attention_v2.cu.
+//
+// The logit of an edge needs the C-vector t = x_src[j] + x_dst[i] (+ edge_feat[e]) of each head:
+// it is computed into a per-thread scratch row of H*C elements and never written out, so nothing
+// of size E x H x C is stored (the edge-feature gradient, an output, excepted). The forward keeps
+// an online softmax per head; the backward recomputes the attention from the log-sum-exp. Every
+// output element is owned by one row (the weight gradient is a per-destination partial that JAX
+// sums), so results are bitwise reproducible run to run.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cpu/row_parallel.h"
+#include "handlers.h"
+#include "jgo/args.h"
+#include "jgo/attention.h"
+#include "jgo/attention_v2.h"
+
+namespace jgo {
+namespace {
+
+// exp for the per-head loops: float uses an inline Cephes-style polynomial (about 1 ulp, no
+// call, so the loops over heads vectorise); double calls the C library. (Same as attention.cc.)
+inline float CpuExp(float x) {
+  x = std::min(std::max(x, -87.0f), 88.0f);  // exp(-inf) becomes ~1e-38, never 0 * inf
+  const float kMagic = 12582912.0f;           // 1.5 * 2^23: adding it rounds to an integer
+  const float n = (x * 1.44269504088896341f + kMagic) - kMagic;
+  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return p * scale;
+}
+inline double CpuExp(double x) { return std::exp(x); }
+
+struct CpuExpFn {
+  template <typename T>
+  T operator()(T x) const { return CpuExp(x); }
+};
+
+// Sum of n elements with four independent partial sums (a fixed order: reproducible).
+template <typename T>
+inline T Sum(const T* a, int64_t n) {
+  T s0 = T(0), s1 = T(0), s2 = T(0), s3 = T(0);
+  int64_t c = 0;
+  for (; c + 4 <= n; c += 4) {
+    s0 += a[c];
+    s1 += a[c + 1];
+    s2 += a[c + 2];
+    s3 += a[c + 3];
+  }
+  for (; c < n; ++c) s0 += a[c];
+  return (s0 + s1) + (s2 + s3);
+}
+
+// <a, b> over n elements, the same order as Sum.
+template <typename T>
+inline T Dot(const T* a, const T* b, int64_t n) {
+  T s0 = T(0), s1 = T(0), s2 = T(0), s3 = T(0);
+  int64_t c = 0;
+  for (; c + 4 <= n; c += 4) {
+    s0 += a[c] * b[c];
+    s1 += a[c + 1] * b[c + 1];
+    s2 += a[c + 2] * b[c + 2];
+    s3 += a[c + 3] * b[c + 3];
+  }
+  for (; c < n; ++c) s0 += a[c] * b[c];
+  return (s0 + s1) + (s2 + s3);
+}
+
+// The logits of one edge: t = xs + xd (+ ef) over H*C elements, w = a * leaky_relu(t) and
+// z[h] = sum_c w[h, c]. The forward and both backward passes call this one function, so the
+// recomputed attention matches the forward's bit for bit.
+template <typename T, bool kEdge>
+inline void EdgeLogitsV2(const T* xs, const T* xd, const T* ef, const T* a, T slope, int64_t H, int64_t C, T* t,
+                         T* w, T* z) {
+  const int64_t HC = H * C;
+  for (int64_t k = 0; k < HC; ++k) {
+    t[k] = Gatv2Pre(xs[k], xd[k], kEdge ? ef[k] : T(0));
+    w[k] = a[k] * LeakyRelu(t[k], slope);
+  }
+  for (int64_t h = 0; h < H; ++h) z[h] = Sum(w + h * C, C);
+}
+
+// Scratch rows of one task: t, w [H*C] and per-head values.
+template <typename T>
+struct Scratch {
+  std::vector<T> buf;
+  T *t, *w, *acc, *acc2;
+  T *m, *l, *z, *scale, *wt, *dz;
+  Scratch(int64_t H, int64_t C) : buf(4 * H * C + 6 * H) {
+    const int64_t HC = H * C;
+    t = buf.data();
+    w = t + HC;
+    acc = w + HC;
+    acc2 = acc + HC;
+    m = acc2 + HC;
+    l = m + H;
+    z = l + H;
+    scale = z + H;
+    wt = scale + H;
+    dz = wt + H;
+  }
+};
+
+constexpr const char* kFwd = "gatv2_fwd";
+constexpr const char* kBwdDst = "gatv2_bwd_dst";
+constexpr const char* kBwdSrc = "gatv2_bwd_src";
+
+// ---------------------------------------------------------------------------------------
+// jgo_gatv2_fwd: one pass over the in-edges of each destination with an online softmax per head.
+
+template <typename T, typename I, bool kEdge>
+void FwdRows(const GatArgs& g, const I* offsets, const I* nbr, const I* eid, const T* xs, const T* xd, const T* a,
+             const T* ef, T* out, T* lse, int64_t r0, int64_t r1) {
+  const int64_t H = g.heads, C = g.dim, HC = H * C;
+  const T slope = static_cast<T>(g.slope);
+  Scratch<T> s(H, C);
+  const int64_t last = offsets[r1];
+  for (int64_t r = r0; r < r1; ++r) {
+    std::fill(s.acc, s.acc + HC, T(0));
+    std::fill(s.m, s.m + H, -Infinity<T>());
+    std::fill(s.l, s.l + H, T(0));
+    const T* xdr = xd + r * HC;
+    const int64_t end = offsets[r + 1];
+    for (int64_t k = offsets[r]; k < end; ++k) {
+      if (k + kPrefetchDistance < last) {
+        const int64_t q = k + kPrefetchDistance;
+        PrefetchRow(xs + static_cast<int64_t>(nbr[q]) * HC, HC);
+        if (kEdge) PrefetchRow(ef + static_cast<int64_t>(eid[q]) * HC, HC);
+      }
+      const T* xr = xs + static_cast<int64_t>(nbr[k]) * HC;
+      EdgeLogitsV2<T, kEdge>(xr, xdr, kEdge ? ef + static_cast<int64_t>(eid[k]) * HC : nullptr, a, slope, H, C, s.t,
+                             s.w, s.z);
+      for (int64_t h = 0; h < H; ++h) OnlineSoftmaxStep(s.m[h], s.l[h], s.z[h], s.scale[h], s.wt[h], CpuExpFn{});
+      for (int64_t h = 0; h < H; ++h) {
+        T* ah = s.acc + h * C;
+        const T* xh = xr + h * C;
+        const T sh = s.scale[h], wh = s.wt[h];
+        for (int64_t c = 0; c < C; ++c) ah[c] = ah[c] * sh + wh * xh[c];
+      }
+    }
+    T* o = out + r * HC;
+    for (int64_t h = 0; h < H; ++h) {
+      const T inv = SoftmaxInverse(s.l[h]);
+      for (int64_t c = 0; c < C; ++c) o[h * C + c] = s.acc[h * C + c] * inv;
+      lse[r * H + h] = SoftmaxLse(s.m[h], s.l[h]);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// jgo_gatv2_bwd_dst: over the in-edges of each destination i (CSC):
+//   grad_xd[i] = sum_e dt_e,  grad_a_rows[i] = sum_e dz_e leaky(t_e),  grad_ef[e] = dt_e
+
+template <typename T, typename I, bool kEdge>
+void BwdDstRows(const GatArgs& g, const I* offsets, const I* nbr, const I* eid, const T* xs, const T* xd,
+                const T* a, const T* ef, const T* info, const T* grad, T* grad_xd, T* grad_a, T* grad_ef,
+                int64_t r0, int64_t r1) {
+  const int64_t H = g.heads, C = g.dim, HC = H * C, HI = Gatv2Info::kCount * H;
+  const T slope = static_cast<T>(g.slope);
+  Scratch<T> s(H, C);
+  const int64_t last = offsets[r1];
+  for (int64_t r = r0; r < r1; ++r) {
+    T* gxd = grad_xd + r * HC;
+    T* gar = grad_a + r * HC;
+    std::fill(gxd, gxd + HC, T(0));
+    std::fill(gar, gar + HC, T(0));
+    const T *lse = info + r * HI + Gatv2Info::kLse * H, *delta = info + r * HI + Gatv2Info::kDelta * H;
+    const T* gr = grad + r * HC;
+    const T* xdr = xd + r * HC;
+    const int64_t end = offsets[r + 1];
+    for (int64_t k = offsets[r]; k < end; ++k) {
+      if (k + kPrefetchDistance < last) {
+        const int64_t q = k + kPrefetchDistance;
+        PrefetchRow(xs + static_cast<int64_t>(nbr[q]) * HC, HC);
+        if (kEdge) PrefetchRow(ef + static_cast<int64_t>(eid[q]) * HC, HC);
+      }
+      const int64_t e = eid[k];
+      const T* xr = xs + static_cast<int64_t>(nbr[k]) * HC;
+      EdgeLogitsV2<T, kEdge>(xr, xdr, kEdge ? ef + e * HC : nullptr, a, slope, H, C, s.t, s.w, s.z);
+      for (int64_t h = 0; h < H; ++h) {
+        const T alpha = CpuExp(s.z[h] - lse[h]);
+        s.dz[h] = alpha * (Dot(gr + h * C, xr + h * C, C) - delta[h]);
+      }
+      T* gef = kEdge ? grad_ef + e * HC : nullptr;
+      for (int64_t h = 0; h < H; ++h) {
+        const T dz = s.dz[h];
+        const T *th = s.t + h * C, *ah = a + h * C;
+        T *gxh = gxd + h * C, *gah = gar + h * C;
+        for (int64_t c = 0; c < C; ++c) {
+          const T dt = Gatv2PreGrad(dz, ah[c], th[c], slope);
+          gxh[c] += dt;
+          gah[c] += Gatv2WeightGrad(dz, th[c], slope);
+          if (kEdge) gef[h * C + c] = dt;
+        }
+      }
+    }
+  }
+}
+
+// jgo_gatv2_bwd_src: over the out-edges of each source j (reverse CSR):
+//   grad_xs[j] = sum_e alpha_e G[i] + dt_e
+
+template <typename T, typename I, bool kEdge>
+void BwdSrcRows(const GatArgs& g, const I* offsets, const I* nbr, const I* eid, const T* xs, const T* xd,
+                const T* a, const T* ef, const T* info, const T* grad, T* grad_xs, int64_t r0, int64_t r1) {
+  const int64_t H = g.heads, C = g.dim, HC = H * C, HI = Gatv2Info::kCount * H;
+  const T slope = static_cast<T>(g.slope);
+  Scratch<T> s(H, C);
+  const int64_t last = offsets[r1];
+  for (int64_t r = r0; r < r1; ++r) {
+    T* gx = grad_xs + r * HC;
+    std::fill(gx, gx + HC, T(0));
+    const T* xr = xs + r * HC;
+    const int64_t end = offsets[r + 1];
+    for (int64_t k = offsets[r]; k < end; ++k) {
+      if (k + kPrefetchDistance < last) {
+        const int64_t q = k + kPrefetchDistance, iq = nbr[q];
+        PrefetchRow(xd + iq * HC, HC);
+        PrefetchRow(grad + iq * HC, HC);
+        PrefetchRow(info + iq * HI, HI);
+        if (kEdge) PrefetchRow(ef + static_cast<int64_t>(eid[q]) * HC, HC);
+      }
+      const int64_t i = nbr[k], e = eid[k];
+      const T* gr = grad + i * HC;
+      const T *lse = info + i * HI + Gatv2Info::kLse * H, *delta = info + i * HI + Gatv2Info::kDelta * H;
+      EdgeLogitsV2<T, kEdge>(xr, xd + i * HC, kEdge ? ef + e * HC : nullptr, a, slope, H, C, s.t, s.w, s.z);
+      for (int64_t h = 0; h < H; ++h) {
+        const T alpha = CpuExp(s.z[h] - lse[h]);
+        s.wt[h] = alpha;
+        s.dz[h] = alpha * (Dot(gr + h * C, xr + h * C, C) - delta[h]);
+      }
+      for (int64_t h = 0; h < H; ++h) {
+        const T dz = s.dz[h], alpha = s.wt[h];
+        const T *th = s.t + h * C, *ah = a + h * C, *gh = gr + h * C;
+        T* gxh = gx + h * C;
+        for (int64_t c = 0; c < C; ++c) gxh[c] += alpha * gh[c] + Gatv2PreGrad(dz, ah[c], th[c], slope);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Handlers
+
+template <typename T, typename I>
+ffi::Error FwdTyped(ffi::ThreadPool& pool, const GatArgs& g, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr,
+                    ffi::AnyBuffer eid, ffi::AnyBuffer xs, ffi::AnyBuffer xd, ffi::AnyBuffer a, ffi::AnyBuffer ef,
+                    ffi::AnyBuffer out, ffi::AnyBuffer lse) {
+  const I *o = offsets.typed_data<I>(), *n = nbr.typed_data<I>(), *e = eid.typed_data<I>();
+  if (auto err = CheckCompressed(o, n, e, g.n_rows, g.n_edges, g.nbr_bound, true, kFwd); err.failure()) return err;
+  const T *xsd = xs.typed_data<T>(), *xdd = xd.typed_data<T>(), *ad = a.typed_data<T>();
+  const T* efd = g.has_edge ? ef.typed_data<T>() : nullptr;
+  T *od = out.typed_data<T>(), *ld = lse.typed_data<T>();
+  ForRowChunks(pool, o, g.n_rows, g.n_edges, g.heads * g.dim, [&](int64_t r0, int64_t r1) {
+    if (g.has_edge) FwdRows<T, I, true>(g, o, n, e, xsd, xdd, ad, efd, od, ld, r0, r1);
+    else FwdRows<T, I, false>(g, o, n, e, xsd, xdd, ad, efd, od, ld, r0, r1);
+  });
+  return ffi::Error::Success();
+}
+
+ffi::Error FwdCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
+                  ffi::AnyBuffer xs, ffi::AnyBuffer xd, ffi::AnyBuffer a, ffi::AnyBuffer ef,
+                  ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> lse, double negative_slope,
+                  bool has_edge) {
+  auto args = CheckGatv2(kFwd, offsets, nbr, eid, xs, xd, a, ef, nullptr, nullptr, false, negative_slope, has_edge);
+  if (args.has_error()) return args.error();
+  const auto ft = xs.element_type();
+  if (auto e = CheckGatv2Result(kFwd, "out", *out, ft, {args->n_dst, args->heads, args->dim}); e.failure()) return e;
+  if (auto e = CheckGatv2Result(kFwd, "lse", *lse, ft, {args->n_dst, args->heads}); e.failure()) return e;
+  return DispatchTypes(ft, offsets.element_type(), [&](auto t, auto i) {
+    return FwdTyped<decltype(t), decltype(i)>(pool, *args, offsets, nbr, eid, xs, xd, a, ef, *out, *lse);
+  });
+}
+
+template <typename T, typename I>
+ffi::Error BwdDstTyped(ffi::ThreadPool& pool, const GatArgs& g, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr,
+                       ffi::AnyBuffer eid, ffi::AnyBuffer xs, ffi::AnyBuffer xd, ffi::AnyBuffer a, ffi::AnyBuffer ef,
+                       ffi::AnyBuffer info, ffi::AnyBuffer grad, ffi::AnyBuffer grad_xd, ffi::AnyBuffer grad_a,
+                       ffi::AnyBuffer grad_ef) {
+  const I *o = offsets.typed_data<I>(), *n = nbr.typed_data<I>(), *e = eid.typed_data<I>();
+  if (auto err = CheckCompressed(o, n, e, g.n_rows, g.n_edges, g.nbr_bound, true, kBwdDst); err.failure()) return err;
+  const T *xsd = xs.typed_data<T>(), *xdd = xd.typed_data<T>(), *ad = a.typed_data<T>();
+  const T *inf = info.typed_data<T>(), *gd = grad.typed_data<T>();
+  const T* efd = g.has_edge ? ef.typed_data<T>() : nullptr;
+  T *gxd = grad_xd.typed_data<T>(), *gad = grad_a.typed_data<T>();
+  T* gef = g.has_edge ? grad_ef.typed_data<T>() : nullptr;
+  ForRowChunks(pool, o, g.n_rows, g.n_edges, g.heads * g.dim, [&](int64_t r0, int64_t r1) {
+    if (g.has_edge) BwdDstRows<T, I, true>(g, o, n, e, xsd, xdd, ad, efd, inf, gd, gxd, gad, gef, r0, r1);
+    else BwdDstRows<T, I, false>(g, o, n, e, xsd, xdd, ad, efd, inf, gd, gxd, gad, gef, r0, r1);
+  });
+  return ffi::Error::Success();
+}
+
+ffi::Error BwdDstCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
+                     ffi::AnyBuffer xs, ffi::AnyBuffer xd, ffi::AnyBuffer a, ffi::AnyBuffer ef, ffi::AnyBuffer info,
+                     ffi::AnyBuffer grad, ffi::Result<ffi::AnyBuffer> grad_xd, ffi::Result<ffi::AnyBuffer> grad_a,
+                     ffi::Result<ffi::AnyBuffer> grad_ef, double negative_slope, bool has_edge) {
+  auto args = CheckGatv2(kBwdDst, offsets, nbr, eid, xs, xd, a, ef, &info, &grad, false, negative_slope, has_edge);
+  if (args.has_error()) return args.error();
+  const auto ft = xs.element_type();
+  const int64_t nd = args->n_dst, H = args->heads, C = args->dim;
+  if (auto e = CheckGatv2Result(kBwdDst, "grad_x_dst", *grad_xd, ft, {nd, H, C}); e.failure()) return e;
+  if (auto e = CheckGatv2Result(kBwdDst, "grad_attn_rows", *grad_a, ft, {nd, H, C}); e.failure()) return e;
+  if (has_edge) {
+    if (auto e = CheckGatv2Result(kBwdDst, "grad_edge_feat", *grad_ef, ft, {args->n_edges, H, C}); e.failure())
+      return e;
+  }
+  return DispatchTypes(ft, offsets.element_type(), [&](auto t, auto i) {
+    return BwdDstTyped<decltype(t), decltype(i)>(pool, *args, offsets, nbr, eid, xs, xd, a, ef, info, grad, *grad_xd,
+                                                 *grad_a, *grad_ef);
+  });
+}
+
+template <typename T, typename I>
+ffi::Error BwdSrcTyped(ffi::ThreadPool& pool, const GatArgs& g, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr,
+                       ffi::AnyBuffer eid, ffi::AnyBuffer xs, ffi::AnyBuffer xd, ffi::AnyBuffer a, ffi::AnyBuffer ef,
+                       ffi::AnyBuffer info, ffi::AnyBuffer grad, ffi::AnyBuffer grad_xs) {
+  const I *o = offsets.typed_data<I>(), *n = nbr.typed_data<I>(), *e = eid.typed_data<I>();
+  if (auto err = CheckCompressed(o, n, e, g.n_rows, g.n_edges, g.nbr_bound, true, kBwdSrc); err.failure()) return err;
+  const T *xsd = xs.typed_data<T>(), *xdd = xd.typed_data<T>(), *ad = a.typed_data<T>();
+  const T *inf = info.typed_data<T>(), *gd = grad.typed_data<T>();
+  const T* efd = g.has_edge ? ef.typed_data<T>() : nullptr;
+  T* gxs = grad_xs.typed_data<T>();
+  ForRowChunks(pool, o, g.n_rows, g.n_edges, g.heads * g.dim, [&](int64_t r0, int64_t r1) {
+    if (g.has_edge) BwdSrcRows<T, I, true>(g, o, n, e, xsd, xdd, ad, efd, inf, gd, gxs, r0, r1);
+    else BwdSrcRows<T, I, false>(g, o, n, e, xsd, xdd, ad, efd, inf, gd, gxs, r0, r1);
+  });
+  return ffi::Error::Success();
+}
+
+ffi::Error BwdSrcCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
+                     ffi::AnyBuffer xs, ffi::AnyBuffer xd, ffi::AnyBuffer a, ffi::AnyBuffer ef, ffi::AnyBuffer info,
+                     ffi::AnyBuffer grad, ffi::Result<ffi::AnyBuffer> grad_xs, double negative_slope,
+                     bool has_edge) {
+  auto args = CheckGatv2(kBwdSrc, offsets, nbr, eid, xs, xd, a, ef, &info, &grad, true, negative_slope, has_edge);
+  if (args.has_error()) return args.error();
+  const auto ft = xs.element_type();
+  if (auto e = CheckGatv2Result(kBwdSrc, "grad_x_src", *grad_xs, ft, {args->n_src, args->heads, args->dim});
+      e.failure())
+    return e;
+  return DispatchTypes(ft, offsets.element_type(), [&](auto t, auto i) {
+    return BwdSrcTyped<decltype(t), decltype(i)>(pool, *args, offsets, nbr, eid, xs, xd, a, ef, info, grad,
+                                                 *grad_xs);
+  });
+}
+
+}  // namespace
+}  // namespace jgo
+
+using AnyBuf = xla::ffi::AnyBuffer;
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoGatv2FwdCpu, jgo::FwdCpu,
+                              xla::ffi::Ffi::Bind()
+                                  .Ctx<xla::ffi::ThreadPool>()
+                                  .Arg<AnyBuf>()  // csc offsets
+                                  .Arg<AnyBuf>()  // csc sources
+                                  .Arg<AnyBuf>()  // csc edge ids
+                                  .Arg<AnyBuf>()  // x_src [n_src, H, C]
+                                  .Arg<AnyBuf>()  // x_dst [n_dst, H, C]
+                                  .Arg<AnyBuf>()  // attn_weights [H, C]
+                                  .Arg<AnyBuf>()  // edge_feat [E, H, C] or [0]
+                                  .Ret<AnyBuf>()  // out [n_dst, H, C]
+                                  .Ret<AnyBuf>()  // lse [n_dst, H]
+                                  .Attr<double>("negative_slope")
+                                  .Attr<bool>("has_edge"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoGatv2BwdDstCpu, jgo::BwdDstCpu,
+                              xla::ffi::Ffi::Bind()
+                                  .Ctx<xla::ffi::ThreadPool>()
+                                  .Arg<AnyBuf>()  // csc offsets
+                                  .Arg<AnyBuf>()  // csc sources
+                                  .Arg<AnyBuf>()  // csc edge ids
+                                  .Arg<AnyBuf>()  // x_src [n_src, H, C]
+                                  .Arg<AnyBuf>()  // x_dst [n_dst, H, C]
+                                  .Arg<AnyBuf>()  // attn_weights [H, C]
+                                  .Arg<AnyBuf>()  // edge_feat [E, H, C] or [0]
+                                  .Arg<AnyBuf>()  // dst_info [n_dst, 2, H] = (lse, delta)
+                                  .Arg<AnyBuf>()  // grad of out [n_dst, H, C]
+                                  .Ret<AnyBuf>()  // grad_x_dst [n_dst, H, C]
+                                  .Ret<AnyBuf>()  // grad_attn_rows [n_dst, H, C] (summed over rows by JAX)
+                                  .Ret<AnyBuf>()  // grad_edge_feat [E, H, C] or [0]
+                                  .Attr<double>("negative_slope")
+                                  .Attr<bool>("has_edge"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoGatv2BwdSrcCpu, jgo::BwdSrcCpu,
+                              xla::ffi::Ffi::Bind()
+                                  .Ctx<xla::ffi::ThreadPool>()
+                                  .Arg<AnyBuf>()  // csr offsets
+                                  .Arg<AnyBuf>()  // csr destinations
+                                  .Arg<AnyBuf>()  // csr edge ids
+                                  .Arg<AnyBuf>()  // x_src [n_src, H, C]
+                                  .Arg<AnyBuf>()  // x_dst [n_dst, H, C]
+                                  .Arg<AnyBuf>()  // attn_weights [H, C]
+                                  .Arg<AnyBuf>()  // edge_feat [E, H, C] or [0]
+                                  .Arg<AnyBuf>()  // dst_info [n_dst, 2, H] = (lse, delta)
+                                  .Arg<AnyBuf>()  // grad of out [n_dst, H, C]
+                                  .Ret<AnyBuf>()  // grad_x_src [n_src, H, C]
+                                  .Attr<double>("negative_slope")
+                                  .Attr<bool>("has_edge"));
