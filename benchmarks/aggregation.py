@@ -47,7 +47,8 @@ def cases(scale: float = 1.0):
         ("agg_concat", graph_shape,
          lambda impl, reduce: lambda g, x: jgo.agg_concat(g, x, reduce=reduce, impl=impl), (g, x), (1,)),
         ("pool", pool_shape,
-         lambda impl, reduce: lambda x, ids: jgo.pool(x, ids, N_GRAPHS, reduce=reduce, impl=impl),
+         lambda impl, reduce: lambda x, ids: jgo.pool(x, ids, N_GRAPHS, reduce=reduce, impl=impl,
+                                                      ids_are_sorted=impl is None),
          (x, graph_ids), (0,)),
     )
     for name, shape, make, operands, argnums in ops:

@@ -68,6 +68,7 @@ def test_pool(x64, rng, reduce):
     np.testing.assert_allclose(out, jgo.pool(x, ids, 5, reduce=reduce, impl="xla"), rtol=1e-13)
     np.testing.assert_array_equal(out[1], 0)
     np.testing.assert_array_equal(out[4], 0)
+    np.testing.assert_array_equal(jgo.pool(x, ids, 5, reduce=reduce, ids_are_sorted=True), out)
     jax.test_util.check_grads(lambda x: jgo.pool(x, ids, 5, reduce=reduce), (x,), order=2, modes=("fwd", "rev"))
     unsorted = np.array([3, 0, 2, 0, 3, 3, 2, 0, 3])
     np.testing.assert_allclose(jgo.pool(x, unsorted, 5, reduce=reduce),

@@ -38,8 +38,10 @@ void SpmmRows(const SpmmArgs& a, const I* offsets, const I* nbr, const I* eid, c
     const int64_t begin = offsets[r], end = offsets[r + 1];
     for (int64_t k = begin; k < end; ++k) {
       if (k + kPrefetchDistance < last) {
-        if (Msg::kNode) PrefetchRow(node + static_cast<int64_t>(nbr[k + kPrefetchDistance]) * a.node_len, a.node_len);
+        const int64_t j = nbr[k + kPrefetchDistance];
+        if (Msg::kNode) PrefetchRow(node + j * a.node_len, a.node_len);
         if (Msg::kEdge) PrefetchRow(edge + static_cast<int64_t>(eid[k + kPrefetchDistance]) * a.edge_len, a.edge_len);
+        if (M == Mask::kByNbr) PrefetchRow(mask_arg + j * F, F);
       }
       const I e = eid[k];
       const T* node_row = node + static_cast<int64_t>(nbr[k]) * a.node_len;
@@ -56,9 +58,9 @@ void SpmmRows(const SpmmArgs& a, const I* offsets, const I* nbr, const I* eid, c
           I* gp = arg.data() + f;
           auto accumulate = [&](auto message_at) {
             for (int64_t i2 = 0; i2 < d.d2; ++i2) {
-              if (M != Mask::kNone && mask_row[f + i2] != e) continue;
-              const T v = message_at(i2);
-              if (Red::kArg) Red::update(ap[i2], gp[i2], v, e); else Red::update(ap[i2], unused_arg, v, e);
+              T v = message_at(i2);
+              if constexpr (M != Mask::kNone) v = mask_row[f + i2] == e ? v : T(0);  // masks come with sums
+              if constexpr (Red::kArg) Red::update(ap[i2], gp[i2], v, e); else Red::update(ap[i2], unused_arg, v, e);
             }
           };
           // The common layouts get a loop the compiler can vectorise.
@@ -159,6 +161,7 @@ void SddmmRows(const SddmmArgs& s, const I* offsets, const I* nbr, const I* eid,
         const int64_t p = k + kPrefetchDistance, j = nbr[p], e = eid[p];
         if (Msg::kNode && s.a_target != Target::kRow) PrefetchRow(OperandRow(lhs, s.a_len, s.a_target, r, j, e), s.a_len);
         if (Msg::kEdge && s.b_target != Target::kRow) PrefetchRow(OperandRow(rhs, s.b_len, s.b_target, r, j, e), s.b_len);
+        if (M == Mask::kByNbr) PrefetchRow(mask_arg + j * F, F);
       }
       const int64_t j = nbr[k], e = eid[k];
       const T* a_row = OperandRow(lhs, s.a_len, s.a_target, r, j, e);
@@ -168,8 +171,8 @@ void SddmmRows(const SddmmArgs& s, const I* offsets, const I* nbr, const I* eid,
         if (kDot) {
           T acc = T(0);
           for (int64_t i2 = 0; i2 < d.d2; ++i2) {
-            if (M != Mask::kNone && mask_row[f01 * d.d2 + i2] != e) continue;
-            acc += EdgeElement<op, T, T>(a_row, b_row, s.a_strides, s.b_strides, d, f01, i2);
+            const T v = EdgeElement<op, T, T>(a_row, b_row, s.a_strides, s.b_strides, d, f01, i2);
+            acc += (M == Mask::kNone || mask_row[f01 * d.d2 + i2] == e) ? v : T(0);
           }
           out[e * F01 + f01] = acc;
         } else {

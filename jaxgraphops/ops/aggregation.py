@@ -6,7 +6,9 @@ derivatives of every order come from the kernel primitives' rules.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .. import reference
 from ..graph import Graph
@@ -139,7 +141,8 @@ def agg_concat(g: Graph, x, *, x_dst=None, edge_feat=None, edge_weight=None, red
     return jnp.concatenate([agg, x_dst.astype(agg.dtype)], axis=-1)
 
 
-def pool(x, graph_ids, n_graphs: int, *, reduce: str = "sum", impl: str | None = None):
+def pool(x, graph_ids, n_graphs: int, *, reduce: str = "sum", ids_are_sorted: bool = False,
+         impl: str | None = None):
     """Graph readout: reduces node features ``x [N, F]`` into ``[n_graphs, F]`` by graph id.
 
     Args:
@@ -147,6 +150,8 @@ def pool(x, graph_ids, n_graphs: int, *, reduce: str = "sum", impl: str | None =
       graph_ids: ``[N]`` integer graph id of each node (e.g. ``jgo.batch(...).dst_graph_ids``).
       n_graphs: number of graphs (static).
       reduce: ``sum``, ``mean``, ``max`` or ``min``; a graph without nodes gets 0.
+      ids_are_sorted: promise that ``graph_ids`` never decrease (as after ``jgo.batch``), which
+        skips a sort; a wrong promise gives wrong results.
       impl: None for the fused kernels, ``"xla"`` for the pure-JAX reference.
 
     >>> import jax.numpy as jnp, jaxgraphops as jgo
@@ -166,5 +171,23 @@ def pool(x, graph_ids, n_graphs: int, *, reduce: str = "sum", impl: str | None =
         raise ValueError(f"{fn}: n_graphs must be a non-negative int; got {n_graphs!r}")
     if impl == "xla":
         return reference.pool(x, ids, n_graphs, reduce=reduce)
-    g = Graph.from_edges(jnp.arange(x.shape[0], dtype=ids.dtype), ids, x.shape[0], n_graphs)
-    return gspmm(g, x, op="copy_u", reduce=reduce, impl=impl)
+    return gspmm(_membership_graph(fn, ids, n_graphs, ids_are_sorted), x, op="copy_u", reduce=reduce, impl=impl)
+
+
+def _membership_graph(fn, ids, n_graphs, ids_are_sorted):
+    """The graph of edges node -> its graph, built with at most one sort.
+
+    Grouped by source it is the identity; grouped by destination it is the stable order of the ids.
+    """
+    if not isinstance(ids, jax.core.Tracer):
+        bad = np.flatnonzero((np.asarray(ids) < 0) | (np.asarray(ids) >= n_graphs))
+        if bad.size:
+            raise ValueError(f"{fn}: graph_ids[{bad[0]}] = {int(ids[bad[0]])} is out of range [0, {n_graphs})")
+    index_dtype = jnp.int64 if ids.dtype == jnp.int64 else jnp.int32
+    ids = ids.astype(index_dtype)
+    n = ids.shape[0]
+    nodes = jnp.arange(n, dtype=index_dtype)
+    order = nodes if ids_are_sorted else jnp.argsort(ids, stable=True).astype(index_dtype)
+    counts = jnp.bincount(ids, length=n_graphs).astype(index_dtype)
+    csc_offsets = jnp.concatenate([jnp.zeros(1, index_dtype), jnp.cumsum(counts, dtype=index_dtype)])
+    return Graph(nodes, ids, csc_offsets, order, order, jnp.arange(n + 1, dtype=index_dtype), ids, nodes, n, n_graphs)

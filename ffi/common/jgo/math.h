@@ -116,8 +116,10 @@ struct Reducer<Acc, Reduce::kMax> {
   static constexpr bool kArg = true;
   JGO_HD static Acc init() { return -Infinity<Acc>(); }
   template <typename I>
-  JGO_HD static void update(Acc& acc, I& arg, Acc v, I e) {
-    if (arg < 0 || v > acc) { acc = v; arg = e; }
+  JGO_HD static void update(Acc& acc, I& arg, Acc v, I e) {  // branch-free, so it vectorises
+    const bool take = (arg < 0) | (v > acc);
+    acc = take ? v : acc;
+    arg = take ? e : arg;
   }
   template <typename I>
   JGO_HD static Acc finalize(Acc acc, I arg, int64_t) { return arg < 0 ? Acc(0) : acc; }
@@ -127,8 +129,10 @@ struct Reducer<Acc, Reduce::kMin> {
   static constexpr bool kArg = true;
   JGO_HD static Acc init() { return Infinity<Acc>(); }
   template <typename I>
-  JGO_HD static void update(Acc& acc, I& arg, Acc v, I e) {
-    if (arg < 0 || v < acc) { acc = v; arg = e; }
+  JGO_HD static void update(Acc& acc, I& arg, Acc v, I e) {  // branch-free, so it vectorises
+    const bool take = (arg < 0) | (v < acc);
+    acc = take ? v : acc;
+    arg = take ? e : arg;
   }
   template <typename I>
   JGO_HD static Acc finalize(Acc acc, I arg, int64_t) { return arg < 0 ? Acc(0) : acc; }
