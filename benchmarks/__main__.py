@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import shlex
 import sys
 
 import jax
@@ -36,9 +37,9 @@ def main(argv=None) -> int:
 
     header = "| op | shape | pass | jaxgraphops (ms) | XLA reference (ms) | speed-up |\n|---|---|---|---:|---:|---:|\n"
     table = header + "".join(f"| {n} | {s} | {p} | {k:.1f} | {r:.1f} | {x:.2f}x |\n" for n, s, p, k, r, x in rows)
-    command = "python -m benchmarks " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = shlex.join(["python", "-m", "benchmarks", *(argv if argv is not None else sys.argv[1:])])
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    report = (f"\n### {stamp}: {machine()}\n\nCommand: `{command.strip()}` (medians of {args.repeats} runs after "
+    report = (f"\n### {stamp}: {machine()}\n\nCommand: `{command}` (medians of {args.repeats} runs after "
               f"2 warm-up runs, both columns measured in the same run)\n\n{table}")
     print(report)
     if args.append:
