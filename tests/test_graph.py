@@ -27,14 +27,6 @@ EXPECTED = dict(
 )
 
 
-def enable_x64():
-    if hasattr(jax, "enable_x64"):
-        return jax.enable_x64(True)
-    from jax.experimental import enable_x64 as experimental_enable_x64
-
-    return experimental_enable_x64()
-
-
 def small_graph(**kwargs):
     return Graph.from_edges(np.array(SRC), np.array(DST), 5, **kwargs)
 
@@ -131,7 +123,7 @@ def test_index_dtype():
         small_graph(index_dtype=np.int64)
     with pytest.raises(ValueError, match="index_dtype must be int32 or int64, got int16"):
         small_graph(index_dtype=np.int16)
-    with enable_x64():
+    with jax.enable_x64(True):
         g64 = small_graph()
         assert g64.index_dtype == np.int64
         assert all(getattr(g64, name).dtype == jnp.int64 for name in LEAVES)
@@ -173,7 +165,7 @@ def test_traced_construction_matches_concrete():
     assert_same_graph(build(src, dst, 2, 3), Graph.from_edges(src, dst, 2, 3))
     empty = jnp.zeros(0, jnp.int32)
     assert_same_graph(build(empty, empty, 3, 2), Graph.from_edges(empty, empty, 3, 2))
-    with enable_x64():
+    with jax.enable_x64(True):
         traced = build(jnp.array(SRC, jnp.int64), jnp.array(DST, jnp.int64), 5, None)
         assert_same_graph(traced, small_graph())
         assert traced.index_dtype == np.int64
@@ -351,7 +343,7 @@ def test_batch_bipartite_and_jit():
 def test_batch_errors():
     with pytest.raises(ValueError, match="non-empty"):
         batch([])
-    with enable_x64():
+    with jax.enable_x64(True):
         g64 = small_graph()
     with pytest.raises(ValueError, match="one index dtype"):
         batch([small_graph(), g64])
