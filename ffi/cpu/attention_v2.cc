@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cpu/row_parallel.h"
+#include "cpu/vector_math.h"
 #include "handlers.h"
 #include "jgo/args.h"
 #include "jgo/attention.h"
@@ -23,62 +24,6 @@
 
 namespace jgo {
 namespace {
-
-// exp for the per-head loops: float uses an inline Cephes-style polynomial (about 1 ulp, no
-// call, so the loops over heads vectorise); double calls the C library. (Same as attention.cc.)
-inline float CpuExp(float x) {
-  x = std::min(std::max(x, -87.0f), 88.0f);  // exp(-inf) becomes ~1e-38, never 0 * inf
-  const float kMagic = 12582912.0f;           // 1.5 * 2^23: adding it rounds to an integer
-  const float n = (x * 1.44269504088896341f + kMagic) - kMagic;
-  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof(scale));
-  return p * scale;
-}
-inline double CpuExp(double x) { return std::exp(x); }
-
-struct CpuExpFn {
-  template <typename T>
-  T operator()(T x) const { return CpuExp(x); }
-};
-
-// Sum of n elements with four independent partial sums (a fixed order: reproducible).
-template <typename T>
-inline T Sum(const T* a, int64_t n) {
-  T s0 = T(0), s1 = T(0), s2 = T(0), s3 = T(0);
-  int64_t c = 0;
-  for (; c + 4 <= n; c += 4) {
-    s0 += a[c];
-    s1 += a[c + 1];
-    s2 += a[c + 2];
-    s3 += a[c + 3];
-  }
-  for (; c < n; ++c) s0 += a[c];
-  return (s0 + s1) + (s2 + s3);
-}
-
-// <a, b> over n elements, the same order as Sum.
-template <typename T>
-inline T Dot(const T* a, const T* b, int64_t n) {
-  T s0 = T(0), s1 = T(0), s2 = T(0), s3 = T(0);
-  int64_t c = 0;
-  for (; c + 4 <= n; c += 4) {
-    s0 += a[c] * b[c];
-    s1 += a[c + 1] * b[c + 1];
-    s2 += a[c + 2] * b[c + 2];
-    s3 += a[c + 3] * b[c + 3];
-  }
-  for (; c < n; ++c) s0 += a[c] * b[c];
-  return (s0 + s1) + (s2 + s3);
-}
 
 // The logits of one edge: t = xs + xd (+ ef) over H*C elements, w = a * leaky_relu(t) and
 // z[h] = sum_c w[h, c]. The forward and both backward passes call this one function, so the
