@@ -1,5 +1,5 @@
-"""mha_gat (fused) against the pure-JAX composition ``impl="xla"`` (logits, segment softmax,
-weighted segment sum): forward and forward+backward."""
+"""mha_gat and mha_gat_v2 (fused) against the pure-JAX composition ``impl="xla"`` (logits,
+segment softmax, weighted segment sum): forward and forward+backward."""
 
 from __future__ import annotations
 
@@ -18,13 +18,17 @@ def cases(scale: float = 1.0):
     x = jnp.asarray(rng.normal(size=(n, heads * c)).astype(np.float32))
     a = jnp.asarray((rng.normal(size=2 * heads * c) / np.sqrt(c)).astype(np.float32))
 
-    def op(impl):
-        return lambda x, a: jgo.mha_gat(g, x, a, num_heads=heads, impl=impl)
+    a_v2 = a[: heads * c]
+    ops = {
+        "mha_gat": (lambda impl: lambda x, a: jgo.mha_gat(g, x, a, num_heads=heads, impl=impl), a),
+        "mha_gat_v2": (lambda impl: lambda x, a: jgo.mha_gat_v2(g, x, x, a, num_heads=heads, impl=impl), a_v2),
+    }
 
     def forward_backward(fn):
         return jax.value_and_grad(lambda x, a: jnp.sum(fn(x, a) ** 2), (0, 1))
 
     shape = f"N={n:,} E={e:,} H={heads} C={c} f32"
-    yield "mha_gat", shape, "forward", jax.jit(op(None)), jax.jit(op("xla")), (x, a)
-    yield ("mha_gat", shape, "forward+backward", jax.jit(forward_backward(op(None))),
-           jax.jit(forward_backward(op("xla"))), (x, a))
+    for name, (op, weights) in ops.items():
+        yield name, shape, "forward", jax.jit(op(None)), jax.jit(op("xla")), (x, weights)
+        yield (name, shape, "forward+backward", jax.jit(forward_backward(op(None))),
+               jax.jit(forward_backward(op("xla"))), (x, weights))
