@@ -33,14 +33,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.extend.core import Primitive
-from jax.interpreters import ad, batching, mlir, xla
+from jax.interpreters import ad, batching, xla
 
-from .. import _backend
-from ._autodiff import _map_over_graphs
 from ._calls import sddmm, spmm
+from ._primitive_utils import N_GRAPH as _N_GRAPH
+from ._primitive_utils import (all_zero, composed_jvp, empty, fold_batch_into_heads, leaky_relu_slope,
+                               register_lowerings, shape_dtype, zero_tangent)
 from ._primitives import n_dst_of
-
-_N_GRAPH = 8
 
 gat_fwd_p = Primitive("jgo_gat_fwd")
 gat_jvp_p = Primitive("jgo_gat_jvp")
@@ -48,10 +47,6 @@ gat_vjp_p = Primitive("jgo_gat_vjp")
 for _p in (gat_fwd_p, gat_jvp_p, gat_vjp_p):
     _p.multiple_results = True
     _p.def_impl(partial(xla.apply_primitive, _p))
-
-
-def _empty(dtype):
-    return jnp.zeros((0,), dtype)
 
 
 # ---------------------------------------------------------------------------------------
@@ -92,10 +87,6 @@ def _edge_logits(ga, s_src, s_dst, s_edge, has_edge, slope):
     return p, jnp.where(p > 0, p, slope * p)
 
 
-def _slope_mask(p, slope):
-    return jnp.where(p > 0, jnp.ones_like(p), jnp.full_like(p, slope))
-
-
 def gat_fwd_xla(*args, negative_slope, has_edge):
     ga, (x, s_src, s_dst, s_edge) = args[:_N_GRAPH], args[_N_GRAPH:]
     nd, dst = n_dst_of(ga), ga[1]
@@ -119,7 +110,7 @@ def gat_jvp_composed(*args, negative_slope, has_edge):
     dp = ds_src[ga[0]] + ds_dst[ga[1]]
     if has_edge:
         dp = dp + ds_edge
-    adz = alpha * _slope_mask(p, negative_slope) * dp
+    adz = alpha * leaky_relu_slope(p, negative_slope) * dp
     dlse = spmm(ga, None, adz, op="copy_rhs", out_shape=hc[:1])[0]
     dout = (spmm(ga, dx, alpha[..., None], op="mul", out_shape=hc)[0]
             + spmm(ga, x, adz[..., None], op="mul", out_shape=hc)[0] - dlse[..., None] * out)
@@ -133,26 +124,22 @@ def gat_vjp_composed(*args, negative_slope, has_edge, part):
     p, z = _edge_logits(ga, s_src, s_dst, s_edge, has_edge, negative_slope)
     alpha = jnp.exp(z - lse[ga[1]])
     dalpha = sddmm(ga, grad, x, op="mul", lhs_target="dst", rhs_target="src", out_shape=hc, dot=True)
-    gp = alpha * (dalpha - delta[ga[1]]) * _slope_mask(p, negative_slope)
+    gp = alpha * (dalpha - delta[ga[1]]) * leaky_relu_slope(p, negative_slope)
     if part == "src":
         gx = spmm(ga, grad, alpha[..., None], op="mul", reverse=True, out_shape=hc)[0]
         return gx, spmm(ga, None, gp, op="copy_rhs", reverse=True, out_shape=hc[:1])[0]
     gsd = spmm(ga, None, gp, op="copy_rhs", out_shape=hc[:1])[0]
-    return gsd, (gp if has_edge else _empty(gp.dtype))
+    return gsd, (gp if has_edge else empty(gp.dtype))
 
 
 # ---------------------------------------------------------------------------------------
 # FFI lowerings
 
 
-def _sds(aval):
-    return jax.ShapeDtypeStruct(aval.shape, aval.dtype)
-
-
 def _gat_fwd_ffi(*args, negative_slope, has_edge):
     ga, (x, s_src, s_dst, s_edge) = args[:_N_GRAPH], args[_N_GRAPH:]
     avals = _fwd_abstract(*args, negative_slope=negative_slope, has_edge=has_edge)
-    call = jax.ffi.ffi_call("jgo_gat_fwd", tuple(_sds(a) for a in avals))
+    call = jax.ffi.ffi_call("jgo_gat_fwd", tuple(shape_dtype(a) for a in avals))
     return call(ga[2], ga[3], ga[4], x, s_src, s_dst, s_edge, negative_slope=np.float64(negative_slope),
                 has_edge=bool(has_edge))
 
@@ -163,64 +150,29 @@ def _gat_vjp_ffi(*args, negative_slope, has_edge, part):
     avals = _vjp_abstract(*args, negative_slope=negative_slope, has_edge=has_edge, part=part)
     dst_info = jnp.stack([s_dst, lse, delta], axis=1)  # [n_dst, 3, H]: one gathered row per edge
     target, (offsets, nbr, eid) = ("jgo_gat_bwd_src", ga[5:8]) if part == "src" else ("jgo_gat_bwd_dst", ga[2:5])
-    call = jax.ffi.ffi_call(target, tuple(_sds(a) for a in avals))
+    call = jax.ffi.ffi_call(target, tuple(shape_dtype(a) for a in avals))
     return call(offsets, nbr, eid, x, s_src, s_edge, dst_info, grad, negative_slope=np.float64(negative_slope),
                 has_edge=bool(has_edge))
 
 
-def _register_lowerings():
-    table = {gat_fwd_p: (gat_fwd_xla, _gat_fwd_ffi), gat_jvp_p: (gat_jvp_composed, gat_jvp_composed),
-             gat_vjp_p: (gat_vjp_composed, _gat_vjp_ffi)}
-    for prim, (ref, ffi) in table.items():
-        mlir.register_lowering(prim, mlir.lower_fun(ref, multiple_results=True))
-        mlir.register_lowering(prim, mlir.lower_fun(ffi, multiple_results=True), platform="cpu")
-        cuda = ffi if _backend.with_cuda() else ref
-        mlir.register_lowering(prim, mlir.lower_fun(cuda, multiple_results=True), platform="cuda")
-
-
-_register_lowerings()
+for _p, _ref, _ffi in ((gat_fwd_p, gat_fwd_xla, _gat_fwd_ffi), (gat_jvp_p, gat_jvp_composed, gat_jvp_composed),
+                       (gat_vjp_p, gat_vjp_composed, _gat_vjp_ffi)):
+    register_lowerings(_p, _ref, _ffi, multiple_results=True)
 
 
 # ---------------------------------------------------------------------------------------
 # Differentiation
 
 
-def _instantiate(t):
-    return ad.instantiate_zeros(t)
-
-
-def _all_zero(ts):
-    return all(type(t) is ad.Zero for t in ts)
-
-
-def _zero_like(x):
-    return ad.Zero(jax.typeof(x).to_tangent_aval())
-
-
 def _gat_fwd_jvp(primals, tangents, *, negative_slope, has_edge):
     params = dict(negative_slope=negative_slope, has_edge=has_edge)
     out, lse = gat_fwd_p.bind(*primals, **params)
     ts = tangents[_N_GRAPH:]
-    if _all_zero(ts):
-        return (out, lse), (_zero_like(out), _zero_like(lse))
-    dx, ds_src, ds_dst, ds_edge = (_instantiate(t) for t in ts)
+    if all_zero(ts):
+        return (out, lse), (zero_tangent(out), zero_tangent(lse))
+    dx, ds_src, ds_dst, ds_edge = (ad.instantiate_zeros(t) for t in ts)
     dout, dlse = gat_jvp_p.bind(*primals, out, lse, dx, ds_src, ds_dst, ds_edge, **params)
     return (out, lse), (dout, dlse)
-
-
-def _composed_jvp(composed, prim):
-    """JVP of a primitive taken from its composition (higher-order derivatives)."""
-
-    def rule(primals, tangents, **params):
-        ga, floats = primals[:_N_GRAPH], primals[_N_GRAPH:]
-        if _all_zero(tangents[_N_GRAPH:]):
-            outs = prim.bind(*primals, **params)
-            return outs, [_zero_like(o) for o in outs]
-        ts = [_instantiate(t) for t in tangents[_N_GRAPH:]]
-        outs, t_outs = jax.jvp(lambda *fs: composed(*ga, *fs, **params), tuple(floats), tuple(ts))
-        return list(outs), list(t_outs)
-
-    return rule
 
 
 def _gat_jvp_transpose(cts, *args, negative_slope, has_edge):
@@ -232,11 +184,11 @@ def _gat_jvp_transpose(cts, *args, negative_slope, has_edge):
     lin = {i: args[i] for i in range(_N_GRAPH + 6, _N_GRAPH + 10)}  # dx, ds_src, ds_dst, ds_edge
     result = [None] * len(args)
     undefined = [i for i, v in lin.items() if ad.is_undefined_primal(v)]
-    if _all_zero(cts):
+    if all_zero(cts):
         for i in undefined:
             result[i] = ad.Zero(lin[i].aval)
         return result
-    ct_out, ct_lse = (_instantiate(c) for c in cts)
+    ct_out, ct_lse = (ad.instantiate_zeros(c) for c in cts)
     delta = jnp.sum(ct_out * out, axis=-1) - ct_lse
     params = dict(negative_slope=negative_slope, has_edge=has_edge)
     operands = (*ga, x, s_src, s_dst, s_edge, lse, ct_out, delta)
@@ -253,49 +205,17 @@ def _gat_jvp_transpose(cts, *args, negative_slope, has_edge):
 
 
 ad.primitive_jvps[gat_fwd_p] = _gat_fwd_jvp
-ad.primitive_jvps[gat_jvp_p] = _composed_jvp(gat_jvp_composed, gat_jvp_p)
+ad.primitive_jvps[gat_jvp_p] = composed_jvp(gat_jvp_composed, gat_jvp_p)
 ad.primitive_transposes[gat_jvp_p] = _gat_jvp_transpose
-ad.primitive_jvps[gat_vjp_p] = _composed_jvp(gat_vjp_composed, gat_vjp_p)
+ad.primitive_jvps[gat_vjp_p] = composed_jvp(gat_vjp_composed, gat_vjp_p)
 
 
 # ---------------------------------------------------------------------------------------
 # Batching: heads are independent, so a batch over the float operands folds into the head axis
 # (one kernel call); a batch over graphs runs the graphs one after another.
 
-
-def _is_absent(x, d):
-    """An absent operand (``s_edge`` without edge features) is a rank-1 empty array."""
-    return x.ndim - (d is not None) == 1
-
-
-def _fold_batch(prim):
-    def rule(args, dims, **params):
-        if any(d is not None for d in dims[:_N_GRAPH]):
-            return _map_over_graphs(prim, args, dims, params)
-        size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
-        folded = list(args[:_N_GRAPH])
-        for a, d in zip(args[_N_GRAPH:], dims[_N_GRAPH:]):
-            if _is_absent(a, d):
-                folded.append(_empty(a.dtype))
-                continue
-            a = jnp.moveaxis(a, d, 1) if d is not None else jnp.broadcast_to(a[:, None], (a.shape[0], size) + a.shape[1:])
-            folded.append(a.reshape((a.shape[0], size * a.shape[2]) + a.shape[3:]))
-        outs = prim.bind(*folded, **params)
-        result, out_dims = [], []
-        for o in outs:
-            if o.ndim == 1:
-                result.append(o)
-                out_dims.append(None)
-            else:
-                result.append(o.reshape((o.shape[0], size, o.shape[1] // size) + o.shape[2:]))
-                out_dims.append(1)
-        return result, out_dims
-
-    return rule
-
-
 for _p in (gat_fwd_p, gat_jvp_p, gat_vjp_p):
-    batching.primitive_batchers[_p] = _fold_batch(_p)
+    batching.primitive_batchers[_p] = fold_batch_into_heads(_p)
 
 
 # ---------------------------------------------------------------------------------------
@@ -305,7 +225,7 @@ for _p in (gat_fwd_p, gat_jvp_p, gat_vjp_p):
 def gat(ga, x, s_src, s_dst, s_edge, *, negative_slope):
     """``(out [Nd,H,C], lse [Nd,H])`` of the fused GAT forward; ``s_edge`` may be None."""
     has_edge = s_edge is not None
-    s_edge = s_edge if has_edge else _empty(x.dtype)
+    s_edge = s_edge if has_edge else empty(x.dtype)
     return gat_fwd_p.bind(*ga, x, s_src, s_dst, s_edge, negative_slope=float(negative_slope), has_edge=has_edge)
 
 

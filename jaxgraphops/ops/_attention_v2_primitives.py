@@ -35,14 +35,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.extend.core import Primitive
-from jax.interpreters import ad, batching, mlir, xla
+from jax.interpreters import ad, batching, xla
 
-from .. import _backend
-from ._autodiff import _map_over_graphs
 from ._calls import sddmm, spmm
+from ._primitive_utils import N_GRAPH as _N_GRAPH
+from ._primitive_utils import (all_zero, composed_jvp, empty, fold_batch_into_heads, leaky_relu, leaky_relu_slope,
+                               register_lowerings, shape_dtype, zero_tangent)
 from ._primitives import n_dst_of
-
-_N_GRAPH = 8
 
 gatv2_fwd_p = Primitive("jgo_gatv2_fwd")
 gatv2_jvp_p = Primitive("jgo_gatv2_jvp")
@@ -50,10 +49,6 @@ gatv2_vjp_p = Primitive("jgo_gatv2_vjp")
 for _p in (gatv2_fwd_p, gatv2_jvp_p, gatv2_vjp_p):
     _p.multiple_results = True
     _p.def_impl(partial(xla.apply_primitive, _p))
-
-
-def _empty(dtype):
-    return jnp.zeros((0,), dtype)
 
 
 # ---------------------------------------------------------------------------------------
@@ -87,14 +82,6 @@ gatv2_vjp_p.def_abstract_eval(_vjp_abstract)
 # Pure-JAX compositions: the fallback lowerings and the source of higher-order derivatives
 
 
-def _leaky(t, slope):
-    return jnp.where(t > 0, t, slope * t)
-
-
-def _slope_mask(t, slope):
-    return jnp.where(t > 0, jnp.ones_like(t), jnp.full_like(t, slope))
-
-
 def _pre(ga, xs, xd, ef, has_edge):
     """``t [E, H, C] = xs[src] + xd[dst] (+ ef)`` (composition path only)."""
     t = sddmm(ga, xs, xd, op="add", lhs_target="src", rhs_target="dst", out_shape=tuple(xs.shape[1:]))
@@ -106,7 +93,7 @@ def edge_logits_xla(ga, xs, xd, a, ef, has_edge, slope):
     t = xs[ga[0]] + xd[ga[1]]
     if has_edge:
         t = t + ef
-    return t, jnp.sum(a * _leaky(t, slope), axis=-1)
+    return t, jnp.sum(a * leaky_relu(t, slope), axis=-1)
 
 
 def gatv2_fwd_xla(*args, negative_slope, has_edge):
@@ -128,10 +115,10 @@ def gatv2_jvp_composed(*args, negative_slope, has_edge):
     xs, xd, a, ef, out, lse, dxs, dxd, da, def_ = args[_N_GRAPH:]
     hc = tuple(xs.shape[1:])
     t = _pre(ga, xs, xd, ef, has_edge)
-    u = _leaky(t, negative_slope)
+    u = leaky_relu(t, negative_slope)
     alpha = jnp.exp(jnp.sum(a * u, axis=-1) - lse[ga[1]])
     dt = _pre(ga, dxs, dxd, def_, has_edge)
-    dz = jnp.sum(da * u, axis=-1) + jnp.sum(a * _slope_mask(t, negative_slope) * dt, axis=-1)
+    dz = jnp.sum(da * u, axis=-1) + jnp.sum(a * leaky_relu_slope(t, negative_slope) * dt, axis=-1)
     adz = alpha * dz
     dlse = spmm(ga, None, adz, op="copy_rhs", out_shape=hc[:1])[0]
     dout = (spmm(ga, dxs, alpha[..., None], op="mul", out_shape=hc)[0]
@@ -144,32 +131,28 @@ def gatv2_vjp_composed(*args, negative_slope, has_edge, part):
     xs, xd, a, ef, lse, grad, delta = args[_N_GRAPH:]
     hc = tuple(xs.shape[1:])
     t = _pre(ga, xs, xd, ef, has_edge)
-    u = _leaky(t, negative_slope)
+    u = leaky_relu(t, negative_slope)
     alpha = jnp.exp(jnp.sum(a * u, axis=-1) - lse[ga[1]])
     dalpha = sddmm(ga, grad, xs, op="mul", lhs_target="dst", rhs_target="src", out_shape=hc, dot=True)
     dz = alpha * (dalpha - delta[ga[1]])
-    dt = dz[..., None] * a * _slope_mask(t, negative_slope)
+    dt = dz[..., None] * a * leaky_relu_slope(t, negative_slope)
     if part == "src":
         gxs = (spmm(ga, grad, alpha[..., None], op="mul", reverse=True, out_shape=hc)[0]
                + spmm(ga, None, dt, op="copy_rhs", reverse=True, out_shape=hc)[0])
         return (gxs,)
     gxd = spmm(ga, None, dt, op="copy_rhs", out_shape=hc)[0]
     g_a = jnp.sum(dz[..., None] * u, axis=0)
-    return gxd, g_a, (dt if has_edge else _empty(dt.dtype))
+    return gxd, g_a, (dt if has_edge else empty(dt.dtype))
 
 
 # ---------------------------------------------------------------------------------------
 # FFI lowerings
 
 
-def _sds(aval):
-    return jax.ShapeDtypeStruct(aval.shape, aval.dtype)
-
-
 def _gatv2_fwd_ffi(*args, negative_slope, has_edge):
     ga, (xs, xd, a, ef) = args[:_N_GRAPH], args[_N_GRAPH:]
     avals = _fwd_abstract(*args, negative_slope=negative_slope, has_edge=has_edge)
-    call = jax.ffi.ffi_call("jgo_gatv2_fwd", tuple(_sds(v) for v in avals))
+    call = jax.ffi.ffi_call("jgo_gatv2_fwd", tuple(shape_dtype(v) for v in avals))
     return call(ga[2], ga[3], ga[4], xs, xd, a, ef, negative_slope=np.float64(negative_slope),
                 has_edge=bool(has_edge))
 
@@ -180,62 +163,32 @@ def _gatv2_vjp_ffi(*args, negative_slope, has_edge, part):
     info = jnp.stack([lse, delta], axis=1)  # [n_dst, 2, H]: one gathered row per edge
     attrs = dict(negative_slope=np.float64(negative_slope), has_edge=bool(has_edge))
     if part == "src":
-        call = jax.ffi.ffi_call("jgo_gatv2_bwd_src", (_sds(xs),))
+        call = jax.ffi.ffi_call("jgo_gatv2_bwd_src", (shape_dtype(xs),))
         return tuple(call(*ga[5:8], xs, xd, a, ef, info, grad, **attrs))
-    call = jax.ffi.ffi_call("jgo_gatv2_bwd_dst", (_sds(xd), _sds(xd), _sds(ef)))
+    call = jax.ffi.ffi_call("jgo_gatv2_bwd_dst", (shape_dtype(xd), shape_dtype(xd), shape_dtype(ef)))
     gxd, ga_rows, gef = call(*ga[2:5], xs, xd, a, ef, info, grad, **attrs)
     return gxd, jnp.sum(ga_rows, axis=0), gef  # the per-destination weight-gradient partials
 
 
-def _register_lowerings():
-    table = {gatv2_fwd_p: (gatv2_fwd_xla, _gatv2_fwd_ffi), gatv2_jvp_p: (gatv2_jvp_composed, gatv2_jvp_composed),
-             gatv2_vjp_p: (gatv2_vjp_composed, _gatv2_vjp_ffi)}
-    for prim, (ref, ffi) in table.items():
-        mlir.register_lowering(prim, mlir.lower_fun(ref, multiple_results=True))
-        mlir.register_lowering(prim, mlir.lower_fun(ffi, multiple_results=True), platform="cpu")
-        cuda = ffi if _backend.with_cuda() else ref
-        mlir.register_lowering(prim, mlir.lower_fun(cuda, multiple_results=True), platform="cuda")
-
-
-_register_lowerings()
+for _p, _ref, _ffi in ((gatv2_fwd_p, gatv2_fwd_xla, _gatv2_fwd_ffi),
+                       (gatv2_jvp_p, gatv2_jvp_composed, gatv2_jvp_composed),
+                       (gatv2_vjp_p, gatv2_vjp_composed, _gatv2_vjp_ffi)):
+    register_lowerings(_p, _ref, _ffi, multiple_results=True)
 
 
 # ---------------------------------------------------------------------------------------
 # Differentiation
 
 
-def _all_zero(ts):
-    return all(type(t) is ad.Zero for t in ts)
-
-
-def _zero_like(x):
-    return ad.Zero(jax.typeof(x).to_tangent_aval())
-
-
 def _gatv2_fwd_jvp(primals, tangents, *, negative_slope, has_edge):
     params = dict(negative_slope=negative_slope, has_edge=has_edge)
     out, lse = gatv2_fwd_p.bind(*primals, **params)
     ts = tangents[_N_GRAPH:]
-    if _all_zero(ts):
-        return (out, lse), (_zero_like(out), _zero_like(lse))
+    if all_zero(ts):
+        return (out, lse), (zero_tangent(out), zero_tangent(lse))
     dxs, dxd, da, def_ = (ad.instantiate_zeros(t) for t in ts)
     dout, dlse = gatv2_jvp_p.bind(*primals, out, lse, dxs, dxd, da, def_, **params)
     return (out, lse), (dout, dlse)
-
-
-def _composed_jvp(composed, prim):
-    """JVP of a primitive taken from its composition (higher-order derivatives)."""
-
-    def rule(primals, tangents, **params):
-        ga, floats = primals[:_N_GRAPH], primals[_N_GRAPH:]
-        if _all_zero(tangents[_N_GRAPH:]):
-            outs = prim.bind(*primals, **params)
-            return outs, [_zero_like(o) for o in outs]
-        ts = [ad.instantiate_zeros(t) for t in tangents[_N_GRAPH:]]
-        outs, t_outs = jax.jvp(lambda *fs: composed(*ga, *fs, **params), tuple(floats), tuple(ts))
-        return list(outs), list(t_outs)
-
-    return rule
 
 
 def _gatv2_jvp_transpose(cts, *args, negative_slope, has_edge):
@@ -248,7 +201,7 @@ def _gatv2_jvp_transpose(cts, *args, negative_slope, has_edge):
     i_xs, i_xd, i_a, i_ef = range(_N_GRAPH + 6, _N_GRAPH + 10)
     result = [None] * len(args)
     undefined = [i for i in (i_xs, i_xd, i_a, i_ef) if ad.is_undefined_primal(args[i])]
-    if _all_zero(cts):
+    if all_zero(cts):
         for i in undefined:
             result[i] = ad.Zero(args[i].aval)
         return result
@@ -266,9 +219,9 @@ def _gatv2_jvp_transpose(cts, *args, negative_slope, has_edge):
 
 
 ad.primitive_jvps[gatv2_fwd_p] = _gatv2_fwd_jvp
-ad.primitive_jvps[gatv2_jvp_p] = _composed_jvp(gatv2_jvp_composed, gatv2_jvp_p)
+ad.primitive_jvps[gatv2_jvp_p] = composed_jvp(gatv2_jvp_composed, gatv2_jvp_p)
 ad.primitive_transposes[gatv2_jvp_p] = _gatv2_jvp_transpose
-ad.primitive_jvps[gatv2_vjp_p] = _composed_jvp(gatv2_vjp_composed, gatv2_vjp_p)
+ad.primitive_jvps[gatv2_vjp_p] = composed_jvp(gatv2_vjp_composed, gatv2_vjp_p)
 
 
 # ---------------------------------------------------------------------------------------
@@ -279,47 +232,13 @@ ad.primitive_jvps[gatv2_vjp_p] = _composed_jvp(gatv2_vjp_composed, gatv2_vjp_p)
 _HEAD_LEADING = {gatv2_fwd_p: (2,), gatv2_jvp_p: (2, 8), gatv2_vjp_p: (2,)}
 
 
-def _fold_batch(prim):
-    head_leading = _HEAD_LEADING[prim]
-
-    def rule(args, dims, **params):
-        if any(d is not None for d in dims[:_N_GRAPH]):
-            return _map_over_graphs(prim, args, dims, params)
-        size = next(x.shape[d] for x, d in zip(args, dims) if d is not None)
-        folded = list(args[:_N_GRAPH])
-        for k, (x, d) in enumerate(zip(args[_N_GRAPH:], dims[_N_GRAPH:])):
-            if x.ndim - (d is not None) == 1:  # an absent edge operand
-                folded.append(_empty(x.dtype))
-            elif k in head_leading:  # [H, C] -> [B * H, C]
-                x = jnp.moveaxis(x, d, 0) if d is not None else jnp.broadcast_to(x, (size,) + x.shape)
-                folded.append(x.reshape((size * x.shape[1],) + x.shape[2:]))
-            else:  # [rows, H, ...] -> [rows, B * H, ...]
-                if d is not None:
-                    x = jnp.moveaxis(x, d, 1)
-                else:
-                    x = jnp.broadcast_to(x[:, None], (x.shape[0], size) + x.shape[1:])
-                folded.append(x.reshape((x.shape[0], size * x.shape[2]) + x.shape[3:]))
-        outs = prim.bind(*folded, **params)
-        # outputs: vjp part "dst" returns grad_a [B * H, C] second; every other output is row-leading
-        out_head_leading = (1,) if prim is gatv2_vjp_p and params.get("part") == "dst" else ()
-        result, out_dims = [], []
-        for k, o in enumerate(outs):
-            if o.ndim == 1:
-                result.append(o)
-                out_dims.append(None)
-            elif k in out_head_leading:
-                result.append(o.reshape((size, o.shape[0] // size) + o.shape[1:]))
-                out_dims.append(0)
-            else:
-                result.append(o.reshape((o.shape[0], size, o.shape[1] // size) + o.shape[2:]))
-                out_dims.append(1)
-        return result, out_dims
-
-    return rule
+def _head_leading_outputs(prim):
+    """The "dst" backward returns the gradient of ``a [H, C]`` (no row axis) second."""
+    return lambda params: (1,) if prim is gatv2_vjp_p and params.get("part") == "dst" else ()
 
 
 for _p in (gatv2_fwd_p, gatv2_jvp_p, gatv2_vjp_p):
-    batching.primitive_batchers[_p] = _fold_batch(_p)
+    batching.primitive_batchers[_p] = fold_batch_into_heads(_p, _HEAD_LEADING[_p], _head_leading_outputs(_p))
 
 
 # ---------------------------------------------------------------------------------------
@@ -329,7 +248,7 @@ for _p in (gatv2_fwd_p, gatv2_jvp_p, gatv2_vjp_p):
 def gatv2(ga, xs, xd, a, ef, *, negative_slope):
     """``(out [Nd,H,C], lse [Nd,H])`` of the fused GATv2 forward; ``ef`` may be None."""
     has_edge = ef is not None
-    ef = ef if has_edge else _empty(xs.dtype)
+    ef = ef if has_edge else empty(xs.dtype)
     return gatv2_fwd_p.bind(*ga, xs, xd, a, ef, negative_slope=float(negative_slope), has_edge=has_edge)
 
 

@@ -10,12 +10,12 @@ any order therefore stay on the kernels.
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 from jax.interpreters import ad, batching
 
 from ._calls import sddmm, softmax, spmm
 from ._layout import sum_to_shape
+from ._primitive_utils import map_over_graphs, zero_tangent
 from ._primitives import has_arg, sddmm_p, softmax_p, spmm_p, uses_lhs, uses_rhs
 
 _N_GRAPH = 8
@@ -45,13 +45,9 @@ def _linear_terms(op, lhs, rhs, d_lhs, d_rhs, form):
     return terms
 
 
-def _zero_tangent(x):
-    return ad.Zero(jax.typeof(x).to_tangent_aval())
-
-
 def _sum_terms(terms, like):
     if not terms:
-        return _zero_tangent(like)
+        return zero_tangent(like)
     out = terms[0]
     for t in terms[1:]:
         out = out + t
@@ -81,7 +77,7 @@ def _spmm_jvp(primals, tangents, *, op, reduce, reverse, masked, out_shape):
         return spmm(ga, n, e, op=o, reduce=t_reduce, reverse=reverse, mask_arg=t_mask, out_shape=out_shape)[0]
 
     terms = _linear_terms(op, node, edge, _value(tangents[8]), _value(tangents[9]), form)
-    return (out, arg), (_sum_terms(terms, out), _zero_tangent(arg))
+    return (out, arg), (_sum_terms(terms, out), zero_tangent(arg))
 
 
 def _edge_contract(ga, ct_e, other, other_target, target, mask_arg, out_shape, target_shape):
@@ -192,7 +188,7 @@ def _softmax_jvp(primals, tangents):
     y = softmax_p.bind(*primals)
     dx = _value(tangents[_N_GRAPH])
     if dx is None:
-        return y, _zero_tangent(y)
+        return y, zero_tangent(y)
     feat = tuple(logits.shape[1:])
     yd = y * dx
     total = spmm(ga, None, yd, op="copy_rhs", out_shape=feat)[0]  # [n_dst, ...]
@@ -203,20 +199,6 @@ def _softmax_jvp(primals, tangents):
 # ---------------------------------------------------------------------------------------
 # batching: a batch over features is folded into the feature axes (one kernel call); a batch
 # over graphs runs the graphs one after another.
-
-
-def _map_over_graphs(prim, args, dims, params):
-    batched = [i for i, d in enumerate(dims) if d is not None]
-    xs = [jnp.moveaxis(args[i], dims[i], 0) for i in batched]
-
-    def one(slices):
-        full = list(args)
-        for i, s in zip(batched, slices):
-            full[i] = s
-        return prim.bind(*full, **params)
-
-    out = jax.lax.map(one, xs)
-    return out, (jax.tree_util.tree_map(lambda _: 0, out) if prim.multiple_results else 0)
 
 
 def _to_feature_axis(x, d, used):
@@ -237,7 +219,7 @@ def _batched_mask(mask_arg, d, masked, size, out_shape):
 def _batch_binary(prim, args, dims, params, out_dims):
     """Folds a batch of the two data operands (and the mask) into a leading feature axis."""
     if any(d is not None for d in dims[:_N_GRAPH]):
-        return _map_over_graphs(prim, args, dims, params)
+        return map_over_graphs(prim, args, dims, params)
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     op, out_shape = params["op"], params["out_shape"]
     lhs = _to_feature_axis(args[8], dims[8], uses_lhs(op))
@@ -257,7 +239,7 @@ def _sddmm_batch(args, dims, **params):
 
 def _softmax_batch(args, dims):
     if any(d is not None for d in dims[:_N_GRAPH]):
-        return _map_over_graphs(softmax_p, args, dims, {})
+        return map_over_graphs(softmax_p, args, dims, {})
     logits = jnp.moveaxis(args[_N_GRAPH], dims[_N_GRAPH], 1)
     return softmax(args[:_N_GRAPH], logits), 1
 

@@ -24,10 +24,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.extend.core import Primitive
-from jax.interpreters import mlir, xla
+from jax.interpreters import xla
 
-from .. import _backend
 from ._layout import strided_view
+from ._primitive_utils import register_lowerings
 
 OPS = ("copy_lhs", "copy_rhs", "add", "mul")  # copy_lhs = node / lhs only, copy_rhs = edge / rhs only
 _OP_CODE = {"copy_lhs": 0, "copy_rhs": 1, "add": 2, "mul": 3}
@@ -214,14 +214,6 @@ def softmax_xla(*args):
     return z / jax.ops.segment_sum(z, dst, num_segments=n)[dst]
 
 
-def _register_lowerings():
-    fallbacks = {spmm_p: (spmm_xla, _spmm_ffi, True), sddmm_p: (sddmm_xla, _sddmm_ffi, False),
-                 softmax_p: (softmax_xla, _softmax_ffi, False)}
-    for prim, (ref, ffi, multi) in fallbacks.items():
-        mlir.register_lowering(prim, mlir.lower_fun(ref, multiple_results=multi))
-        mlir.register_lowering(prim, mlir.lower_fun(ffi, multiple_results=multi), platform="cpu")
-        cuda = ffi if _backend.with_cuda() else ref
-        mlir.register_lowering(prim, mlir.lower_fun(cuda, multiple_results=multi), platform="cuda")
-
-
-_register_lowerings()
+for _prim, _ref, _ffi, _multi in ((spmm_p, spmm_xla, _spmm_ffi, True), (sddmm_p, sddmm_xla, _sddmm_ffi, False),
+                                  (softmax_p, softmax_xla, _softmax_ffi, False)):
+    register_lowerings(_prim, _ref, _ffi, multiple_results=_multi)

@@ -1,0 +1,119 @@
+"""Scaffolding shared by every primitive module: lowerings, zero tangents, batching helpers.
+
+Every primitive takes the eight index arrays of a Graph first (``N_GRAPH``); absent optional
+operands are empty ``[0]`` arrays.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax.interpreters import ad, mlir
+
+from .. import _backend
+
+N_GRAPH = 8
+
+
+def empty(dtype):
+    """The placeholder of an absent operand."""
+    return jnp.zeros((0,), dtype)
+
+
+def shape_dtype(aval):
+    return jax.ShapeDtypeStruct(aval.shape, aval.dtype)
+
+
+def zero_tangent(x):
+    return ad.Zero(jax.typeof(x).to_tangent_aval())
+
+
+def all_zero(ts):
+    return all(type(t) is ad.Zero for t in ts)
+
+
+def leaky_relu(t, slope):
+    return jnp.where(t > 0, t, slope * t)
+
+
+def leaky_relu_slope(t, slope):
+    """The derivative of ``leaky_relu`` (``slope`` at 0, as in PyTorch)."""
+    return jnp.where(t > 0, jnp.ones_like(t), jnp.full_like(t, slope))
+
+
+def register_lowerings(prim, reference, ffi, *, multiple_results):
+    """The FFI lowering on CPU (and on CUDA when built with it), the pure-JAX one elsewhere."""
+    mlir.register_lowering(prim, mlir.lower_fun(reference, multiple_results=multiple_results))
+    mlir.register_lowering(prim, mlir.lower_fun(ffi, multiple_results=multiple_results), platform="cpu")
+    cuda = ffi if _backend.with_cuda() else reference
+    mlir.register_lowering(prim, mlir.lower_fun(cuda, multiple_results=multiple_results), platform="cuda")
+
+
+def composed_jvp(composed, prim):
+    """A JVP rule taken from the pure-JAX composition of a primitive (higher-order derivatives)."""
+
+    def rule(primals, tangents, **params):
+        ga, floats = primals[:N_GRAPH], primals[N_GRAPH:]
+        if all_zero(tangents[N_GRAPH:]):
+            outs = prim.bind(*primals, **params)
+            return outs, [zero_tangent(o) for o in outs]
+        ts = [ad.instantiate_zeros(t) for t in tangents[N_GRAPH:]]
+        outs, t_outs = jax.jvp(lambda *fs: composed(*ga, *fs, **params), tuple(floats), tuple(ts))
+        return list(outs), list(t_outs)
+
+    return rule
+
+
+def map_over_graphs(prim, args, dims, params):
+    """Batching over graphs: runs the graphs one after another (``lax.map``), batch axis 0."""
+    batched = [i for i, d in enumerate(dims) if d is not None]
+    xs = [jnp.moveaxis(args[i], dims[i], 0) for i in batched]
+
+    def one(slices):
+        full = list(args)
+        for i, s in zip(batched, slices):
+            full[i] = s
+        return prim.bind(*full, **params)
+
+    out = jax.lax.map(one, xs)
+    return out, (jax.tree_util.tree_map(lambda _: 0, out) if prim.multiple_results else 0)
+
+
+def fold_batch_into_heads(prim, head_leading_inputs=(), head_leading_outputs=lambda params: ()):
+    """Batching rule for ops whose heads are independent: a batch folds into the head axis.
+
+    Float operands are ``[rows, H, ...]``, except those at the (float-operand) positions in
+    ``head_leading_inputs``, which are ``[H, ...]``; likewise ``head_leading_outputs(params)``
+    names the outputs laid out ``[H, ...]``. A batch over graphs runs the graphs one by one.
+    """
+
+    def rule(args, dims, **params):
+        if any(d is not None for d in dims[:N_GRAPH]):
+            return map_over_graphs(prim, args, dims, params)
+        size = next(x.shape[d] for x, d in zip(args, dims) if d is not None)
+        folded = list(args[:N_GRAPH])
+        for k, (x, d) in enumerate(zip(args[N_GRAPH:], dims[N_GRAPH:])):
+            if x.ndim - (d is not None) == 1:  # an absent operand
+                folded.append(empty(x.dtype))
+            elif k in head_leading_inputs:  # [H, ...] -> [B * H, ...]
+                x = jnp.moveaxis(x, d, 0) if d is not None else jnp.broadcast_to(x, (size,) + x.shape)
+                folded.append(x.reshape((size * x.shape[1],) + x.shape[2:]))
+            else:  # [rows, H, ...] -> [rows, B * H, ...]
+                x = jnp.moveaxis(x, d, 1) if d is not None else jnp.broadcast_to(x[:, None], (x.shape[0], size) + x.shape[1:])
+                folded.append(x.reshape((x.shape[0], size * x.shape[2]) + x.shape[3:]))
+        outs = prim.bind(*folded, **params)
+        out_heads = head_leading_outputs(params)
+        result, out_dims = [], []
+        for k, o in enumerate(outs):
+            if o.ndim == 1:
+                result.append(o)
+                out_dims.append(None)
+            elif k in out_heads:
+                result.append(o.reshape((size, o.shape[0] // size) + o.shape[1:]))
+                out_dims.append(0)
+            else:
+                result.append(o.reshape((o.shape[0], size, o.shape[1] // size) + o.shape[2:]))
+                out_dims.append(1)
+        return result, out_dims
+
+    return rule
