@@ -32,6 +32,34 @@ def _check_features(fn, name, x, rows, rows_name, width):
     return x
 
 
+def _check_inputs(fn, g, x_src, x_dst, edge_feat, attn_weights, num_heads):
+    """Checks the arguments every attention op shares; returns ``(H, C, x_src, x_dst, edge_feat, a)``."""
+    heads = _check_num_heads(fn, num_heads)
+    x_src = _as_float_array(fn, "x_src", x_src, g.n_src, "n_src")
+    if x_src.ndim != 2 or x_src.shape[1] % heads != 0:
+        raise ValueError(f"{fn}: x_src must be [n_src, num_heads * C] with num_heads={heads}; got shape {x_src.shape}")
+    width = x_src.shape[1]
+    c = width // heads
+    if x_dst is None:
+        if g.n_src != g.n_dst:
+            raise ValueError(f"{fn}: x_dst is required for a bipartite graph (n_src={g.n_src} != n_dst={g.n_dst})")
+    else:
+        x_dst = _check_features(fn, "x_dst", x_dst, g.n_dst, "n_dst", width)
+    if edge_feat is not None:
+        edge_feat = _check_features(fn, "edge_feat", edge_feat, g.n_edges, "n_edges", width)
+    attn_weights = jnp.asarray(attn_weights)
+    if not jnp.issubdtype(attn_weights.dtype, jnp.floating):
+        raise TypeError(f"{fn}: attn_weights must be a floating-point array; got dtype {attn_weights.dtype}")
+    return heads, c, x_src, x_dst, edge_feat, attn_weights
+
+
+def _outputs(out, dtype, concat_heads, return_attention, attention):
+    """Heads concatenated or averaged, cast back; with the attention weights when asked."""
+    n_dst, heads, c = out.shape
+    out = (out.reshape(n_dst, heads * c) if concat_heads else out.mean(axis=1)).astype(dtype)
+    return (out, attention().astype(dtype)) if return_attention else out
+
+
 def _head_scores(x, a):
     """``<a[h], x[n, h]>`` for every row and head, ``[n, H]``.
 
@@ -86,22 +114,9 @@ def mha_gat(g: Graph, x_src, attn_weights, *, x_dst=None, num_heads: int = 1, co
     fn = "mha_gat"
     _check_graph(fn, g)
     _check_choice("impl", impl, IMPLS)
-    heads = _check_num_heads(fn, num_heads)
-    x_src = _as_float_array(fn, "x_src", x_src, g.n_src, "n_src")
-    if x_src.ndim != 2 or x_src.shape[1] % heads != 0:
-        raise ValueError(f"{fn}: x_src must be [n_src, num_heads * C] with num_heads={heads}; got shape {x_src.shape}")
-    width = x_src.shape[1]
-    c = width // heads
-    if x_dst is None:
-        if g.n_src != g.n_dst:
-            raise ValueError(f"{fn}: x_dst is required for a bipartite graph (n_src={g.n_src} != n_dst={g.n_dst})")
-    else:
-        x_dst = _check_features(fn, "x_dst", x_dst, g.n_dst, "n_dst", width)
-    if edge_feat is not None:
-        edge_feat = _check_features(fn, "edge_feat", edge_feat, g.n_edges, "n_edges", width)
-    attn_weights = jnp.asarray(attn_weights)
-    if not jnp.issubdtype(attn_weights.dtype, jnp.floating):
-        raise TypeError(f"{fn}: attn_weights must be a floating-point array; got dtype {attn_weights.dtype}")
+    heads, c, x_src, x_dst, edge_feat, attn_weights = _check_inputs(fn, g, x_src, x_dst, edge_feat, attn_weights,
+                                                                     num_heads)
+    width = heads * c
     parts, layout = (3, "[a_src | a_dst | a_edge]") if edge_feat is not None else (2, "[a_src | a_dst]")
     if attn_weights.shape != (parts * width,):
         raise ValueError(f"{fn}: attn_weights must have shape ({parts * width},) = {layout} of num_heads * C = {width} "
@@ -123,12 +138,8 @@ def mha_gat(g: Graph, x_src, attn_weights, *, x_dst=None, num_heads: int = 1, co
         s_edge = _head_scores(edge_feat.astype(work).reshape(g.n_edges, heads, c), a[2])
     ga = graph_arrays(g)
     out, lse = gat(ga, xs, s_src, s_dst, s_edge, negative_slope=negative_slope)
-    out = out.reshape(g.n_dst, heads * c) if concat_heads else out.mean(axis=1)
-    out = out.astype(dtype)
-    if not return_attention:
-        return out
-    alpha = attention_weights(ga, s_src, s_dst, s_edge, lse, negative_slope=negative_slope)
-    return out, alpha.astype(dtype)
+    return _outputs(out, dtype, concat_heads, return_attention,
+                    lambda: attention_weights(ga, s_src, s_dst, s_edge, lse, negative_slope=negative_slope))
 
 
 def mha_gat_v2(g: Graph, x_src, x_dst, attn_weights, *, num_heads: int = 1, concat_heads: bool = True,
@@ -175,22 +186,9 @@ def mha_gat_v2(g: Graph, x_src, x_dst, attn_weights, *, num_heads: int = 1, conc
     fn = "mha_gat_v2"
     _check_graph(fn, g)
     _check_choice("impl", impl, IMPLS)
-    heads = _check_num_heads(fn, num_heads)
-    x_src = _as_float_array(fn, "x_src", x_src, g.n_src, "n_src")
-    if x_src.ndim != 2 or x_src.shape[1] % heads != 0:
-        raise ValueError(f"{fn}: x_src must be [n_src, num_heads * C] with num_heads={heads}; got shape {x_src.shape}")
-    width = x_src.shape[1]
-    c = width // heads
-    if x_dst is None:
-        if g.n_src != g.n_dst:
-            raise ValueError(f"{fn}: x_dst is required for a bipartite graph (n_src={g.n_src} != n_dst={g.n_dst})")
-    else:
-        x_dst = _check_features(fn, "x_dst", x_dst, g.n_dst, "n_dst", width)
-    if edge_feat is not None:
-        edge_feat = _check_features(fn, "edge_feat", edge_feat, g.n_edges, "n_edges", width)
-    attn_weights = jnp.asarray(attn_weights)
-    if not jnp.issubdtype(attn_weights.dtype, jnp.floating):
-        raise TypeError(f"{fn}: attn_weights must be a floating-point array; got dtype {attn_weights.dtype}")
+    heads, c, x_src, x_dst, edge_feat, attn_weights = _check_inputs(fn, g, x_src, x_dst, edge_feat, attn_weights,
+                                                                     num_heads)
+    width = heads * c
     if attn_weights.shape != (width,):
         raise ValueError(f"{fn}: attn_weights must have shape ({width},) = (num_heads * C,); "
                          f"got shape {attn_weights.shape}")
@@ -207,9 +205,5 @@ def mha_gat_v2(g: Graph, x_src, x_dst, attn_weights, *, num_heads: int = 1, conc
     ef = None if edge_feat is None else edge_feat.astype(work).reshape(g.n_edges, heads, c)
     ga = graph_arrays(g)
     out, lse = gatv2(ga, xs, xd, a, ef, negative_slope=negative_slope)
-    out = out.reshape(g.n_dst, heads * c) if concat_heads else out.mean(axis=1)
-    out = out.astype(dtype)
-    if not return_attention:
-        return out
-    alpha = attention_weights_v2(ga, xs, xd, a, ef, lse, negative_slope=negative_slope)
-    return out, alpha.astype(dtype)
+    return _outputs(out, dtype, concat_heads, return_attention,
+                    lambda: attention_weights_v2(ga, xs, xd, a, ef, lse, negative_slope=negative_slope))
