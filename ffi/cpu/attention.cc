@@ -31,7 +31,7 @@ namespace {
 template <typename T, bool kEdge>
 inline void EdgeLogits(const T* ss, const T* sd, const T* se, T slope, int64_t H, T* p, T* z) {
   for (int64_t h = 0; h < H; ++h) {
-    p[h] = ss[h] + sd[h] + (kEdge ? se[h] : T(0));
+    p[h] = GatPre(ss[h], sd[h], kEdge ? se[h] : T(0));
     z[h] = LeakyRelu(p[h], slope);
   }
 }

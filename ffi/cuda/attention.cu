@@ -143,7 +143,7 @@ __global__ void GatBwdDstKernel(GatArgs a, const I* offsets, const I* nbr, const
       T dot = T(0);
       for (int64_t c = lane; c < C; c += group) dot += g[c] * xh[c];
       dot = GroupSum(dot, mask, group);
-      const T p = s_src[j * H + h] + sd + (kEdge ? s_edge[e * H + h] : T(0));
+      const T p = GatPre(s_src[j * H + h], sd, kEdge ? s_edge[e * H + h] : T(0));
       const T gp = GatLogitGrad(SoftmaxWeight(LeakyRelu(p, slope), lse), dot, delta, p, slope);
       acc += gp;
       if (kEdge && lane == 0) grad_s_edge[e * H + h] = gp;
@@ -182,7 +182,7 @@ __global__ void GatBwdSrcKernel(GatArgs a, const I* offsets, const I* nbr, const
         T dot = T(0);
         for (int64_t c = lane; c < C; c += group) dot += gh[c] * xh[c];
         dot = GroupSum(dot, mask, group);
-        const T p = ss + info[DstInfo::kSDst * H + h] + (kEdge ? s_edge[e * H + h] : T(0));
+        const T p = GatPre(ss, info[DstInfo::kSDst * H + h], kEdge ? s_edge[e * H + h] : T(0));
         const T alpha = SoftmaxWeight(LeakyRelu(p, slope), info[DstInfo::kLse * H + h]);
         acc_s += GatLogitGrad(alpha, dot, info[DstInfo::kDelta * H + h], p, slope);
 #pragma unroll

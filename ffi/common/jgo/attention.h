@@ -31,10 +31,14 @@ JGO_HD T LeakyReluGrad(T p, T slope) {
   return p > T(0) ? T(1) : slope;
 }
 
-// GAT logit z = leaky_relu(s_src + s_dst + s_edge) of one (edge, head).
+// GAT pre-activation p = s_src + s_dst (+ s_edge) and logit z = leaky_relu(p) of one (edge, head).
+template <typename T>
+JGO_HD T GatPre(T s_src, T s_dst, T s_edge) {
+  return s_src + s_dst + s_edge;
+}
 template <typename T>
 JGO_HD T GatLogit(T s_src, T s_dst, T s_edge, T slope) {
-  return LeakyRelu(s_src + s_dst + s_edge, slope);
+  return LeakyRelu(GatPre(s_src, s_dst, s_edge), slope);
 }
 
 // One step of the online softmax of one (destination, head), branch-free so that a loop over
