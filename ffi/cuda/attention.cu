@@ -20,6 +20,7 @@
 #include <string>
 
 #include "cuda/launch.cuh"
+#include "cuda/online_softmax.cuh"
 #include "handlers.h"
 #include "jgo/args.h"
 #include "jgo/attention.h"
@@ -27,21 +28,6 @@
 
 namespace jgo {
 namespace {
-
-constexpr int kVec = 4;  // features held in registers per lane; wider heads take several chunks
-
-
-// Sum over the lanes of a group, returned to every lane.
-template <typename T>
-__device__ __forceinline__ T GroupSum(T v, unsigned mask, int group) {
-  for (int offset = group / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(mask, v, offset, group);
-  return v;
-}
-
-struct ExpFn {
-  template <typename T>
-  __device__ T operator()(T x) const { return Exp(x); }
-};
 
 
 // ---------------------------------------------------------------------------------------
@@ -60,33 +46,10 @@ __global__ void GatFwdKernel(GatArgs a, const I* offsets, const I* nbr, const I*
     const int64_t begin = Clamp(offsets[r], 0, a.n_edges);
     const int64_t end = Clamp(offsets[r + 1], begin, a.n_edges);
     const T sd = s_dst[r * H + h];
-    for (int64_t c0 = 0; c0 < C || c0 == 0; c0 += int64_t(kVec) * group) {
-      T acc[kVec];
-#pragma unroll
-      for (int v = 0; v < kVec; ++v) acc[v] = T(0);
-      T m = -Infinity<T>(), l = T(0);
-      for (int64_t k = begin; k < end; ++k) {
-        const int64_t j = nbr[k], e = eid[k];
-        if (!InRange(j, a.n_src) || !InRange(e, a.n_edges)) continue;
-        const T z = GatLogit(s_src[j * H + h], sd, kEdge ? s_edge[e * H + h] : T(0), slope);
-        T scale, weight;
-        OnlineSoftmaxStep(m, l, z, scale, weight, ExpFn{});
-        const T* xh = x + j * HC + h * C;
-#pragma unroll
-        for (int v = 0; v < kVec; ++v) {
-          const int64_t c = c0 + lane + int64_t(v) * group;
-          acc[v] = acc[v] * scale + (c < C ? weight * xh[c] : T(0));
-        }
-      }
-      const T inv = SoftmaxInverse(l);
-#pragma unroll
-      for (int v = 0; v < kVec; ++v) {
-        const int64_t c = c0 + lane + int64_t(v) * group;
-        if (c < C) out[r * HC + h * C + c] = acc[v] * inv;
-      }
-      if (c0 == 0 && lane == 0) lse[r * H + h] = SoftmaxLse(m, l);
-      if (C == 0) break;
-    }
+    AttendRow<T>(
+        nbr, eid, begin, end, a.n_src, a.n_edges, C, lane, group,
+        [&](int64_t j, int64_t e) { return GatLogit(s_src[j * H + h], sd, kEdge ? s_edge[e * H + h] : T(0), slope); },
+        [&](int64_t j) { return x + j * HC + h * C; }, out + r * HC + h * C, lse + r * H + h);
   }
 }
 

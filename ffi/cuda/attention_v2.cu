@@ -21,6 +21,7 @@
 #include <string>
 
 #include "cuda/launch.cuh"
+#include "cuda/online_softmax.cuh"
 #include "handlers.h"
 #include "jgo/args.h"
 #include "jgo/attention.h"
@@ -28,19 +29,6 @@
 
 namespace jgo {
 namespace {
-
-constexpr int kVec = 4;  // features held in registers per lane
-
-template <typename T>
-__device__ __forceinline__ T GroupSum(T v, unsigned mask, int group) {
-  for (int offset = group / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(mask, v, offset, group);
-  return v;
-}
-
-struct ExpFn {
-  template <typename T>
-  __device__ T operator()(T x) const { return Exp(x); }
-};
 
 // z = <a, leaky_relu(xs + xd (+ ef))> of one (edge, head), pointers at the head; every lane of
 // the group gets the sum.
@@ -75,33 +63,13 @@ __global__ void FwdKernel(GatArgs g, const I* offsets, const I* nbr, const I* ei
     const int64_t end = Clamp(offsets[r + 1], begin, g.n_edges);
     const T* xdh = xd + r * HC + h * C;
     const T* ah = a + h * C;
-    for (int64_t c0 = 0; c0 < C || c0 == 0; c0 += int64_t(kVec) * group) {
-      T acc[kVec];
-#pragma unroll
-      for (int v = 0; v < kVec; ++v) acc[v] = T(0);
-      T m = -Infinity<T>(), l = T(0);
-      for (int64_t k = begin; k < end; ++k) {
-        const int64_t j = nbr[k], e = eid[k];
-        if (!InRange(j, g.n_src) || !InRange(e, g.n_edges)) continue;
-        const T* xsh = xs + j * HC + h * C;
-        const T z = Logit<T, kEdge>(xsh, xdh, kEdge ? ef + e * HC + h * C : nullptr, ah, C, slope, lane, group, mask);
-        T scale, weight;
-        OnlineSoftmaxStep(m, l, z, scale, weight, ExpFn{});
-#pragma unroll
-        for (int v = 0; v < kVec; ++v) {
-          const int64_t c = c0 + lane + int64_t(v) * group;
-          acc[v] = acc[v] * scale + (c < C ? weight * xsh[c] : T(0));
-        }
-      }
-      const T inv = SoftmaxInverse(l);
-#pragma unroll
-      for (int v = 0; v < kVec; ++v) {
-        const int64_t c = c0 + lane + int64_t(v) * group;
-        if (c < C) out[r * HC + h * C + c] = acc[v] * inv;
-      }
-      if (c0 == 0 && lane == 0) lse[r * H + h] = SoftmaxLse(m, l);
-      if (C == 0) break;
-    }
+    AttendRow<T>(
+        nbr, eid, begin, end, g.n_src, g.n_edges, C, lane, group,
+        [&](int64_t j, int64_t e) {
+          return Logit<T, kEdge>(xs + j * HC + h * C, xdh, kEdge ? ef + e * HC + h * C : nullptr, ah, C, slope, lane,
+                                 group, mask);
+        },
+        [&](int64_t j) { return xs + j * HC + h * C; }, out + r * HC + h * C, lse + r * H + h);
   }
 }
 

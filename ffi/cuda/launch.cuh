@@ -36,6 +36,13 @@ __device__ __forceinline__ unsigned GroupMask(int group) {
   return group == kWarp ? kFullMask : ((1u << group) - 1u) << ((threadIdx.x % kWarp) / group * group);
 }
 
+// Sum over the lanes of a group (mask from GroupMask), returned to every lane.
+template <typename T>
+__device__ __forceinline__ T GroupSum(T v, unsigned mask, int group) {
+  for (int offset = group / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(mask, v, offset, group);
+  return v;
+}
+
 // Launches kernel over `threads` threads (none when 0) and reports a failed launch.
 template <typename... Params, typename... Args>
 ffi::Error Launch(const char* name, void (*kernel)(Params...), int64_t threads, cudaStream_t stream, Args... args) {

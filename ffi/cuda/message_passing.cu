@@ -142,7 +142,7 @@ __global__ void SddmmKernel(SddmmArgs s, const I* offsets, const I* nbr, const I
             if (M != Mask::kNone && mask_row[f01 * d.d2 + i2] != e) continue;
             acc += EdgeElement<op, T, T>(a_row, b_row, s.a_strides, s.b_strides, d, f01, i2);
           }
-          for (int offset = group / 2; offset > 0; offset /= 2) acc += __shfl_down_sync(group_mask, acc, offset, group);
+          acc = GroupSum(acc, group_mask, group);
           if (lane == 0) out[e * F01 + f01] = acc;
         }
       } else {
