@@ -15,17 +15,11 @@ TOL = dict(rtol=1e-5, atol=1e-5)
 
 # -- the direct computation (PyG's GATConv written with jax.ops segment ops) ------------------
 
-def ref_gat(src, dst, n_src, n_dst, x_src, x_dst, w, *, heads, concat, negative_slope=0.2, add_loops=True,
-            edge_attr=None):
-    """Returns ``(out, alpha)`` with alpha over ``g``'s edges (0 for removed loops), then the loops."""
+def pyg_loops(src, dst, n_src, n_dst, edge_attr, add_loops):
+    """PyG's remove + add self loops: ``(src, dst, live, edge_attr)`` with removed loops kept in
+    place but not ``live``, the loops' edge attributes the mean of the node's incoming ones."""
     src, dst = np.asarray(src), np.asarray(dst)
-    n_e = src.shape[0]
-    k_src = w.get("kernel", w.get("src_kernel"))
-    k_dst = w.get("kernel", w.get("dst_kernel"))
-    c = w["att_src"].shape[-1]
-    hs = (x_src @ k_src).reshape(n_src, heads, c)
-    hd = ((x_src if x_dst is None else x_dst) @ k_dst)[:n_dst].reshape(n_dst, heads, c)
-    live = np.ones(n_e, bool)
+    live = np.ones(src.shape[0], bool)
     if add_loops:
         m = min(n_src, n_dst)
         live = src != dst
@@ -36,20 +30,53 @@ def ref_gat(src, dst, n_src, n_dst, x_src, x_dst, w, *, heads, concat, negative_
             edge_attr = jnp.concatenate([edge_attr, tot / jnp.maximum(cnt, 1)[:, None]])
         src, dst = np.concatenate([src, np.arange(m)]), np.concatenate([dst, np.arange(m)])
         live = np.concatenate([live, np.ones(m, bool)])
-    logit = (hs * w["att_src"]).sum(-1)[src] + (hd * w["att_dst"]).sum(-1)[dst]
-    if edge_attr is not None:
-        logit = logit + ((edge_attr @ w["edge_kernel"]).reshape(-1, heads, c) * w["att_edge"]).sum(-1)
-    logit = jnp.where(logit > 0, logit, negative_slope * logit)
+    return src, dst, live, edge_attr
+
+
+def softmax_aggregate(logit, messages, dst, live, n_dst, concat, bias):
+    """Segment softmax of ``logit [E, H]`` over live edges, weighted sum of ``messages [E, H, C]``."""
     logit = jnp.where(live[:, None], logit, -jnp.inf)
     seg = np.where(live, dst, n_dst)  # removed loops go to a discarded segment
     mx = jax.ops.segment_max(logit, seg, n_dst + 1)
     p = jnp.where(live[:, None], jnp.exp(logit - mx[seg]), 0.0)
     alpha = p / jax.ops.segment_sum(p, seg, n_dst + 1)[seg]
     alpha = jnp.where(live[:, None], alpha, 0.0)
-    out = jax.ops.segment_sum(alpha[..., None] * hs[src], seg, n_dst + 1)[:n_dst]
-    out = out.reshape(n_dst, heads * c) if concat else out.mean(axis=1)
-    if "bias" in w:
-        out = out + w["bias"]
+    out = jax.ops.segment_sum(alpha[..., None] * messages, seg, n_dst + 1)[:n_dst]
+    out = out.reshape(n_dst, -1) if concat else out.mean(axis=1)
+    return (out if bias is None else out + bias), alpha
+
+
+def ref_gat(src, dst, n_src, n_dst, x_src, x_dst, w, *, heads, concat, negative_slope=0.2, add_loops=True,
+            edge_attr=None):
+    """Returns ``(out, alpha)`` with alpha over ``g``'s edges (0 for removed loops), then the loops."""
+    k_src = w.get("kernel", w.get("src_kernel"))
+    k_dst = w.get("kernel", w.get("dst_kernel"))
+    c = w["att_src"].shape[-1]
+    hs = (x_src @ k_src).reshape(n_src, heads, c)
+    hd = ((x_src if x_dst is None else x_dst) @ k_dst)[:n_dst].reshape(n_dst, heads, c)
+    src, dst, live, edge_attr = pyg_loops(src, dst, n_src, n_dst, edge_attr, add_loops)
+    logit = (hs * w["att_src"]).sum(-1)[src] + (hd * w["att_dst"]).sum(-1)[dst]
+    if edge_attr is not None:
+        logit = logit + ((edge_attr @ w["edge_kernel"]).reshape(-1, heads, c) * w["att_edge"]).sum(-1)
+    logit = jnp.where(logit > 0, logit, negative_slope * logit)
+    return softmax_aggregate(logit, hs[src], dst, live, n_dst, concat, w.get("bias"))
+
+
+def ref_gatv2(src, dst, n_src, n_dst, x_src, x_dst, w, *, heads, concat, negative_slope=0.2, add_loops=True,
+              edge_attr=None):
+    """PyG's GATv2Conv from ``[in, out]`` kernels ``src_kernel``/``dst_kernel`` (+ biases)."""
+    c = w["att"].shape[-1]
+    xl = (x_src @ w["src_kernel"] + w.get("src_bias", 0)).reshape(n_src, heads, c)
+    xr = ((x_src if x_dst is None else x_dst) @ w["dst_kernel"] + w.get("dst_bias", 0))[:n_dst]
+    xr = jnp.concatenate([xr.reshape(n_dst, heads, c), jnp.zeros((1, heads, c), xr.dtype)])
+    src, dst, live, edge_attr = pyg_loops(src, dst, n_src, n_dst, edge_attr, add_loops)
+    z = xl[src] + xr[np.where(live, dst, n_dst)]
+    if edge_attr is not None:
+        z = z + (edge_attr @ w["edge_kernel"]).reshape(-1, heads, c)
+    z = jnp.where(z > 0, z, negative_slope * z)
+    out, alpha = softmax_aggregate((z * w["att"]).sum(-1), xl[src], dst, live, n_dst, concat, w.get("bias"))
+    if "res_kernel" in w:
+        out = out + (x_src if x_dst is None else x_dst)[:n_dst] @ w["res_kernel"]
     return out, alpha
 
 
@@ -222,3 +249,148 @@ def test_errors():
     gb = random_graph(rng, 6, 4, 10)
     with pytest.raises(ValueError, match="pair"):
         eqx_nn.GATConv.from_pyg(sd)(gb, x)
+
+
+# -- GATv2Conv --------------------------------------------------------------------------------
+
+def gatv2_state_dict(rng, in_src, in_dst, heads, c, *, concat=True, edge_dim=None, bias=True, residual=False,
+                     share=False):
+    """Random weights named and laid out as PyG's ``GATv2Conv.state_dict()``."""
+    f32 = lambda *s: rng.normal(size=s).astype(np.float32)  # noqa: E731
+    sd = {"lin_l.weight": f32(heads * c, in_src), "att": f32(1, heads, c)}
+    sd["lin_r.weight"] = sd["lin_l.weight"] if share else f32(heads * c, in_dst)
+    if bias:
+        sd["lin_l.bias"] = f32(heads * c)
+        sd["lin_r.bias"] = sd["lin_l.bias"] if share else f32(heads * c)
+        sd["bias"] = f32(heads * c if concat else c)
+    if edge_dim is not None:
+        sd["lin_edge.weight"] = f32(heads * c, edge_dim)
+    if residual:
+        sd["res.weight"] = f32(heads * c if concat else c, in_dst)
+    return sd
+
+
+def ref_weights_v2(sd):
+    names = {"lin_l.weight": "src_kernel", "lin_l.bias": "src_bias", "lin_r.weight": "dst_kernel",
+             "lin_r.bias": "dst_bias", "lin_edge.weight": "edge_kernel", "res.weight": "res_kernel"}
+    return {names.get(k, k): (v.T if k.endswith("weight") else v) for k, v in sd.items()}
+
+
+def make_layer_v2(framework, sd, *, concat=True, add_loops=True, share_weights=False):
+    if framework == "equinox":
+        return eqx_nn.GATv2Conv.from_pyg(sd, concat=concat, add_self_loops=add_loops, share_weights=share_weights)
+    _, heads, c = sd["att"].shape
+    edge_dim = sd["lin_edge.weight"].shape[1] if "lin_edge.weight" in sd else None
+    layer = flax_nn.GATv2Conv(c, heads=heads, concat=concat, add_self_loops=add_loops, edge_dim=edge_dim,
+                              use_bias="bias" in sd, share_weights=share_weights, residual="res.weight" in sd)
+    variables = flax_nn.from_pyg_gatv2(sd, share_weights=share_weights)
+    return lambda *a, **k: layer.apply(variables, *a, **k)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("heads", [1, 3])
+@pytest.mark.parametrize("concat", [True, False])
+@pytest.mark.parametrize("edge_dim", [None, 2])
+def test_gatv2_conv_vs_direct(framework, heads, concat, edge_dim):
+    rng = np.random.default_rng(30 + heads + 2 * concat)
+    g = random_graph(rng, 9, 9, 30)
+    x = jnp.asarray(rng.normal(size=(9, 5)).astype(np.float32))
+    ea = None if edge_dim is None else jnp.asarray(rng.normal(size=(30, edge_dim)).astype(np.float32))
+    sd = gatv2_state_dict(rng, 5, 5, heads, 4, concat=concat, edge_dim=edge_dim, residual=heads > 1)
+    layer = make_layer_v2(framework, sd, concat=concat)
+    out, alpha = layer(g, x, ea, return_attention_weights=True)
+    r_out, r_alpha = ref_gatv2(g.src, g.dst, 9, 9, x, None, ref_weights_v2(sd), heads=heads, concat=concat,
+                               edge_attr=ea)
+    assert out.shape == (9, heads * 4 if concat else 4) and alpha.shape == (39, heads)
+    np.testing.assert_allclose(out, r_out, **TOL)
+    np.testing.assert_allclose(alpha, r_alpha, **TOL)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("add_loops", [True, False])
+def test_gatv2_conv_bipartite(framework, add_loops):
+    rng = np.random.default_rng(37)
+    g = random_graph(rng, 8, 6, 20)
+    xs = jnp.asarray(rng.normal(size=(8, 5)).astype(np.float32))
+    xd = jnp.asarray(rng.normal(size=(6, 3)).astype(np.float32))
+    sd = gatv2_state_dict(rng, 5, 3, 2, 4, residual=True)
+    out = make_layer_v2(framework, sd, add_loops=add_loops)(g, (xs, xd))
+    r_out, _ = ref_gatv2(g.src, g.dst, 8, 6, xs, xd, ref_weights_v2(sd), heads=2, concat=True, add_loops=add_loops)
+    np.testing.assert_allclose(out, r_out, **TOL)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_gatv2_conv_shared_weights_jit_and_grads(framework):
+    rng = np.random.default_rng(38)
+    g = random_graph(rng, 9, 9, 30)
+    x = jnp.asarray(rng.normal(size=(9, 5)).astype(np.float32))
+    ea = jnp.asarray(rng.normal(size=(30, 2)).astype(np.float32))
+    sd = gatv2_state_dict(rng, 5, 5, 3, 4, edge_dim=2, share=True)
+    w = ref_weights_v2(sd)
+    layer = make_layer_v2(framework, sd, share_weights=True)
+
+    def loss_ref(x, ea):
+        return jnp.sum(jnp.sin(ref_gatv2(g.src, g.dst, 9, 9, x, None, w, heads=3, concat=True, edge_attr=ea)[0]))
+
+    val, grads = jax.jit(jax.value_and_grad(lambda x, ea, g: jnp.sum(jnp.sin(layer(g, x, ea))), (0, 1)))(x, ea, g)
+    r_val, r_grads = jax.value_and_grad(loss_ref, (0, 1))(x, ea)
+    np.testing.assert_allclose(val, r_val, **TOL)
+    for a, b in zip(grads, r_grads):
+        np.testing.assert_allclose(a, b, **TOL)
+
+    # parameter gradients: the shared kernel gets both the source and the destination parts
+    shared = {"src_kernel": w["src_kernel"], "src_bias": w["src_bias"]}
+    rest = {k: v for k, v in w.items() if k not in ("src_kernel", "src_bias", "dst_kernel", "dst_bias")}
+
+    def ref_param_loss(shared):
+        full = {**rest, **shared, "dst_kernel": shared["src_kernel"], "dst_bias": shared["src_bias"]}
+        return jnp.sum(ref_gatv2(g.src, g.dst, 9, 9, x, None, full, heads=3, concat=True, edge_attr=ea)[0] ** 2)
+
+    r_shared = jax.grad(ref_param_loss)(shared)
+    if framework == "flax":
+        module = flax_nn.GATv2Conv(4, heads=3, edge_dim=2, share_weights=True)
+        p = jax.grad(lambda v: jnp.sum(module.apply(v, g, x, ea) ** 2))(
+            flax_nn.from_pyg_gatv2(sd, share_weights=True))["params"]
+        kernel, kernel_bias = p["kernel"], p["kernel_bias"]
+    else:
+        gm = jax.grad(lambda m: jnp.sum(m(g, x, ea) ** 2))(eqx_nn.GATv2Conv.from_pyg(sd, share_weights=True))
+        assert gm.lin_r is None
+        kernel, kernel_bias = gm.lin_l.weight.T, gm.lin_l.bias
+    np.testing.assert_allclose(kernel, r_shared["src_kernel"], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(kernel_bias, r_shared["src_bias"], rtol=1e-4, atol=1e-4)
+
+
+def test_gatv2_flax_equals_equinox_and_init_shapes():
+    rng = np.random.default_rng(39)
+    g = random_graph(rng, 10, 10, 40)
+    x = jnp.asarray(rng.normal(size=(10, 6)).astype(np.float32))
+    ea = jnp.asarray(rng.normal(size=(40, 2)).astype(np.float32))
+    sd = gatv2_state_dict(rng, 6, 6, 3, 4, concat=False, edge_dim=2, residual=True)
+    a = make_layer_v2("flax", sd, concat=False)(g, x, ea, return_attention_weights=True)
+    b = make_layer_v2("equinox", sd, concat=False)(g, x, ea, return_attention_weights=True)
+    for u, v in zip(a, b):
+        np.testing.assert_allclose(u, v, rtol=1e-6, atol=1e-6)
+    v = flax_nn.GATv2Conv(4, heads=3, concat=False, edge_dim=2, residual=True).init(jax.random.key(0), g, x, ea)
+    assert jax.tree.map(jnp.shape, v["params"]) == {
+        "src_kernel": (6, 12), "src_bias": (12,), "dst_kernel": (6, 12), "dst_bias": (12,), "att": (1, 3, 4),
+        "edge_kernel": (2, 12), "res_kernel": (6, 4), "bias": (4,)}
+    m = eqx_nn.GATv2Conv((6, 3), 4, heads=3, share_weights=False, use_bias=False, key=jax.random.key(0))
+    assert m.lin_l.weight.shape == (12, 6) and m.lin_r.weight.shape == (12, 3) and m.lin_l.bias is None
+
+
+def test_gatv2_errors():
+    rng = np.random.default_rng(40)
+    g = random_graph(rng, 6, 6, 12)
+    sd = gatv2_state_dict(rng, 4, 4, 2, 3)
+    with pytest.raises(ValueError, match="share_weights=True needs"):
+        flax_nn.from_pyg_gatv2(sd, share_weights=True)
+    with pytest.raises(ValueError, match="bias has shape"):
+        eqx_nn.GATv2Conv.from_pyg(sd, concat=False)
+    with pytest.raises(ValueError, match="state_dict must have"):
+        eqx_nn.GATv2Conv.from_pyg({k: v for k, v in sd.items() if k != "att"})
+    with pytest.raises(ValueError, match="lin_edge.weight has shape"):
+        flax_nn.from_pyg_gatv2({**sd, "lin_edge.weight": np.ones((5, 2), np.float32)})
+    with pytest.raises(ValueError, match="edge_attr given"):
+        eqx_nn.GATv2Conv.from_pyg(sd)(g, jnp.ones((6, 4)), jnp.ones((12, 2)))
+    with pytest.raises(ValueError, match="fill_value"):
+        flax_nn.GATv2Conv(3, fill_value="max").init(jax.random.key(0), g, jnp.ones((6, 4)))

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..graph import Graph
 from ..ops.aggregation import agg_concat, agg_simple, agg_weighted
-from ..ops.attention import mha_gat
+from ..ops.attention import mha_gat, mha_gat_v2
 from ._graph_utils import add_self_loops
 
 SAGE_AGGRS = ("mean", "max", "sum", "min")
@@ -22,6 +22,12 @@ GRAPH_CONV_NORMS = ("both", "right", "none")
 def check_choice(layer: str, name: str, value, choices) -> None:
     if value not in choices:
         raise ValueError(f"{layer}: {name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+
+
+def check_fill_value(layer: str, fill_value) -> None:
+    """PyG's ``fill_value`` of the added self loops' edge attributes: ``"mean"`` or a number."""
+    if isinstance(fill_value, str):
+        check_choice(layer, "fill_value", fill_value, ("mean",))
 
 
 def split_sage_input(g: Graph, x):
@@ -185,86 +191,187 @@ def gat_loop_attr(g: Graph, edge_attr, fill_value):
     return jnp.full((m, edge_attr.shape[1]), fill_value, edge_attr.dtype)
 
 
-def gat_conv(g: Graph, x_src, x_dst, src_kernel, dst_kernel, att_src, att_dst, bias, *, concat: bool,
-             negative_slope: float, add_loops: bool, edge_attr=None, edge_kernel=None, att_edge=None,
-             fill_value="mean", return_attention: bool = False):
-    """PyG's ``GATConv`` (no dropout) with ``[in, out]`` kernels and PyG's ``att_* [1, H, C]``.
+def _dst_features(layer: str, g: Graph, x_src, x_dst):
+    """``x_dst``, or ``x_src`` for a square graph when it is None."""
+    if x_dst is not None:
+        return x_dst
+    if g.n_src != g.n_dst:
+        raise ValueError(f"{layer}: x must be a pair (x_src, x_dst) for a bipartite graph "
+                         f"(n_src={g.n_src}, n_dst={g.n_dst}); got one array")
+    return x_src
 
-    ``dst_kernel`` is applied to ``x_dst``; ``x_dst`` None means ``x_src`` (square graphs).
-    ``edge_kernel``/``att_edge`` None: no edge features. Returns ``out`` or ``(out, alpha)``
-    with ``alpha [E + m, H]``: ``g``'s edges in input order (0 for a self loop of ``g`` when
-    ``add_loops``, as PyG removes those), then the ``m = min(n_src, n_dst)`` added loops.
-    """
-    heads, c = att_src.shape[-2:]
-    h_src = x_src @ src_kernel
-    if x_dst is None:
-        if g.n_src != g.n_dst:
-            raise ValueError(f"GATConv: x must be a pair (x_src, x_dst) for a bipartite graph "
-                             f"(n_src={g.n_src}, n_dst={g.n_dst}); got one array")
-        h_dst = h_src if dst_kernel is src_kernel else x_src @ dst_kernel
-    else:
-        h_dst = x_dst @ dst_kernel
-    edge_feat = None
-    parts = [att_src.reshape(-1), att_dst.reshape(-1)]
-    if edge_kernel is not None:
-        if edge_attr is None:
-            raise ValueError("GATConv: edge_attr is required when the layer has edge_dim")
-        edge_attr = jnp.asarray(edge_attr)
-        if edge_attr.ndim == 1:
-            edge_attr = edge_attr[:, None]
-        if edge_attr.shape != (g.n_edges, edge_kernel.shape[0]):
-            raise ValueError(f"GATConv: edge_attr must be [n_edges, edge_dim] = [{g.n_edges}, "
-                             f"{edge_kernel.shape[0]}]; got shape {edge_attr.shape}")
-        if add_loops:
-            edge_attr = jnp.concatenate([edge_attr, gat_loop_attr(g, edge_attr, fill_value).astype(edge_attr.dtype)])
-        edge_feat = edge_attr @ edge_kernel
-        parts.append(att_edge.reshape(-1))
-    elif edge_attr is not None:
-        raise ValueError("GATConv: edge_attr given to a layer without edge_dim")
+
+def _edge_features(layer: str, g: Graph, edge_attr, edge_kernel, *, add_loops: bool, fill_value):
+    """``edge_attr @ edge_kernel`` (``[E (+ m), H*C]``, the added loops' rows after ``g``'s), or None
+    for a layer without ``edge_dim``; checks ``edge_attr`` (``[E]`` is read as ``[E, 1]``)."""
+    if edge_kernel is None:
+        if edge_attr is not None:
+            raise ValueError(f"{layer}: edge_attr given to a layer without edge_dim")
+        return None
+    if edge_attr is None:
+        raise ValueError(f"{layer}: edge_attr is required when the layer has edge_dim")
+    edge_attr = jnp.asarray(edge_attr)
+    if edge_attr.ndim == 1:
+        edge_attr = edge_attr[:, None]
+    if edge_attr.shape != (g.n_edges, edge_kernel.shape[0]):
+        raise ValueError(f"{layer}: edge_attr must be [n_edges, edge_dim] = [{g.n_edges}, "
+                         f"{edge_kernel.shape[0]}]; got shape {edge_attr.shape}")
+    if add_loops:
+        edge_attr = jnp.concatenate([edge_attr, gat_loop_attr(g, edge_attr, fill_value).astype(edge_attr.dtype)])
+    return edge_attr @ edge_kernel
+
+
+def _gat_family(op, g: Graph, h_src, h_dst, attn, edge_feat, *, heads: int, concat: bool,
+                negative_slope: float, add_loops: bool, return_attention: bool):
+    """Runs ``op`` (``mha_gat`` or ``mha_gat_v2``) on PyG's graph (``gat_graph`` if ``add_loops``);
+    returns ``out`` or ``(out, alpha)`` with the removed loops' weights set to 0."""
     h_dst = h_dst[: g.n_dst]
     if add_loops:
         g = gat_graph(g)
         h_dst = jnp.concatenate([h_dst, jnp.zeros((1, h_dst.shape[1]), h_dst.dtype)])
-    res = mha_gat(g, h_src, jnp.concatenate(parts), x_dst=h_dst, num_heads=heads, concat_heads=concat,
-                  negative_slope=negative_slope, edge_feat=edge_feat, return_attention=return_attention)
+    res = op(g, h_src, h_dst, attn, num_heads=heads, concat_heads=concat, negative_slope=negative_slope,
+             edge_feat=edge_feat, return_attention=return_attention)
     out, alpha = res if return_attention else (res, None)
     if add_loops:
         out = out[:-1]
         if return_attention:
             alpha = jnp.where((g.dst == g.n_dst - 1)[:, None], jnp.zeros((), alpha.dtype), alpha)
-    if bias is not None:
-        out = out + bias
+    return out, alpha
+
+
+def _add_skip(out, x_dst, res_kernel, bias):
+    """``out (+ x_dst @ res_kernel) (+ bias)``: PyG's ``residual`` and ``bias``."""
+    if res_kernel is not None:
+        out = out + x_dst[: out.shape[0]] @ res_kernel
+    return out if bias is None else out + bias
+
+
+def gat_conv(g: Graph, x_src, x_dst, src_kernel, dst_kernel, att_src, att_dst, bias, *, concat: bool,
+             negative_slope: float, add_loops: bool, edge_attr=None, edge_kernel=None, att_edge=None,
+             fill_value="mean", return_attention: bool = False, res_kernel=None):
+    """PyG's ``GATConv`` (no dropout) with ``[in, out]`` kernels and PyG's ``att_* [1, H, C]``.
+
+    ``dst_kernel`` is applied to ``x_dst``; ``x_dst`` None means ``x_src`` (square graphs).
+    ``edge_kernel``/``att_edge`` None: no edge features; ``res_kernel`` None: no residual.
+    Returns ``out`` or ``(out, alpha)`` with ``alpha [E + m, H]``: ``g``'s edges in input order
+    (0 for a self loop of ``g`` when ``add_loops``, as PyG removes those), then the
+    ``m = min(n_src, n_dst)`` added loops.
+    """
+    heads = att_src.shape[-2]
+    x_dst_in = x_dst
+    x_dst = _dst_features("GATConv", g, x_src, x_dst)
+    h_src = x_src @ src_kernel
+    h_dst = h_src if x_dst_in is None and dst_kernel is src_kernel else x_dst @ dst_kernel
+    edge_feat = _edge_features("GATConv", g, edge_attr, edge_kernel, add_loops=add_loops, fill_value=fill_value)
+    parts = [att_src, att_dst] + ([] if edge_feat is None else [att_edge])
+    out, alpha = _gat_family(
+        lambda g, hs, hd, a, **kw: mha_gat(g, hs, a, x_dst=hd, **kw), g, h_src, h_dst,
+        jnp.concatenate([a.reshape(-1) for a in parts]), edge_feat, heads=heads, concat=concat,
+        negative_slope=negative_slope, add_loops=add_loops, return_attention=return_attention)
+    out = _add_skip(out, x_dst, res_kernel, bias)
     return (out, alpha) if return_attention else out
+
+
+def gatv2_conv(g: Graph, x_src, x_dst, src_kernel, src_bias, dst_kernel, dst_bias, att, bias, *, concat: bool,
+               negative_slope: float, add_loops: bool, edge_attr=None, edge_kernel=None, fill_value="mean",
+               return_attention: bool = False, res_kernel=None):
+    """PyG's ``GATv2Conv`` (no dropout): ``x_l = x_src @ src_kernel + src_bias`` (PyG's ``lin_l``),
+    ``x_r = x_dst @ dst_kernel + dst_bias`` (``lin_r``), ``att [1, H, C]``; biases may be None.
+
+    Same graph handling and return values as :func:`gat_conv`.
+    """
+    heads = att.shape[-2]
+    x_dst_in = x_dst
+    x_dst = _dst_features("GATv2Conv", g, x_src, x_dst)
+
+    def linear(x, kernel, b):
+        h = x @ kernel
+        return h if b is None else h + b
+
+    h_src = linear(x_src, src_kernel, src_bias)
+    shared = x_dst_in is None and dst_kernel is src_kernel and dst_bias is src_bias
+    h_dst = h_src if shared else linear(x_dst, dst_kernel, dst_bias)
+    edge_feat = _edge_features("GATv2Conv", g, edge_attr, edge_kernel, add_loops=add_loops, fill_value=fill_value)
+    out, alpha = _gat_family(mha_gat_v2, g, h_src, h_dst, att.reshape(-1), edge_feat, heads=heads,
+                             concat=concat, negative_slope=negative_slope, add_loops=add_loops,
+                             return_attention=return_attention)
+    out = _add_skip(out, x_dst, res_kernel, bias)
+    return (out, alpha) if return_attention else out
+
+
+def _attention_weights_from_pyg(fn: str, layer: str, state_dict, names: dict, required: set, att: str) -> dict:
+    """The entries of a PyG attention layer's ``state_dict`` renamed by ``names``: ``[in, out]``
+    kernels (torch's ``*.weight`` transposed), ``att* [1, H, C]`` and biases as they are.
+
+    Checks that the keys hold ``required``, stay within ``names``, and that every shape fits the
+    ``heads`` and ``out_channels`` read from ``att``.
+    """
+    keys = set(state_dict)
+    if not required <= keys or not keys <= set(names):
+        raise ValueError(f"{fn}: state_dict must have the keys {sorted(required)} and may have "
+                         f"{sorted(set(names) - required)} (PyG {layer}); got {sorted(keys)}")
+    arrays = {k: jnp.asarray(np.asarray(state_dict[k])) for k in keys}
+    a = arrays[att]
+    if a.ndim != 3 or a.shape[0] != 1:
+        raise ValueError(f"{fn}: {att} must be [1, heads, out_channels]; got shape {tuple(a.shape)}")
+    heads, c = a.shape[1:]
+    width = heads * c
+    for k, v in arrays.items():
+        if k.startswith("att"):
+            ok = v.shape == a.shape
+        elif k.endswith("weight"):  # res (PyG's residual) and lin_skip may map to C outputs
+            ok = v.ndim == 2 and v.shape[0] in ((width, c) if k.startswith(("res", "lin_skip")) else (width,))
+        else:
+            ok = v.shape in ((width,), (c,))
+        if not ok:
+            raise ValueError(f"{fn}: {k} has shape {tuple(v.shape)}, which does not fit heads={heads}, "
+                             f"out_channels={c}")
+    return {names[k]: (v.T if k.endswith("weight") else v) for k, v in arrays.items()}
+
+
+def check_output_width(fn: str, w: dict, heads: int, c: int, concat: bool) -> None:
+    """``bias`` and ``res_kernel`` of loaded weights must have ``H*C`` outputs (``C`` if not ``concat``)."""
+    out = heads * c if concat else c
+    for k in ("bias", "res_kernel"):
+        if k in w and w[k].shape[-1] != out:
+            raise ValueError(f"{fn}: {k} has shape {tuple(w[k].shape)}, which does not fit concat={concat} "
+                             f"with heads={heads}, out_channels={c}")
 
 
 def gat_weights_from_pyg(fn: str, state_dict) -> dict:
     """PyG ``GATConv`` weights as ``{kernel | src_kernel + dst_kernel, att_src, att_dst,
-    edge_kernel?, att_edge?, bias?}``: ``[in, out]`` kernels, ``att_* [1, H, C]``.
-
-    ``res.weight`` (PyG's ``residual=True``) is not supported.
-    """
+    edge_kernel?, att_edge?, res_kernel?, bias?}``: ``[in, out]`` kernels, ``att_* [1, H, C]``."""
     names = {"lin.weight": "kernel", "lin_src.weight": "src_kernel", "lin_dst.weight": "dst_kernel",
              "att_src": "att_src", "att_dst": "att_dst", "lin_edge.weight": "edge_kernel", "att_edge": "att_edge",
-             "bias": "bias"}
+             "res.weight": "res_kernel", "bias": "bias"}
     keys = set(state_dict)
-    shared = "lin.weight" in keys
-    required = {"att_src", "att_dst"} | ({"lin.weight"} if shared else {"lin_src.weight", "lin_dst.weight"})
+    required = {"att_src", "att_dst"} | ({"lin.weight"} if "lin.weight" in keys else {"lin_src.weight", "lin_dst.weight"})
     if "lin_edge.weight" in keys or "att_edge" in keys:
         required |= {"lin_edge.weight", "att_edge"}
-    allowed = required | {"bias"}
-    if not required <= keys or not keys <= allowed:
-        raise ValueError(f"{fn}: state_dict must have the keys {sorted(required)} and may have 'bias' "
-                         f"(PyG GATConv without residual); got {sorted(keys)}")
-    arrays = {names[k]: jnp.asarray(np.asarray(state_dict[k])) for k in keys}
-    att = arrays["att_src"]
-    if att.ndim != 3 or att.shape[0] != 1:
-        raise ValueError(f"{fn}: att_src must be [1, heads, out_channels]; got shape {tuple(att.shape)}")
-    width = att.shape[1] * att.shape[2]
-    for k, v in arrays.items():
-        ok = (v.shape == att.shape if k.startswith("att") else
-              v.ndim == 2 and v.shape[0] == width if k.endswith("kernel") else
-              v.shape in ((width,), (att.shape[2],)))
-        if not ok:
-            raise ValueError(f"{fn}: {k} has shape {tuple(v.shape)}, which does not fit heads={att.shape[1]}, "
-                             f"out_channels={att.shape[2]}")
-    return {k: (v.T if k.endswith("kernel") else v) for k, v in arrays.items()}
+    names = {k: v for k, v in names.items() if k in required or k in ("res.weight", "bias")}
+    return _attention_weights_from_pyg(fn, "GATConv", state_dict, names, required, "att_src")
+
+
+def gatv2_weights_from_pyg(fn: str, state_dict, *, share_weights: bool) -> dict:
+    """PyG ``GATv2Conv`` weights as ``{src_kernel, src_bias?, dst_kernel, dst_bias?, att,
+    edge_kernel?, res_kernel?, bias?}`` (``[in, out]`` kernels, ``att [1, H, C]``); with
+    ``share_weights`` ``kernel`` and ``kernel_bias?`` instead of the src/dst pairs (PyG then
+    stores the one ``lin_l`` under ``lin_r`` too: both must agree)."""
+    names = {"lin_l.weight": "src_kernel", "lin_l.bias": "src_bias", "lin_r.weight": "dst_kernel",
+             "lin_r.bias": "dst_bias", "att": "att", "lin_edge.weight": "edge_kernel", "res.weight": "res_kernel",
+             "bias": "bias"}
+    required = {"lin_l.weight", "lin_r.weight", "att"}
+    w = _attention_weights_from_pyg(fn, "GATv2Conv", state_dict, names, required, "att")
+    if ("src_bias" in w) != ("dst_bias" in w):
+        raise ValueError(f"{fn}: lin_l.bias and lin_r.bias must both be present or both absent")
+    if not share_weights:
+        return w
+    for k in ("kernel", "bias"):
+        src, dst = w.pop(f"src_{k}", None), w.pop(f"dst_{k}", None)
+        if src is None:
+            continue
+        if src.shape != dst.shape or not bool(jnp.all(src == dst)):
+            raise ValueError(f"{fn}: share_weights=True needs lin_l and lin_r to be the same weights "
+                             f"(PyG's share_weights=True); they differ")
+        w["kernel" if k == "kernel" else "kernel_bias"] = src
+    return w

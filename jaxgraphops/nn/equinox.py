@@ -1,4 +1,4 @@
-"""Equinox graph layers on the fused kernels: ``SAGEConv``, ``GraphConv`` and ``GATConv``.
+"""Equinox graph layers on the fused kernels: ``SAGEConv``, ``GraphConv``, ``GATConv`` and ``GATv2Conv``.
 
 Weights are ``eqx.nn.Linear`` layers (torch's ``[out, in]`` layout); ``from_pyg`` class methods
 build a layer from a PyG layer's ``state_dict()``.
@@ -11,10 +11,11 @@ import jax
 import jax.numpy as jnp
 
 from ..graph import Graph
-from ._functional import (GRAPH_CONV_NORMS, SAGE_AGGRS, check_choice, gat_conv, gat_weights_from_pyg,
-                          gcn_weights_from_pyg, graph_conv, sage_conv, sage_weights_from_pyg, split_sage_input)
+from ._functional import (GRAPH_CONV_NORMS, SAGE_AGGRS, check_choice, check_fill_value, check_output_width,
+                          gat_conv, gat_weights_from_pyg, gatv2_conv, gatv2_weights_from_pyg, gcn_weights_from_pyg,
+                          graph_conv, sage_conv, sage_weights_from_pyg, split_sage_input)
 
-__all__ = ["GATConv", "GraphConv", "SAGEConv"]
+__all__ = ["GATConv", "GATv2Conv", "GraphConv", "SAGEConv"]
 
 
 class SAGEConv(eqx.Module):
@@ -161,12 +162,13 @@ class GATConv(eqx.Module):
     With ``add_self_loops`` the graph is PyG's: existing self loops removed, one loop ``i -> i``
     added for every ``i < min(n_src, n_dst)``, whose edge attributes are ``fill_value``
     (``"mean"``: the mean of the node's incoming edge attributes, 0 without any; or a number).
-    Attention dropout and PyG's ``residual`` are not supported.
+    Attention dropout is not supported.
 
     Fields as PyG's parameters: ``lin`` (``[H*C, in]``, no bias; None for a pair
     ``in_features``, which uses ``lin_src`` and ``lin_dst``), ``att_src``, ``att_dst [1, H, C]``,
-    ``lin_edge`` and ``att_edge`` (with ``edge_dim``), ``bias`` ``[H*C]`` (``[C]`` if not
-    ``concat``; zeros at first; None without ``use_bias``).
+    ``lin_edge`` and ``att_edge`` (with ``edge_dim``), ``res`` (``[H*C, F_dst]``, ``[C, F_dst]``
+    if not ``concat``; with ``residual``), ``bias`` ``[H*C]`` (``[C]`` if not ``concat``; zeros at
+    first; None without ``use_bias``).
 
     **Arguments:**
 
@@ -180,6 +182,7 @@ class GATConv(eqx.Module):
     - ``edge_dim``: edge-attribute size (None: no edge features).
     - ``fill_value``: ``"mean"`` or a number, the added loops' edge attributes.
     - ``use_bias``: add ``bias`` (PyG's ``bias``).
+    - ``residual``: add ``res(x_dst)`` (PyG's ``residual``).
     - ``key``: PRNG key for the initial weights (glorot for the attention vectors).
 
     Call ``layer(g, x, edge_attr=None, return_attention_weights=False)``: ``x`` is ``[n_src, F]``
@@ -202,6 +205,7 @@ class GATConv(eqx.Module):
     att_dst: jax.Array
     lin_edge: eqx.nn.Linear | None
     att_edge: jax.Array | None
+    res: eqx.nn.Linear | None
     bias: jax.Array | None
     heads: int = eqx.field(static=True)
     concat: bool = eqx.field(static=True)
@@ -211,11 +215,11 @@ class GATConv(eqx.Module):
 
     def __init__(self, in_features: int | tuple[int, int], out_features: int, heads: int = 1, concat: bool = True,
                  negative_slope: float = 0.2, add_self_loops: bool = True, edge_dim: int | None = None,
-                 fill_value: str | float = "mean", use_bias: bool = True, *, key: jax.Array):
-        if isinstance(fill_value, str):
-            check_choice("GATConv", "fill_value", fill_value, ("mean",))
+                 fill_value: str | float = "mean", use_bias: bool = True, residual: bool = False, *,
+                 key: jax.Array):
+        check_fill_value("GATConv", fill_value)
         width = heads * out_features
-        keys = jax.random.split(key, 6)
+        keys = jax.random.split(key, 7)
         if isinstance(in_features, tuple):
             self.lin = None
             self.lin_src = eqx.nn.Linear(in_features[0], width, use_bias=False, key=keys[0])
@@ -231,7 +235,8 @@ class GATConv(eqx.Module):
         else:
             self.lin_edge = eqx.nn.Linear(edge_dim, width, use_bias=False, key=keys[4])
             self.att_edge = glorot(keys[5], (1, heads, out_features))
-        self.bias = jnp.zeros(width if concat else out_features) if use_bias else None
+        self.res, self.bias = _output_params(in_features, width if concat else out_features, residual, use_bias,
+                                             keys[6])
         self.heads, self.concat, self.negative_slope = heads, concat, float(negative_slope)
         self.add_self_loops, self.fill_value = add_self_loops, fill_value
 
@@ -241,20 +246,20 @@ class GATConv(eqx.Module):
             src_kernel = dst_kernel = self.lin.weight.T
         else:
             src_kernel, dst_kernel = self.lin_src.weight.T, self.lin_dst.weight.T
-        edge_kernel = None if self.lin_edge is None else self.lin_edge.weight.T
         return gat_conv(g, x_src, x_dst, src_kernel, dst_kernel, self.att_src, self.att_dst, self.bias,
                         concat=self.concat, negative_slope=self.negative_slope, add_loops=self.add_self_loops,
-                        edge_attr=edge_attr, edge_kernel=edge_kernel, att_edge=self.att_edge,
-                        fill_value=self.fill_value, return_attention=return_attention_weights)
+                        edge_attr=edge_attr, edge_kernel=_kernel(self.lin_edge), att_edge=self.att_edge,
+                        fill_value=self.fill_value, return_attention=return_attention_weights,
+                        res_kernel=_kernel(self.res))
 
     @classmethod
     def from_pyg(cls, state_dict, *, concat: bool = True, negative_slope: float = 0.2, add_self_loops: bool = True,
                  fill_value: str | float = "mean") -> GATConv:
         """The layer with the weights of a PyG ``GATConv.state_dict()`` (tensors or numpy arrays).
 
-        Sizes, heads, a pair ``in_channels`` (``lin_src``/``lin_dst``), ``edge_dim`` and ``bias``
-        follow from the entries; give PyG's ``concat``, ``negative_slope``, ``add_self_loops``
-        and ``fill_value``.
+        Sizes, heads, a pair ``in_channels`` (``lin_src``/``lin_dst``), ``edge_dim``, ``residual``
+        and ``bias`` follow from the entries; give PyG's ``concat``, ``negative_slope``,
+        ``add_self_loops`` and ``fill_value``.
 
         >>> import numpy as np
         >>> sd = {"lin.weight": np.ones((8, 4)), "att_src": np.ones((1, 2, 4)), "att_dst": np.ones((1, 2, 4))}
@@ -267,15 +272,130 @@ class GATConv(eqx.Module):
         in_features = (w["kernel"].shape[0] if "kernel" in w
                        else (w["src_kernel"].shape[0], w["dst_kernel"].shape[0]))
         edge_dim = w["edge_kernel"].shape[0] if "edge_kernel" in w else None
-        if "bias" in w and w["bias"].shape[0] != (heads * out_features if concat else out_features):
-            raise ValueError(f"GATConv.from_pyg: bias has shape {tuple(w['bias'].shape)}, which does not fit "
-                             f"concat={concat} with heads={heads}, out_channels={out_features}")
+        check_output_width("GATConv.from_pyg", w, heads, out_features, concat)
         layer = cls(in_features, out_features, heads, concat, negative_slope, add_self_loops, edge_dim, fill_value,
-                    use_bias="bias" in w, key=jax.random.key(0))
+                    use_bias="bias" in w, residual="res_kernel" in w, key=jax.random.key(0))
         fields = {"kernel": lambda m: m.lin.weight, "src_kernel": lambda m: m.lin_src.weight,
                   "dst_kernel": lambda m: m.lin_dst.weight, "edge_kernel": lambda m: m.lin_edge.weight,
                   "att_src": lambda m: m.att_src, "att_dst": lambda m: m.att_dst, "att_edge": lambda m: m.att_edge,
-                  "bias": lambda m: m.bias}
-        for name, value in w.items():
-            layer = eqx.tree_at(fields[name], layer, value.T if name.endswith("kernel") else value)
-        return layer
+                  "res_kernel": lambda m: m.res.weight, "bias": lambda m: m.bias}
+        return _load(layer, fields, w)
+
+
+def _kernel(lin: eqx.nn.Linear | None):
+    """``lin``'s weight as an ``[in, out]`` kernel (None for None)."""
+    return None if lin is None else lin.weight.T
+
+
+def _output_params(in_features, out: int, residual: bool, use_bias: bool, key):
+    """``(res, bias)`` of an attention layer: PyG's residual ``Linear(F_dst, out)`` and zero bias."""
+    in_dst = in_features[1] if isinstance(in_features, tuple) else in_features
+    res = eqx.nn.Linear(in_dst, out, use_bias=False, key=key) if residual else None
+    return res, (jnp.zeros(out) if use_bias else None)
+
+
+def _load(layer, fields: dict, w: dict):
+    """``layer`` with the arrays ``w`` (``[in, out]`` kernels, transposed here) at ``fields``."""
+    for name, value in w.items():
+        layer = eqx.tree_at(fields[name], layer, value.T if name.endswith("kernel") else value)
+    return layer
+
+
+class GATv2Conv(eqx.Module):
+    """Graph attention v2 (PyG's ``GATv2Conv``) on :func:`jaxgraphops.mha_gat_v2`.
+
+    ``x_l = W_l x_src + b_l``, ``x_r = W_r x_dst + b_r`` (``[n, H*C]``); per head ``alpha_ji =
+    softmax_j <a, leaky_relu(x_l[j] + x_r[i] (+ W_e e_ji))>`` over the incoming edges of ``i``;
+    ``out_i = sum_j alpha_ji x_l[j]``, heads concatenated (``[n_dst, H*C]``) or averaged
+    (``[n_dst, C]``), plus the residual and ``bias``. Self loops and ``fill_value`` as in
+    :class:`GATConv`. Attention dropout is not supported.
+
+    Fields as PyG's parameters: ``lin_l``, ``lin_r`` (``[H*C, in]`` with biases if ``use_bias``;
+    ``lin_r`` None with ``share_weights``: ``lin_l`` serves both), ``att [1, H, C]``,
+    ``lin_edge`` (with ``edge_dim``), ``res`` (with ``residual``), ``bias``.
+
+    **Arguments:** ``in_features`` (``F`` or ``(F_src, F_dst)``), ``out_features`` (``C``),
+    ``heads``, ``concat``, ``negative_slope``, ``add_self_loops``, ``edge_dim``, ``fill_value``,
+    ``use_bias`` (PyG's ``bias``), ``share_weights``, ``residual``: PyG's options; ``key``.
+
+    Call ``layer(g, x, edge_attr=None, return_attention_weights=False)`` as :class:`GATConv`.
+
+    >>> import jax, jax.numpy as jnp, jaxgraphops as jgo
+    >>> g = jgo.Graph.from_edges(jnp.array([0, 1, 2]), jnp.array([1, 2, 1]))
+    >>> layer = GATv2Conv(4, 8, heads=2, key=jax.random.key(0))
+    >>> layer(g, jnp.ones((3, 4))).shape
+    (3, 16)
+    """
+
+    lin_l: eqx.nn.Linear
+    lin_r: eqx.nn.Linear | None
+    att: jax.Array
+    lin_edge: eqx.nn.Linear | None
+    res: eqx.nn.Linear | None
+    bias: jax.Array | None
+    heads: int = eqx.field(static=True)
+    concat: bool = eqx.field(static=True)
+    negative_slope: float = eqx.field(static=True)
+    add_self_loops: bool = eqx.field(static=True)
+    fill_value: str | float = eqx.field(static=True)
+
+    def __init__(self, in_features: int | tuple[int, int], out_features: int, heads: int = 1, concat: bool = True,
+                 negative_slope: float = 0.2, add_self_loops: bool = True, edge_dim: int | None = None,
+                 fill_value: str | float = "mean", use_bias: bool = True, share_weights: bool = False,
+                 residual: bool = False, *, key: jax.Array):
+        check_fill_value("GATv2Conv", fill_value)
+        in_src, in_dst = in_features if isinstance(in_features, tuple) else (in_features, in_features)
+        width = heads * out_features
+        keys = jax.random.split(key, 5)
+        self.lin_l = eqx.nn.Linear(in_src, width, use_bias=use_bias, key=keys[0])
+        self.lin_r = None if share_weights else eqx.nn.Linear(in_dst, width, use_bias=use_bias, key=keys[1])
+        self.att = jax.nn.initializers.glorot_uniform()(keys[2], (1, heads, out_features))
+        self.lin_edge = None if edge_dim is None else eqx.nn.Linear(edge_dim, width, use_bias=False, key=keys[3])
+        self.res, self.bias = _output_params(in_features, width if concat else out_features, residual, use_bias,
+                                             keys[4])
+        self.heads, self.concat, self.negative_slope = heads, concat, float(negative_slope)
+        self.add_self_loops, self.fill_value = add_self_loops, fill_value
+
+    def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False):
+        x_src, x_dst = x if isinstance(x, tuple) else (x, None)
+        lin_r = self.lin_l if self.lin_r is None else self.lin_r
+        return gatv2_conv(g, x_src, x_dst, self.lin_l.weight.T, self.lin_l.bias, lin_r.weight.T, lin_r.bias,
+                          self.att, self.bias, concat=self.concat, negative_slope=self.negative_slope,
+                          add_loops=self.add_self_loops, edge_attr=edge_attr, edge_kernel=_kernel(self.lin_edge),
+                          fill_value=self.fill_value, return_attention=return_attention_weights,
+                          res_kernel=_kernel(self.res))
+
+    @classmethod
+    def from_pyg(cls, state_dict, *, concat: bool = True, negative_slope: float = 0.2, add_self_loops: bool = True,
+                 fill_value: str | float = "mean", share_weights: bool = False) -> GATv2Conv:
+        """The layer with the weights of a PyG ``GATv2Conv.state_dict()`` (tensors or numpy arrays).
+
+        Sizes, heads, ``edge_dim``, ``residual`` and ``bias`` follow from the entries; give PyG's
+        ``concat``, ``negative_slope``, ``add_self_loops``, ``fill_value`` and ``share_weights``.
+
+        >>> import numpy as np
+        >>> sd = {"lin_l.weight": np.ones((8, 4)), "lin_r.weight": np.ones((8, 5)), "att": np.ones((1, 2, 4))}
+        >>> layer = GATv2Conv.from_pyg(sd)
+        >>> layer.lin_r.weight.shape, layer.heads, layer.bias is None
+        ((8, 5), 2, True)
+        """
+        fn = "GATv2Conv.from_pyg"
+        w = gatv2_weights_from_pyg(fn, state_dict, share_weights=share_weights)
+        _, heads, out_features = w["att"].shape
+        src = w["kernel" if share_weights else "src_kernel"]
+        in_features = src.shape[0] if share_weights else (src.shape[0], w["dst_kernel"].shape[0])
+        edge_dim = w["edge_kernel"].shape[0] if "edge_kernel" in w else None
+        check_output_width(fn, w, heads, out_features, concat)
+        use_bias = ("kernel_bias" if share_weights else "src_bias") in w
+        if use_bias != ("bias" in w):
+            raise ValueError(f"{fn}: the linear layers' biases and 'bias' must both be present or both absent "
+                             f"(PyG's bias)")
+        layer = cls(in_features, out_features, heads, concat, negative_slope, add_self_loops, edge_dim, fill_value,
+                    use_bias=use_bias, share_weights=share_weights, residual="res_kernel" in w,
+                    key=jax.random.key(0))
+        fields = {"kernel": lambda m: m.lin_l.weight, "kernel_bias": lambda m: m.lin_l.bias,
+                  "src_kernel": lambda m: m.lin_l.weight, "src_bias": lambda m: m.lin_l.bias,
+                  "dst_kernel": lambda m: m.lin_r.weight, "dst_bias": lambda m: m.lin_r.bias,
+                  "att": lambda m: m.att, "edge_kernel": lambda m: m.lin_edge.weight,
+                  "res_kernel": lambda m: m.res.weight, "bias": lambda m: m.bias}
+        return _load(layer, fields, w)

@@ -1,4 +1,5 @@
-"""``flax.linen`` graph layers on the fused kernels: ``SAGEConv``, ``GraphConv``, ``GATConv``, and PyG weight loaders.
+"""``flax.linen`` graph layers on the fused kernels: ``SAGEConv``, ``GraphConv``, ``GATConv``,
+``GATv2Conv``, and PyG weight loaders.
 
 Kernels are ``[in, out]`` as in ``flax.linen.Dense``. ``from_pyg_sage`` / ``from_pyg_gcn`` turn a
 PyG layer's ``state_dict()`` (``from_pyg_gat`` too) into the variables ``{"params": ...}`` that ``Module.apply`` takes.
@@ -11,10 +12,12 @@ from typing import Any, Callable
 import flax.linen as nn
 
 from ..graph import Graph
-from ._functional import (GRAPH_CONV_NORMS, SAGE_AGGRS, check_choice, gat_conv, gat_weights_from_pyg,
-                          gcn_weights_from_pyg, graph_conv, sage_conv, sage_weights_from_pyg, split_sage_input)
+from ._functional import (GRAPH_CONV_NORMS, SAGE_AGGRS, check_choice, check_fill_value, gat_conv,
+                          gat_weights_from_pyg, gatv2_conv, gatv2_weights_from_pyg, gcn_weights_from_pyg, graph_conv,
+                          sage_conv, sage_weights_from_pyg, split_sage_input)
 
-__all__ = ["GATConv", "GraphConv", "SAGEConv", "from_pyg_gat", "from_pyg_gcn", "from_pyg_sage"]
+__all__ = ["GATConv", "GATv2Conv", "GraphConv", "SAGEConv", "from_pyg_gat", "from_pyg_gatv2", "from_pyg_gcn",
+           "from_pyg_sage"]
 
 Initializer = Callable[..., Any]
 
@@ -142,13 +145,14 @@ class GATConv(nn.Module):
     With ``add_self_loops`` the graph is PyG's: existing self loops removed, one loop ``i -> i``
     added for every ``i < min(n_src, n_dst)``, whose edge attributes are ``fill_value``
     (``"mean"``: the mean of the node's incoming edge attributes, 0 without any; or a number).
-    Attention dropout and PyG's ``residual`` are not supported.
+    Attention dropout is not supported.
 
     Params: ``kernel [F, H*C]`` (PyG's ``lin``; with ``share_weights=False`` ``src_kernel [F_src,
     H*C]`` and ``dst_kernel [F_dst, H*C]``, PyG's ``lin_src``/``lin_dst`` for a pair
     ``in_channels``), ``att_src``, ``att_dst [1, H, C]``, with ``edge_dim`` ``edge_kernel
     [edge_dim, H*C]`` and ``att_edge [1, H, C]``, and ``bias`` ``[H*C]`` (``[C]`` if not
-    ``concat``) if ``use_bias``. :func:`from_pyg_gat` loads PyG's weights.
+    ``concat``) if ``use_bias``, ``res_kernel [F_dst, H*C]`` (``[F_dst, C]``) if ``residual``.
+    :func:`from_pyg_gat` loads PyG's weights.
 
     Attributes:
       features: ``C``, output features per head.
@@ -160,6 +164,7 @@ class GATConv(nn.Module):
       fill_value: ``"mean"`` or a number, the added loops' edge attributes.
       use_bias: add ``bias`` (PyG's ``bias``).
       share_weights: one ``kernel`` for sources and destinations (PyG's int ``in_channels``).
+      residual: add ``x_dst @ res_kernel`` (PyG's ``residual``).
 
     Call ``layer(g, x, edge_attr=None, return_attention_weights=False)``: ``x`` is ``[n_src, F]``
     for a square graph, or a pair ``(x_src, x_dst)``; ``edge_attr [n_edges, edge_dim]``. Returns
@@ -187,13 +192,13 @@ class GATConv(nn.Module):
     fill_value: Any = "mean"
     use_bias: bool = True
     share_weights: bool = True
+    residual: bool = False
     kernel_init: Initializer = nn.initializers.glorot_uniform()
     bias_init: Initializer = nn.initializers.zeros_init()
 
     @nn.compact
     def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False):
-        if isinstance(self.fill_value, str):
-            check_choice("GATConv", "fill_value", self.fill_value, ("mean",))
+        check_fill_value("GATConv", self.fill_value)
         x_src, x_dst = x if isinstance(x, tuple) else (x, None)
         width = self.heads * self.features
         if self.share_weights:
@@ -209,12 +214,11 @@ class GATConv(nn.Module):
         if self.edge_dim is not None:
             edge_kernel = self.param("edge_kernel", self.kernel_init, (self.edge_dim, width))
             att_edge = self.param("att_edge", self.kernel_init, att_shape)
-        bias = (self.param("bias", self.bias_init, (width if self.concat else self.features,))
-                if self.use_bias else None)
+        bias, res_kernel = _output_params(self, x_src if x_dst is None else x_dst, width)
         return gat_conv(g, x_src, x_dst, src_kernel, dst_kernel, att_src, att_dst, bias, concat=self.concat,
                         negative_slope=self.negative_slope, add_loops=self.add_self_loops, edge_attr=edge_attr,
                         edge_kernel=edge_kernel, att_edge=att_edge, fill_value=self.fill_value,
-                        return_attention=return_attention_weights)
+                        return_attention=return_attention_weights, res_kernel=res_kernel)
 
 
 def from_pyg_gat(state_dict) -> dict:
@@ -222,8 +226,9 @@ def from_pyg_gat(state_dict) -> dict:
 
     Reads ``lin.weight`` (or ``lin_src.weight`` and ``lin_dst.weight``: build the layer with
     ``share_weights=False``), ``att_src``, ``att_dst``, ``lin_edge.weight`` and ``att_edge`` (with
-    PyG's ``edge_dim``) and ``bias``; build the flax layer with the same ``heads``, ``concat``,
-    ``negative_slope``, ``add_self_loops``, ``edge_dim`` and ``bias``.
+    PyG's ``edge_dim``), ``res.weight`` (with ``residual``) and ``bias``; build the flax layer with
+    the same ``heads``, ``concat``, ``negative_slope``, ``add_self_loops``, ``edge_dim``,
+    ``residual`` and ``bias``.
 
     >>> import numpy as np
     >>> sd = {"lin.weight": np.ones((8, 4)), "att_src": np.ones((1, 2, 4)), "att_dst": np.ones((1, 2, 4)),
@@ -232,3 +237,96 @@ def from_pyg_gat(state_dict) -> dict:
     (4, 8)
     """
     return {"params": gat_weights_from_pyg("from_pyg_gat", state_dict)}
+
+
+def _output_params(layer: nn.Module, x_dst, width: int):
+    """The ``bias`` and ``res_kernel`` params of an attention layer (None when not used)."""
+    out = width if layer.concat else layer.features
+    bias = layer.param("bias", layer.bias_init, (out,)) if layer.use_bias else None
+    res = layer.param("res_kernel", layer.kernel_init, (x_dst.shape[-1], out)) if layer.residual else None
+    return bias, res
+
+
+class GATv2Conv(nn.Module):
+    """Graph attention v2 (PyG's ``GATv2Conv``) on :func:`jaxgraphops.mha_gat_v2`.
+
+    ``x_l = x_src W_l + b_l``, ``x_r = x_dst W_r + b_r`` (``[n, H*C]``); per head ``alpha_ji =
+    softmax_j <a, leaky_relu(x_l[j] + x_r[i] (+ W_e e_ji))>`` over the incoming edges of ``i``;
+    ``out_i = sum_j alpha_ji x_l[j]``, heads concatenated (``[n_dst, H*C]``) or averaged
+    (``[n_dst, C]``), plus the residual and ``bias``. Self loops and ``fill_value`` as in
+    :class:`GATConv`. Attention dropout is not supported.
+
+    Params: ``src_kernel [F_src, H*C]``, ``src_bias [H*C]``, ``dst_kernel [F_dst, H*C]``,
+    ``dst_bias [H*C]`` (PyG's ``lin_l``/``lin_r``; with ``share_weights`` one ``kernel`` and
+    ``kernel_bias``; the biases only with ``use_bias``), ``att [1, H, C]``, ``edge_kernel
+    [edge_dim, H*C]`` with ``edge_dim``, ``res_kernel [F_dst, H*C]`` (``[F_dst, C]`` if not
+    ``concat``) with ``residual``, ``bias [H*C]`` (``[C]``) with ``use_bias``.
+    :func:`from_pyg_gatv2` loads PyG's weights.
+
+    Attributes: ``features`` (``C``), ``heads``, ``concat``, ``negative_slope``,
+    ``add_self_loops``, ``edge_dim``, ``fill_value``, ``use_bias``, ``share_weights``,
+    ``residual``: PyG's options of the same names (``use_bias`` is PyG's ``bias``).
+
+    Call ``layer(g, x, edge_attr=None, return_attention_weights=False)`` as :class:`GATConv`.
+
+    >>> import jax, jax.numpy as jnp, jaxgraphops as jgo
+    >>> g = jgo.Graph.from_edges(jnp.array([0, 1, 2]), jnp.array([1, 2, 1]))
+    >>> x = jnp.ones((3, 4))
+    >>> layer = GATv2Conv(8, heads=2, edge_dim=3)
+    >>> variables = layer.init(jax.random.key(0), g, x, jnp.ones((3, 3)))
+    >>> layer.apply(variables, g, x, jnp.ones((3, 3))).shape
+    (3, 16)
+    """
+
+    features: int
+    heads: int = 1
+    concat: bool = True
+    negative_slope: float = 0.2
+    add_self_loops: bool = True
+    edge_dim: int | None = None
+    fill_value: Any = "mean"
+    use_bias: bool = True
+    share_weights: bool = False
+    residual: bool = False
+    kernel_init: Initializer = nn.initializers.glorot_uniform()
+    bias_init: Initializer = nn.initializers.zeros_init()
+
+    @nn.compact
+    def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False):
+        check_fill_value("GATv2Conv", self.fill_value)
+        x_src, x_dst = x if isinstance(x, tuple) else (x, None)
+        width = self.heads * self.features
+
+        def linear(kernel_name, bias_name, n_in):
+            kernel = self.param(kernel_name, self.kernel_init, (n_in, width))
+            return kernel, (self.param(bias_name, self.bias_init, (width,)) if self.use_bias else None)
+
+        if self.share_weights:
+            src_kernel, src_bias = linear("kernel", "kernel_bias", x_src.shape[-1])
+            dst_kernel, dst_bias = src_kernel, src_bias
+        else:
+            src_kernel, src_bias = linear("src_kernel", "src_bias", x_src.shape[-1])
+            dst_kernel, dst_bias = linear("dst_kernel", "dst_bias", (x_src if x_dst is None else x_dst).shape[-1])
+        att = self.param("att", self.kernel_init, (1, self.heads, self.features))
+        edge_kernel = (None if self.edge_dim is None else
+                       self.param("edge_kernel", self.kernel_init, (self.edge_dim, width)))
+        bias, res_kernel = _output_params(self, x_src if x_dst is None else x_dst, width)
+        return gatv2_conv(g, x_src, x_dst, src_kernel, src_bias, dst_kernel, dst_bias, att, bias,
+                          concat=self.concat, negative_slope=self.negative_slope, add_loops=self.add_self_loops,
+                          edge_attr=edge_attr, edge_kernel=edge_kernel, fill_value=self.fill_value,
+                          return_attention=return_attention_weights, res_kernel=res_kernel)
+
+
+def from_pyg_gatv2(state_dict, *, share_weights: bool = False) -> dict:
+    """Variables for :class:`GATv2Conv` from a PyG ``GATv2Conv.state_dict()`` (tensors or numpy arrays).
+
+    Reads ``lin_l.*``, ``lin_r.*``, ``att``, ``lin_edge.weight`` (with ``edge_dim``),
+    ``res.weight`` (with ``residual``) and ``bias``; build the flax layer with PyG's options
+    (``share_weights`` here and in the layer as in PyG).
+
+    >>> import numpy as np
+    >>> lin = {"lin_l.weight": np.ones((8, 4)), "lin_r.weight": np.ones((8, 4))}
+    >>> from_pyg_gatv2({**lin, "att": np.ones((1, 2, 4))}, share_weights=True)["params"]["kernel"].shape
+    (4, 8)
+    """
+    return {"params": gatv2_weights_from_pyg("from_pyg_gatv2", state_dict, share_weights=share_weights)}
