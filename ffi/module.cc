@@ -24,6 +24,9 @@ NB_MODULE(_ext, m) {
     d["jgo_gatv2_fwd"] = Capsule(JgoGatv2FwdCpu);
     d["jgo_gatv2_bwd_dst"] = Capsule(JgoGatv2BwdDstCpu);
     d["jgo_gatv2_bwd_src"] = Capsule(JgoGatv2BwdSrcCpu);
+    d["jgo_mha_simple_fwd"] = Capsule(JgoMhaSimpleFwdCpu);
+    d["jgo_mha_simple_bwd_dst"] = Capsule(JgoMhaSimpleBwdDstCpu);
+    d["jgo_mha_simple_bwd_src"] = Capsule(JgoMhaSimpleBwdSrcCpu);
     return d;
   });
   m.def("cuda_targets", [] {
@@ -38,6 +41,9 @@ NB_MODULE(_ext, m) {
     d["jgo_gatv2_fwd"] = Capsule(JgoGatv2FwdCuda);
     d["jgo_gatv2_bwd_dst"] = Capsule(JgoGatv2BwdDstCuda);
     d["jgo_gatv2_bwd_src"] = Capsule(JgoGatv2BwdSrcCuda);
+    d["jgo_mha_simple_fwd"] = Capsule(JgoMhaSimpleFwdCuda);
+    d["jgo_mha_simple_bwd_dst"] = Capsule(JgoMhaSimpleBwdDstCuda);
+    d["jgo_mha_simple_bwd_src"] = Capsule(JgoMhaSimpleBwdSrcCuda);
 #endif
     return d;
   });

@@ -12,7 +12,7 @@ Every op is an XLA FFI kernel (C++ on CPU, CUDA on GPU) wrapped as a JAX primiti
 from ._backend import with_cuda
 from .graph import BatchedGraph, Graph, batch, pad, padding_masks
 from .ops.aggregation import agg_concat, agg_simple, agg_weighted, pool
-from .ops.attention import mha_gat, mha_gat_v2
+from .ops.attention import mha_gat, mha_gat_v2, mha_simple
 from .ops.message_passing import edge_softmax, gsddmm, gspmm
 
 __version__ = "0.1.0"
@@ -30,6 +30,7 @@ __all__ = [
     "gspmm",
     "mha_gat",
     "mha_gat_v2",
+    "mha_simple",
     "pad",
     "padding_masks",
     "pool",

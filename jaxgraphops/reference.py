@@ -146,3 +146,20 @@ def mha_gat_v2(g, x_src, x_dst, attn_weights, *, num_heads=1, concat_heads=True,
     out = jax.ops.segment_sum(alpha[..., None] * xs[g.src], g.dst, num_segments=g.n_dst)
     out = out.reshape(g.n_dst, h * c) if concat_heads else out.mean(axis=1)
     return (out, alpha) if return_attention else out
+
+
+def mha_simple(g, query, key, value, *, num_heads=1, concat_heads=True, edge_feat=None, return_attention=False):
+    """Reference of :func:`jaxgraphops.mha_simple`: gathered queries, keys and values, segment softmax, segment sum."""
+    h = num_heads
+    c = key.shape[1] // h
+    q = query.reshape(g.n_dst, h, c)[g.dst]
+    k = key.reshape(-1, h, c)[g.src]
+    v = value.reshape(-1, h, c)[g.src]
+    if edge_feat is not None:
+        e = edge_feat.reshape(-1, h, c)
+        k, v = k + e, v + e
+    z = jnp.sum(q * k, axis=-1) / jnp.sqrt(jnp.asarray(c, q.dtype))
+    alpha = edge_softmax(g, z)
+    out = jax.ops.segment_sum(alpha[..., None] * v, g.dst, num_segments=g.n_dst)
+    out = out.reshape(g.n_dst, h * c) if concat_heads else out.mean(axis=1)
+    return (out, alpha) if return_attention else out

@@ -41,6 +41,16 @@ def leaky_relu_slope(t, slope):
     return jnp.where(t > 0, jnp.ones_like(t), jnp.full_like(t, slope))
 
 
+def segment_lse(z, dst, n_dst):
+    """``lse [n_dst, ...]``: the log-sum-exp of the logits ``z [E, ...]`` over each destination's
+    in-edges, 0 for a destination without any (what the fused forward kernels return)."""
+    m = jax.ops.segment_max(z, dst, num_segments=n_dst)
+    m = jnp.where(jnp.isfinite(m), m, 0)
+    total = jax.ops.segment_sum(jnp.exp(z - m[dst]), dst, num_segments=n_dst)
+    nonempty = total > 0
+    return jnp.where(nonempty, m + jnp.log(jnp.where(nonempty, total, 1)), 0)
+
+
 def register_lowerings(prim, reference, ffi, *, multiple_results):
     """The FFI lowering on CPU (and on CUDA when built with it), the pure-JAX one elsewhere."""
     mlir.register_lowering(prim, mlir.lower_fun(reference, multiple_results=multiple_results))

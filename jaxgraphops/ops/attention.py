@@ -14,6 +14,7 @@ import numpy as np
 from .. import reference
 from ..graph import Graph
 from ._attention_primitives import attention_weights, gat
+from ._attention_simple_primitives import attention_weights_simple, mha_simple_core
 from ._attention_v2_primitives import attention_weights_v2, gatv2
 from ._calls import graph_arrays
 from .message_passing import IMPLS, _as_float_array, _check_choice, _check_graph, _compute_dtype
@@ -32,14 +33,19 @@ def _check_features(fn, name, x, rows, rows_name, width):
     return x
 
 
+def _split_heads(fn, name, x, rows, rows_name, num_heads):
+    """Checks ``num_heads`` and ``x [rows, num_heads * C]``; returns ``(H, C, x)``."""
+    heads = _check_num_heads(fn, num_heads)
+    x = _as_float_array(fn, name, x, rows, rows_name)
+    if x.ndim != 2 or x.shape[1] % heads != 0:
+        raise ValueError(f"{fn}: {name} must be [{rows_name}, num_heads * C] with num_heads={heads}; got shape {x.shape}")
+    return heads, x.shape[1] // heads, x
+
+
 def _check_inputs(fn, g, x_src, x_dst, edge_feat, attn_weights, num_heads):
     """Checks the arguments every attention op shares; returns ``(H, C, x_src, x_dst, edge_feat, a)``."""
-    heads = _check_num_heads(fn, num_heads)
-    x_src = _as_float_array(fn, "x_src", x_src, g.n_src, "n_src")
-    if x_src.ndim != 2 or x_src.shape[1] % heads != 0:
-        raise ValueError(f"{fn}: x_src must be [n_src, num_heads * C] with num_heads={heads}; got shape {x_src.shape}")
-    width = x_src.shape[1]
-    c = width // heads
+    heads, c, x_src = _split_heads(fn, "x_src", x_src, g.n_src, "n_src", num_heads)
+    width = heads * c
     if x_dst is None:
         if g.n_src != g.n_dst:
             raise ValueError(f"{fn}: x_dst is required for a bipartite graph (n_src={g.n_src} != n_dst={g.n_dst})")
@@ -207,3 +213,69 @@ def mha_gat_v2(g: Graph, x_src, x_dst, attn_weights, *, num_heads: int = 1, conc
     out, lse = gatv2(ga, xs, xd, a, ef, negative_slope=negative_slope)
     return _outputs(out, dtype, concat_heads, return_attention,
                     lambda: attention_weights_v2(ga, xs, xd, a, ef, lse, negative_slope=negative_slope))
+
+
+def mha_simple(g: Graph, query, key, value, *, num_heads: int = 1, concat_heads: bool = True, edge_feat=None,
+               return_attention: bool = False, impl: str | None = None):
+    """Multi-head scaled dot-product graph attention (TransformerConv's core, cugraph-ops' ``mha_simple_n2n``).
+
+    Per head ``h`` and edge ``e = (j -> i)``, with ``k'_e = key[j,h] (+ edge_feat[e,h])`` and
+    ``v'_e = value[j,h] (+ edge_feat[e,h])``::
+
+        z_e   = <query[i,h], k'_e> / sqrt(C)
+        alpha = softmax of z over the incoming edges of i
+        out[i,h] = sum_e alpha_e v'_e
+
+    The fused kernels make one pass per destination with an online softmax: nothing of size
+    ``E x H x C`` is written in the forward or the first-order backward. TransformerConv's skip
+    connection and gate are the layer's business, not the op's.
+
+    Args:
+      g: the graph; attention is over the incoming edges of each destination.
+      query: destination features ``[n_dst, num_heads * C]``, head-major.
+      key: source features ``[n_src, num_heads * C]``.
+      value: source features ``[n_src, num_heads * C]``.
+      num_heads: number of heads ``H``.
+      concat_heads: concatenate the heads (``[n_dst, H * C]``) or average them (``[n_dst, C]``).
+      edge_feat: edge features ``[n_edges, num_heads * C]`` in input edge order, added to the key
+        and the value of each edge (TransformerConv's ``lin_edge(edge_attr)``).
+      return_attention: also return the attention weights ``[n_edges, H]`` in input edge order.
+      impl: None or ``"ffi"`` for the fused kernels, ``"xla"`` for the pure-JAX reference.
+
+    Returns:
+      ``out`` (``[n_dst, H * C]`` or ``[n_dst, C]``), and ``alpha [n_edges, H]`` with
+      ``return_attention``. A destination without incoming edges gets 0 (and zero gradients).
+      Half-precision inputs are computed in float32.
+
+    >>> import jax.numpy as jnp, jaxgraphops as jgo
+    >>> g = jgo.Graph.from_edges(jnp.array([0, 1]), jnp.array([1, 1]))
+    >>> q = jnp.zeros((2, 2))
+    >>> v = jnp.array([[1.0, 0.0], [0.0, 1.0]])
+    >>> out, alpha = jgo.mha_simple(g, q, v, v, return_attention=True)
+    >>> out
+    Array([[0. , 0. ],
+           [0.5, 0.5]], dtype=float32)
+    >>> alpha[:, 0]
+    Array([0.5, 0.5], dtype=float32)
+    """
+    fn = "mha_simple"
+    _check_graph(fn, g)
+    _check_choice("impl", impl, IMPLS)
+    heads, c, key = _split_heads(fn, "key", key, g.n_src, "n_src", num_heads)
+    width = heads * c
+    query = _check_features(fn, "query", query, g.n_dst, "n_dst", width)
+    value = _check_features(fn, "value", value, g.n_src, "n_src", width)
+    if edge_feat is not None:
+        edge_feat = _check_features(fn, "edge_feat", edge_feat, g.n_edges, "n_edges", width)
+    kw = dict(num_heads=heads, concat_heads=concat_heads, edge_feat=edge_feat, return_attention=return_attention)
+    if impl == "xla":
+        return reference.mha_simple(g, query, key, value, **kw)
+
+    dtype, work = _compute_dtype(query, key, value, edge_feat)
+    q, k, v = (x.astype(work).reshape(x.shape[0], heads, c) for x in (query, key, value))
+    ef = None if edge_feat is None else edge_feat.astype(work).reshape(g.n_edges, heads, c)
+    scale = 1.0 / float(np.sqrt(c)) if c else 1.0
+    ga = graph_arrays(g)
+    out, lse = mha_simple_core(ga, q, k, v, ef, scale=scale)
+    return _outputs(out, dtype, concat_heads, return_attention,
+                    lambda: attention_weights_simple(ga, q, k, ef, lse, scale=scale))
