@@ -1,4 +1,5 @@
-"""GATConv (flax and equinox) against a direct segment-op computation; jit, grad, loaders, errors."""
+"""GATConv, GATv2Conv and TransformerConv (flax and equinox) against direct segment-op computations; jit,
+grad, loaders, errors."""
 
 import jax
 import jax.numpy as jnp
@@ -394,3 +395,135 @@ def test_gatv2_errors():
         eqx_nn.GATv2Conv.from_pyg(sd)(g, jnp.ones((6, 4)), jnp.ones((12, 2)))
     with pytest.raises(ValueError, match="fill_value"):
         flax_nn.GATv2Conv(3, fill_value="max").init(jax.random.key(0), g, jnp.ones((6, 4)))
+
+
+# -- TransformerConv --------------------------------------------------------------------------
+
+def transformer_state_dict(rng, in_src, in_dst, heads, c, *, concat=True, edge_dim=None, bias=True, beta=False):
+    """Random weights named and laid out as PyG's ``TransformerConv.state_dict()``."""
+    f32 = lambda *s: rng.normal(size=s).astype(np.float32)  # noqa: E731
+    out = heads * c if concat else c
+    sd = {"lin_query.weight": f32(heads * c, in_dst), "lin_key.weight": f32(heads * c, in_src),
+          "lin_value.weight": f32(heads * c, in_src), "lin_skip.weight": f32(out, in_dst)}
+    if bias:
+        sd.update({"lin_query.bias": f32(heads * c), "lin_key.bias": f32(heads * c), "lin_value.bias": f32(heads * c),
+                   "lin_skip.bias": f32(out)})
+    if edge_dim is not None:
+        sd["lin_edge.weight"] = f32(heads * c, edge_dim)
+    if beta:
+        sd["lin_beta.weight"] = f32(1, 3 * out)
+    return sd
+
+
+def ref_transformer(src, dst, n_dst, x_src, x_dst, sd, *, heads, concat, edge_attr=None, root_weight=True):
+    """PyG's TransformerConv written with segment ops, from the PyG-named ``sd``."""
+    def lin(name, x):
+        return x @ sd[f"lin_{name}.weight"].T + sd.get(f"lin_{name}.bias", 0)
+
+    x_dst = x_src if x_dst is None else x_dst
+    c = sd["lin_query.weight"].shape[0] // heads
+    q = lin("query", x_dst).reshape(-1, heads, c)[dst]
+    k = lin("key", x_src).reshape(-1, heads, c)[src]
+    v = lin("value", x_src).reshape(-1, heads, c)[src]
+    if edge_attr is not None:
+        e = lin("edge", edge_attr).reshape(-1, heads, c)
+        k, v = k + e, v + e
+    out, alpha = softmax_aggregate((q * k).sum(-1) / np.sqrt(c), v, np.asarray(dst), np.ones(len(src), bool), n_dst,
+                                   concat, None)
+    if root_weight:
+        x_r = lin("skip", x_dst)
+        if "lin_beta.weight" in sd:
+            b = jax.nn.sigmoid(jnp.concatenate([out, x_r, out - x_r], -1) @ sd["lin_beta.weight"].T)
+            out = b * x_r + (1 - b) * out
+        else:
+            out = out + x_r
+    return out, alpha
+
+
+def make_transformer(framework, sd, *, heads, concat=True, root_weight=True):
+    if framework == "equinox":
+        return eqx_nn.TransformerConv.from_pyg(sd, heads=heads, concat=concat, root_weight=root_weight)
+    width = sd["lin_query.weight"].shape[0]
+    layer = flax_nn.TransformerConv(width // heads, heads=heads, concat=concat, beta="lin_beta.weight" in sd,
+                                    edge_dim=sd["lin_edge.weight"].shape[1] if "lin_edge.weight" in sd else None,
+                                    use_bias="lin_query.bias" in sd, root_weight=root_weight)
+    variables = flax_nn.from_pyg_transformer(sd, heads=heads, concat=concat, root_weight=root_weight)
+    return lambda *a, **k: layer.apply(variables, *a, **k)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("heads", [1, 3])
+@pytest.mark.parametrize("concat", [True, False])
+@pytest.mark.parametrize("edge_dim", [None, 2])
+def test_transformer_conv_vs_direct(framework, heads, concat, edge_dim):
+    rng = np.random.default_rng(50 + heads + 2 * concat)
+    g = random_graph(rng, 9, 9, 30)
+    x = jnp.asarray(rng.normal(size=(9, 5)).astype(np.float32))
+    ea = None if edge_dim is None else jnp.asarray(rng.normal(size=(30, edge_dim)).astype(np.float32))
+    sd = transformer_state_dict(rng, 5, 5, heads, 4, concat=concat, edge_dim=edge_dim, beta=heads > 1)
+    out, alpha = make_transformer(framework, sd, heads=heads, concat=concat)(g, x, ea, return_attention_weights=True)
+    r_out, r_alpha = ref_transformer(g.src, g.dst, 9, x, None, sd, heads=heads, concat=concat, edge_attr=ea)
+    assert out.shape == (9, heads * 4 if concat else 4) and alpha.shape == (30, heads)
+    np.testing.assert_allclose(out, r_out, **TOL)
+    np.testing.assert_allclose(alpha, r_alpha, **TOL)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_transformer_conv_bipartite_jit_and_grads(framework):
+    rng = np.random.default_rng(55)
+    g = random_graph(rng, 8, 6, 20)
+    xs = jnp.asarray(rng.normal(size=(8, 5)).astype(np.float32))
+    xd = jnp.asarray(rng.normal(size=(6, 3)).astype(np.float32))
+    ea = jnp.asarray(rng.normal(size=(20, 2)).astype(np.float32))
+    sd = transformer_state_dict(rng, 5, 3, 2, 4, edge_dim=2, beta=True)
+    layer = make_transformer(framework, sd, heads=2)
+
+    def loss_ref(xs, xd, ea):
+        return jnp.sum(jnp.sin(ref_transformer(g.src, g.dst, 6, xs, xd, sd, heads=2, concat=True, edge_attr=ea)[0]))
+
+    val, grads = jax.jit(jax.value_and_grad(lambda xs, xd, ea, g: jnp.sum(jnp.sin(layer(g, (xs, xd), ea))),
+                                            (0, 1, 2)))(xs, xd, ea, g)
+    r_val, r_grads = jax.value_and_grad(loss_ref, (0, 1, 2))(xs, xd, ea)
+    np.testing.assert_allclose(val, r_val, **TOL)
+    for a, b in zip(grads, r_grads):
+        np.testing.assert_allclose(a, b, **TOL)
+
+
+def test_transformer_param_grads_flax_equals_equinox_and_shapes():
+    rng = np.random.default_rng(56)
+    g = random_graph(rng, 9, 9, 30)
+    x = jnp.asarray(rng.normal(size=(9, 5)).astype(np.float32))
+    ea = jnp.asarray(rng.normal(size=(30, 2)).astype(np.float32))
+    sd = transformer_state_dict(rng, 5, 5, 2, 3, concat=False, edge_dim=2, beta=True)
+    module = flax_nn.TransformerConv(3, heads=2, concat=False, beta=True, edge_dim=2)
+    fg = jax.grad(lambda v: jnp.sum(module.apply(v, g, x, ea) ** 2))(
+        flax_nn.from_pyg_transformer(sd, heads=2, concat=False))["params"]
+    eg = jax.grad(lambda m: jnp.sum(m(g, x, ea) ** 2))(eqx_nn.TransformerConv.from_pyg(sd, heads=2, concat=False))
+    rg = jax.grad(lambda sd: jnp.sum(ref_transformer(g.src, g.dst, 9, x, None, sd, heads=2, concat=False,
+                                                     edge_attr=ea)[0] ** 2))(sd)
+    for name in ("query", "key", "value", "edge", "skip", "beta"):
+        np.testing.assert_allclose(fg[f"{name}_kernel"], rg[f"lin_{name}.weight"].T, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(getattr(eg, f"lin_{name}").weight, rg[f"lin_{name}.weight"], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(fg["skip_bias"], rg["lin_skip.bias"], rtol=1e-4, atol=1e-4)
+    v = flax_nn.TransformerConv(4, heads=3, edge_dim=2, root_weight=False, use_bias=False).init(
+        jax.random.key(0), g, x, ea)
+    assert jax.tree.map(jnp.shape, v["params"]) == {"query_kernel": (5, 12), "key_kernel": (5, 12),
+                                                    "value_kernel": (5, 12), "edge_kernel": (2, 12)}
+
+
+def test_transformer_errors():
+    rng = np.random.default_rng(57)
+    sd = transformer_state_dict(rng, 4, 4, 2, 3)
+    with pytest.raises(ValueError, match="heads must be a positive int"):
+        flax_nn.from_pyg_transformer(sd, heads=4)
+    with pytest.raises(ValueError, match="lin_skip.weight has shape"):
+        eqx_nn.TransformerConv.from_pyg(sd, heads=2, concat=False)
+    with pytest.raises(ValueError, match="state_dict must have"):
+        eqx_nn.TransformerConv.from_pyg({k: v for k, v in sd.items() if k != "lin_key.weight"}, heads=2)
+    with pytest.raises(ValueError, match="must all have a bias or none"):
+        flax_nn.from_pyg_transformer({k: v for k, v in sd.items() if k != "lin_key.bias"}, heads=2)
+    g = random_graph(rng, 6, 6, 12)
+    with pytest.raises(ValueError, match="edge_attr is required"):
+        eqx_nn.TransformerConv(4, 3, edge_dim=2, key=jax.random.key(0))(g, jnp.ones((6, 4)))
+    with pytest.raises(ValueError, match="pair"):
+        eqx_nn.TransformerConv.from_pyg(sd, heads=2)(random_graph(rng, 6, 4, 10), jnp.ones((6, 4)))

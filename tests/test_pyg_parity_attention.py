@@ -1,5 +1,5 @@
-"""GATConv and GATv2Conv against PyG's GATConv and GATv2Conv (torch, CPU) with the same weights: outputs, attention weights
-and gradients with respect to the inputs."""
+"""GATConv, GATv2Conv and TransformerConv against PyG's layers of the same names (torch, CPU) with
+the same weights: outputs, attention weights and gradients with respect to the inputs."""
 
 import jax
 import jax.numpy as jnp
@@ -256,6 +256,74 @@ def test_gatv2_conv_options(framework):
         r = rng.normal(size=(n, 3 if kw.get("concat") is False else 6)).astype(np.float32)
         (t_out, t_grads), (j_out, j_grads) = outputs_and_input_grads(
             lambda x, e: pyg(x, ti, e), lambda x, e: layer(g, x, e), [x, ea], r)
+        np.testing.assert_allclose(j_out, t_out, **TOL, err_msg=str(kw))
+        for t, j in zip(t_grads, j_grads):
+            np.testing.assert_allclose(j, t, **TOL, err_msg=str(kw))
+
+
+# -- TransformerConv ------------------------------------------------------------------------------
+
+def ours_transformer(framework, sd, *, heads, concat=True, root_weight=True, beta=False):
+    if framework == "equinox":
+        return eqx_nn.TransformerConv.from_pyg(sd, heads=heads, concat=concat, root_weight=root_weight)
+    width = sd["lin_query.weight"].shape[0]
+    edge_dim = sd["lin_edge.weight"].shape[1] if "lin_edge.weight" in sd else None
+    layer = flax_nn.TransformerConv(width // heads, heads=heads, concat=concat, beta=beta, edge_dim=edge_dim,
+                                    use_bias="lin_query.bias" in sd, root_weight=root_weight)
+    variables = flax_nn.from_pyg_transformer(sd, heads=heads, concat=concat, root_weight=root_weight)
+    return lambda *a, **k: layer.apply(variables, *a, **k)
+
+
+@pytest.mark.parametrize("framework", ["flax", "equinox"])
+@pytest.mark.parametrize("heads", [1, 4])
+@pytest.mark.parametrize("concat", [True, False])
+@pytest.mark.parametrize("edge_dim", [None, 3])
+def test_transformer_conv(framework, heads, concat, edge_dim):
+    rng = np.random.default_rng(40 + heads + 10 * concat)
+    torch.manual_seed(heads)
+    n, n_e = 12, 40
+    edge_index = graph_with_loops(rng, n, n_e)
+    g = jgo.Graph.from_edge_index(edge_index, n)
+    x = rng.normal(size=(n, 5)).astype(np.float32)
+    ea = None if edge_dim is None else rng.normal(size=(n_e, edge_dim)).astype(np.float32)
+    pyg = pyg_nn.TransformerConv(5, 6, heads=heads, concat=concat, edge_dim=edge_dim)
+    layer = ours_transformer(framework, state_dict(pyg), heads=heads, concat=concat)
+    r = rng.normal(size=(n, 6 * heads if concat else 6)).astype(np.float32)
+    xs = [x] if ea is None else [x, ea]
+    ti = torch.tensor(edge_index)
+    (t_out, t_grads), (j_out, j_grads) = outputs_and_input_grads(
+        lambda *a: pyg(a[0], ti, *a[1:]), lambda *a: layer(g, *a), xs, r)
+    np.testing.assert_allclose(j_out, t_out, **TOL)
+    for t, j in zip(t_grads, j_grads):
+        np.testing.assert_allclose(j, t, **TOL)
+
+    _, (t_ei, t_alpha) = pyg(torch.tensor(x), ti, None if ea is None else torch.tensor(ea),
+                             return_attention_weights=True)
+    _, j_alpha = layer(g, jnp.asarray(x), None if ea is None else jnp.asarray(ea), return_attention_weights=True)
+    np.testing.assert_array_equal(t_ei.numpy(), edge_index)
+    np.testing.assert_allclose(np.asarray(j_alpha), t_alpha.detach().numpy(), **TOL)
+
+
+@pytest.mark.parametrize("framework", ["flax", "equinox"])
+def test_transformer_conv_options(framework):
+    """Bipartite inputs, beta gate, no root weight, no bias, mean over heads."""
+    rng = np.random.default_rng(45)
+    torch.manual_seed(45)
+    n_src, n_dst, n_e = 10, 7, 30
+    edge_index = np.stack([rng.integers(0, n_src, n_e), rng.integers(0, n_dst - 1, n_e)])
+    g = jgo.Graph.from_edges(edge_index[0], edge_index[1], n_src, n_dst)
+    x_src, x_dst = rng.normal(size=(n_src, 4)).astype(np.float32), rng.normal(size=(n_dst, 3)).astype(np.float32)
+    ea = rng.normal(size=(n_e, 2)).astype(np.float32)
+    ti = torch.tensor(edge_index)
+    cases = (dict(beta=True), dict(beta=True, concat=False), dict(root_weight=False), dict(bias=False),
+             dict(root_weight=False, concat=False, bias=False))
+    for kw in cases:
+        pyg = pyg_nn.TransformerConv((4, 3), 5, heads=2, edge_dim=2, **kw)
+        ours_kw = {k: v for k, v in kw.items() if k != "bias"}
+        layer = ours_transformer(framework, state_dict(pyg), heads=2, **ours_kw)
+        r = rng.normal(size=(n_dst, 5 if kw.get("concat") is False else 10)).astype(np.float32)
+        (t_out, t_grads), (j_out, j_grads) = outputs_and_input_grads(
+            lambda xs, xd, e: pyg((xs, xd), ti, e), lambda xs, xd, e: layer(g, (xs, xd), e), [x_src, x_dst, ea], r)
         np.testing.assert_allclose(j_out, t_out, **TOL, err_msg=str(kw))
         for t, j in zip(t_grads, j_grads):
             np.testing.assert_allclose(j, t, **TOL, err_msg=str(kw))

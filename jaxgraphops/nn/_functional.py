@@ -12,7 +12,7 @@ import numpy as np
 
 from ..graph import Graph
 from ..ops.aggregation import agg_concat, agg_simple, agg_weighted
-from ..ops.attention import mha_gat, mha_gat_v2
+from ..ops.attention import mha_gat, mha_gat_v2, mha_simple
 from ._graph_utils import add_self_loops
 
 SAGE_AGGRS = ("mean", "max", "sum", "min")
@@ -375,3 +375,83 @@ def gatv2_weights_from_pyg(fn: str, state_dict, *, share_weights: bool) -> dict:
                              f"(PyG's share_weights=True); they differ")
         w["kernel" if k == "kernel" else "kernel_bias"] = src
     return w
+
+
+# -- TransformerConv ------------------------------------------------------------------------------
+
+TRANSFORMER_PYG_NAMES = {
+    "lin_query.weight": "query_kernel", "lin_query.bias": "query_bias", "lin_key.weight": "key_kernel",
+    "lin_key.bias": "key_bias", "lin_value.weight": "value_kernel", "lin_value.bias": "value_bias",
+    "lin_edge.weight": "edge_kernel", "lin_skip.weight": "skip_kernel", "lin_skip.bias": "skip_bias",
+    "lin_beta.weight": "beta_kernel"}
+
+
+def _affine(x, w: dict, name: str):
+    h = x @ w[f"{name}_kernel"]
+    bias = w.get(f"{name}_bias")
+    return h if bias is None else h + bias
+
+
+def transformer_conv(g: Graph, x_src, x_dst, w: dict, *, heads: int, concat: bool, edge_attr=None,
+                     return_attention: bool = False):
+    """PyG's ``TransformerConv`` (no dropout) from ``[in, out]`` kernels and biases in ``w``:
+    ``query/key/value_kernel`` (+ ``_bias``), ``edge_kernel`` (edge_dim), ``skip_kernel``
+    (+ ``skip_bias``; root weight) and ``beta_kernel [3 * out, 1]`` (beta gate).
+
+    ``out_i = sum_j alpha_ij (v_j (+ W_e e_ij))`` with ``alpha_ij = softmax_j <q_i, k_j (+ W_e e_ij)>
+    / sqrt(C)`` (:func:`jaxgraphops.mha_simple`), then ``+ x_i W_skip`` or the beta-gated mix
+    ``b x_i W_skip + (1 - b) out``, ``b = sigmoid([out, x_r, out - x_r] W_beta)``.
+    Returns ``out [n_dst, H*C or C]`` or ``(out, alpha [E, H])`` (input edge order).
+    """
+    x_dst = _dst_features("TransformerConv", g, x_src, x_dst)
+    edge_feat = _edge_features("TransformerConv", g, edge_attr, w.get("edge_kernel"), add_loops=False,
+                               fill_value=None)
+    res = mha_simple(g, _affine(x_dst[: g.n_dst], w, "query"), _affine(x_src, w, "key"), _affine(x_src, w, "value"),
+                     num_heads=heads, concat_heads=concat, edge_feat=edge_feat, return_attention=return_attention)
+    out, alpha = res if return_attention else (res, None)
+    if "skip_kernel" in w:
+        x_r = _affine(x_dst[: g.n_dst], w, "skip")
+        if "beta_kernel" in w:
+            b = jax.nn.sigmoid(jnp.concatenate([out, x_r, out - x_r], axis=-1) @ w["beta_kernel"])
+            out = b * x_r + (1 - b) * out
+        else:
+            out = out + x_r
+    return (out, alpha) if return_attention else out
+
+
+def transformer_weights_from_pyg(fn: str, state_dict, *, heads: int, concat: bool, root_weight: bool) -> dict:
+    """PyG ``TransformerConv`` weights as the ``w`` of :func:`transformer_conv` (``[in, out]``).
+
+    PyG keeps ``lin_skip`` even with ``root_weight=False``; it is dropped then. ``heads`` and
+    ``concat`` are PyG's (the state_dict holds ``H*C`` only).
+    """
+    keys = set(state_dict)
+    required = {"lin_query.weight", "lin_key.weight", "lin_value.weight"} | ({"lin_skip.weight"} if root_weight else set())
+    if not required <= keys or not keys <= set(TRANSFORMER_PYG_NAMES):
+        raise ValueError(f"{fn}: state_dict must have the keys {sorted(required)} and may have "
+                         f"{sorted(set(TRANSFORMER_PYG_NAMES) - required)} (PyG TransformerConv); got {sorted(keys)}")
+    if not root_weight:
+        keys = {k for k in keys if not k.startswith(("lin_skip", "lin_beta"))}
+    arrays = {k: jnp.asarray(np.asarray(state_dict[k])) for k in keys}
+    width = arrays["lin_query.weight"].shape[0]
+    if isinstance(heads, bool) or not isinstance(heads, (int, np.integer)) or heads < 1 or width % heads:
+        raise ValueError(f"{fn}: heads must be a positive int dividing the {width} outputs of lin_query; got {heads!r}")
+    out = width if concat else width // heads
+    in_dst = arrays["lin_query.weight"].shape[1]
+    expected = {"lin_query": (width, in_dst), "lin_key": (width, None), "lin_value": (width, None),
+                "lin_edge": (width, None), "lin_skip": (out, in_dst), "lin_beta": (1, 3 * out)}
+    for k, v in arrays.items():
+        rows, cols = expected[k.split(".")[0]]
+        ok = (v.ndim == 2 and v.shape[0] == rows and cols in (None, v.shape[1]) if k.endswith("weight")
+              else v.shape == (rows,))
+        if not ok:
+            raise ValueError(f"{fn}: {k} has shape {tuple(v.shape)}, which does not fit heads={heads}, "
+                             f"concat={concat} and lin_query.weight {tuple(arrays['lin_query.weight'].shape)}")
+    with_bias = {k.split(".")[0] for k in keys if k.endswith("bias")}
+    if with_bias and with_bias != {k.split(".")[0] for k in keys if k.endswith("weight")} - {"lin_edge", "lin_beta"}:
+        raise ValueError(f"{fn}: lin_query, lin_key, lin_value (and lin_skip) must all have a bias or none "
+                         f"(PyG's bias); got biases for {sorted(with_bias)}")
+    if arrays["lin_key.weight"].shape != arrays["lin_value.weight"].shape:
+        raise ValueError(f"{fn}: lin_key.weight and lin_value.weight must have one shape; got "
+                         f"{tuple(arrays['lin_key.weight'].shape)} and {tuple(arrays['lin_value.weight'].shape)}")
+    return {TRANSFORMER_PYG_NAMES[k]: (v.T if k.endswith("weight") else v) for k, v in arrays.items()}

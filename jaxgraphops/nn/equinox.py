@@ -1,4 +1,5 @@
-"""Equinox graph layers on the fused kernels: ``SAGEConv``, ``GraphConv``, ``GATConv`` and ``GATv2Conv``.
+"""Equinox graph layers on the fused kernels: ``SAGEConv``, ``GraphConv``, ``GATConv``, ``GATv2Conv``
+and ``TransformerConv``.
 
 Weights are ``eqx.nn.Linear`` layers (torch's ``[out, in]`` layout); ``from_pyg`` class methods
 build a layer from a PyG layer's ``state_dict()``.
@@ -13,9 +14,10 @@ import jax.numpy as jnp
 from ..graph import Graph
 from ._functional import (GRAPH_CONV_NORMS, SAGE_AGGRS, check_choice, check_fill_value, check_output_width,
                           gat_conv, gat_weights_from_pyg, gatv2_conv, gatv2_weights_from_pyg, gcn_weights_from_pyg,
-                          graph_conv, sage_conv, sage_weights_from_pyg, split_sage_input)
+                          graph_conv, sage_conv, sage_weights_from_pyg, split_sage_input, transformer_conv,
+                          transformer_weights_from_pyg)
 
-__all__ = ["GATConv", "GATv2Conv", "GraphConv", "SAGEConv"]
+__all__ = ["GATConv", "GATv2Conv", "GraphConv", "SAGEConv", "TransformerConv"]
 
 
 class SAGEConv(eqx.Module):
@@ -398,4 +400,94 @@ class GATv2Conv(eqx.Module):
                   "dst_kernel": lambda m: m.lin_r.weight, "dst_bias": lambda m: m.lin_r.bias,
                   "att": lambda m: m.att, "edge_kernel": lambda m: m.lin_edge.weight,
                   "res_kernel": lambda m: m.res.weight, "bias": lambda m: m.bias}
+        return _load(layer, fields, w)
+
+
+class TransformerConv(eqx.Module):
+    """Graph transformer attention (PyG's ``TransformerConv``) on :func:`jaxgraphops.mha_simple`.
+
+    ``q = W_q x_dst + b_q``, ``k = W_k x_src + b_k``, ``v = W_v x_src + b_v`` (``[n, H*C]``); per head
+    ``alpha_ij = softmax_j <q_i, k_j (+ W_e e_ij)> / sqrt(C)`` over the incoming edges of ``i`` and
+    ``out_i = sum_j alpha_ij (v_j (+ W_e e_ij))``, heads concatenated (``[n_dst, H*C]``) or averaged
+    (``[n_dst, C]``); with ``root_weight`` plus ``W_skip x_i + b_skip``, or with ``beta`` the gate
+    ``b x_r + (1 - b) out``, ``b = sigmoid(W_beta [out, x_r, out - x_r])``. No self loops are added
+    (as in PyG); attention dropout is not supported.
+
+    Fields as PyG's parameters: ``lin_query``, ``lin_key``, ``lin_value`` (biases with
+    ``use_bias``), ``lin_edge`` (with ``edge_dim``, no bias), ``lin_skip`` (with ``root_weight``),
+    ``lin_beta`` (with ``beta``, no bias).
+
+    **Arguments:** ``in_features`` (``F`` or ``(F_src, F_dst)``), ``out_features`` (``C``),
+    ``heads``, ``concat``, ``beta``, ``edge_dim``, ``use_bias`` (PyG's ``bias``), ``root_weight``:
+    PyG's options; ``key``.
+
+    Call ``layer(g, x, edge_attr=None, return_attention_weights=False)``: ``x`` is ``[n_src, F]``
+    for a square graph, or a pair ``(x_src, x_dst)``; returns ``out`` or ``(out, alpha [n_edges, H])``.
+
+    >>> import jax, jax.numpy as jnp, jaxgraphops as jgo
+    >>> g = jgo.Graph.from_edges(jnp.array([0, 1, 2]), jnp.array([1, 2, 1]))
+    >>> layer = TransformerConv(4, 8, heads=2, key=jax.random.key(0))
+    >>> layer(g, jnp.ones((3, 4))).shape
+    (3, 16)
+    """
+
+    lin_query: eqx.nn.Linear
+    lin_key: eqx.nn.Linear
+    lin_value: eqx.nn.Linear
+    lin_edge: eqx.nn.Linear | None
+    lin_skip: eqx.nn.Linear | None
+    lin_beta: eqx.nn.Linear | None
+    heads: int = eqx.field(static=True)
+    concat: bool = eqx.field(static=True)
+
+    def __init__(self, in_features: int | tuple[int, int], out_features: int, heads: int = 1, concat: bool = True,
+                 beta: bool = False, edge_dim: int | None = None, use_bias: bool = True, root_weight: bool = True,
+                 *, key: jax.Array):
+        in_src, in_dst = in_features if isinstance(in_features, tuple) else (in_features, in_features)
+        width = heads * out_features
+        out = width if concat else out_features
+        keys = jax.random.split(key, 6)
+        self.lin_query = eqx.nn.Linear(in_dst, width, use_bias=use_bias, key=keys[0])
+        self.lin_key = eqx.nn.Linear(in_src, width, use_bias=use_bias, key=keys[1])
+        self.lin_value = eqx.nn.Linear(in_src, width, use_bias=use_bias, key=keys[2])
+        self.lin_edge = None if edge_dim is None else eqx.nn.Linear(edge_dim, width, use_bias=False, key=keys[3])
+        self.lin_skip = eqx.nn.Linear(in_dst, out, use_bias=use_bias, key=keys[4]) if root_weight else None
+        self.lin_beta = (eqx.nn.Linear(3 * out, 1, use_bias=False, key=keys[5]) if root_weight and beta else None)
+        self.heads, self.concat = heads, concat
+
+    def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False):
+        x_src, x_dst = x if isinstance(x, tuple) else (x, None)
+        w = {}
+        for name in ("query", "key", "value", "edge", "skip", "beta"):
+            lin = getattr(self, f"lin_{name}")
+            if lin is not None:
+                w[f"{name}_kernel"] = lin.weight.T
+                if lin.bias is not None:
+                    w[f"{name}_bias"] = lin.bias
+        return transformer_conv(g, x_src, x_dst, w, heads=self.heads, concat=self.concat, edge_attr=edge_attr,
+                                return_attention=return_attention_weights)
+
+    @classmethod
+    def from_pyg(cls, state_dict, *, heads: int, concat: bool = True, root_weight: bool = True) -> TransformerConv:
+        """The layer with the weights of a PyG ``TransformerConv.state_dict()`` (tensors or numpy arrays).
+
+        Give PyG's ``heads``, ``concat`` and ``root_weight``; sizes, ``edge_dim``, ``beta`` and
+        ``bias`` follow from the entries.
+
+        >>> import numpy as np
+        >>> sd = {f"lin_{n}.weight": np.ones((8, 4)) for n in ("query", "key", "value", "skip")}
+        >>> layer = TransformerConv.from_pyg(sd, heads=2)
+        >>> layer.lin_query.weight.shape, layer.lin_beta is None
+        ((8, 4), True)
+        """
+        w = transformer_weights_from_pyg("TransformerConv.from_pyg", state_dict, heads=heads, concat=concat,
+                                         root_weight=root_weight)
+        width, in_dst = w["query_kernel"].shape[1], w["query_kernel"].shape[0]
+        layer = cls((w["key_kernel"].shape[0], in_dst), width // heads, heads, concat, beta="beta_kernel" in w,
+                    edge_dim=w["edge_kernel"].shape[0] if "edge_kernel" in w else None,
+                    use_bias="query_bias" in w, root_weight=root_weight, key=jax.random.key(0))
+        fields = {}
+        for n in ("query", "key", "value", "edge", "skip", "beta"):
+            fields[f"{n}_kernel"] = lambda m, n=n: getattr(m, f"lin_{n}").weight
+            fields[f"{n}_bias"] = lambda m, n=n: getattr(m, f"lin_{n}").bias
         return _load(layer, fields, w)

@@ -1,5 +1,5 @@
 """``flax.linen`` graph layers on the fused kernels: ``SAGEConv``, ``GraphConv``, ``GATConv``,
-``GATv2Conv``, and PyG weight loaders.
+``GATv2Conv``, ``TransformerConv``, and PyG weight loaders.
 
 Kernels are ``[in, out]`` as in ``flax.linen.Dense``. ``from_pyg_sage`` / ``from_pyg_gcn`` turn a
 PyG layer's ``state_dict()`` (``from_pyg_gat`` too) into the variables ``{"params": ...}`` that ``Module.apply`` takes.
@@ -14,10 +14,11 @@ import flax.linen as nn
 from ..graph import Graph
 from ._functional import (GRAPH_CONV_NORMS, SAGE_AGGRS, check_choice, check_fill_value, gat_conv,
                           gat_weights_from_pyg, gatv2_conv, gatv2_weights_from_pyg, gcn_weights_from_pyg, graph_conv,
-                          sage_conv, sage_weights_from_pyg, split_sage_input)
+                          sage_conv, sage_weights_from_pyg, split_sage_input, transformer_conv,
+                          transformer_weights_from_pyg)
 
-__all__ = ["GATConv", "GATv2Conv", "GraphConv", "SAGEConv", "from_pyg_gat", "from_pyg_gatv2", "from_pyg_gcn",
-           "from_pyg_sage"]
+__all__ = ["GATConv", "GATv2Conv", "GraphConv", "SAGEConv", "TransformerConv", "from_pyg_gat", "from_pyg_gatv2",
+           "from_pyg_gcn", "from_pyg_sage", "from_pyg_transformer"]
 
 Initializer = Callable[..., Any]
 
@@ -330,3 +331,84 @@ def from_pyg_gatv2(state_dict, *, share_weights: bool = False) -> dict:
     (4, 8)
     """
     return {"params": gatv2_weights_from_pyg("from_pyg_gatv2", state_dict, share_weights=share_weights)}
+
+
+class TransformerConv(nn.Module):
+    """Graph transformer attention (PyG's ``TransformerConv``) on :func:`jaxgraphops.mha_simple`.
+
+    ``q = x_dst W_q + b_q``, ``k = x_src W_k + b_k``, ``v = x_src W_v + b_v`` (``[n, H*C]``); per head
+    ``alpha_ij = softmax_j <q_i, k_j (+ W_e e_ij)> / sqrt(C)`` over the incoming edges of ``i`` and
+    ``out_i = sum_j alpha_ij (v_j (+ W_e e_ij))``, heads concatenated (``[n_dst, H*C]``) or averaged
+    (``[n_dst, C]``); with ``root_weight`` plus ``x_i W_skip + b_skip``, or with ``beta`` the gate
+    ``b x_r + (1 - b) out``, ``b = sigmoid([out, x_r, out - x_r] W_beta)``. No self loops are added
+    (as in PyG); attention dropout is not supported.
+
+    Params: ``query_kernel [F_dst, H*C]``, ``key_kernel``, ``value_kernel [F_src, H*C]`` and
+    their ``*_bias [H*C]`` (with ``use_bias``), ``edge_kernel [edge_dim, H*C]`` (with
+    ``edge_dim``), ``skip_kernel [F_dst, H*C or C]`` and ``skip_bias`` (with ``root_weight``),
+    ``beta_kernel [3 * (H*C or C), 1]`` (with ``beta``). :func:`from_pyg_transformer` loads PyG's weights.
+
+    Attributes: ``features`` (``C``), ``heads``, ``concat``, ``beta``, ``edge_dim``, ``use_bias``
+    (PyG's ``bias``), ``root_weight``: PyG's options.
+
+    Call ``layer(g, x, edge_attr=None, return_attention_weights=False)``: ``x`` is ``[n_src, F]``
+    for a square graph, or a pair ``(x_src, x_dst)``; returns ``out`` or ``(out, alpha [n_edges, H])``.
+
+    >>> import jax, jax.numpy as jnp, jaxgraphops as jgo
+    >>> g = jgo.Graph.from_edges(jnp.array([0, 1, 2]), jnp.array([1, 2, 1]))
+    >>> x = jnp.ones((3, 4))
+    >>> layer = TransformerConv(8, heads=2, beta=True)
+    >>> variables = layer.init(jax.random.key(0), g, x)
+    >>> layer.apply(variables, g, x).shape
+    (3, 16)
+    """
+
+    features: int
+    heads: int = 1
+    concat: bool = True
+    beta: bool = False
+    edge_dim: int | None = None
+    use_bias: bool = True
+    root_weight: bool = True
+    kernel_init: Initializer = nn.initializers.lecun_normal()
+    bias_init: Initializer = nn.initializers.zeros_init()
+
+    @nn.compact
+    def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False):
+        x_src, x_dst = x if isinstance(x, tuple) else (x, None)
+        in_dst = (x_src if x_dst is None else x_dst).shape[-1]
+        width = self.heads * self.features
+        out = width if self.concat else self.features
+        w = {}
+
+        def dense(name, n_in, n_out, bias):
+            w[f"{name}_kernel"] = self.param(f"{name}_kernel", self.kernel_init, (n_in, n_out))
+            if bias:
+                w[f"{name}_bias"] = self.param(f"{name}_bias", self.bias_init, (n_out,))
+
+        dense("query", in_dst, width, self.use_bias)
+        dense("key", x_src.shape[-1], width, self.use_bias)
+        dense("value", x_src.shape[-1], width, self.use_bias)
+        if self.edge_dim is not None:
+            dense("edge", self.edge_dim, width, False)
+        if self.root_weight:
+            dense("skip", in_dst, out, self.use_bias)
+            if self.beta:
+                dense("beta", 3 * out, 1, False)
+        return transformer_conv(g, x_src, x_dst, w, heads=self.heads, concat=self.concat, edge_attr=edge_attr,
+                                return_attention=return_attention_weights)
+
+
+def from_pyg_transformer(state_dict, *, heads: int, concat: bool = True, root_weight: bool = True) -> dict:
+    """Variables for :class:`TransformerConv` from a PyG ``TransformerConv.state_dict()``.
+
+    Give PyG's ``heads``, ``concat`` and ``root_weight`` (the state_dict holds ``H*C`` only, and
+    ``lin_skip`` even without ``root_weight``); build the flax layer with the same options.
+
+    >>> import numpy as np
+    >>> lin = {f"lin_{n}.weight": np.ones((8, 4)) for n in ("query", "key", "value", "skip")}
+    >>> from_pyg_transformer(lin, heads=2)["params"]["query_kernel"].shape
+    (4, 8)
+    """
+    return {"params": transformer_weights_from_pyg("from_pyg_transformer", state_dict, heads=heads, concat=concat,
+                                                   root_weight=root_weight)}
