@@ -53,6 +53,18 @@ def ours(framework, sd, *, residual=False, **kw):
     return lambda *a, **k: layer.apply(variables, *a, **k)
 
 
+def ours_v2(framework, sd, *, share_weights=False, **kw):
+    """Our GATv2Conv loaded with ``sd``, as ``f(g, x, edge_attr=None, return_attention_weights=False)``."""
+    if framework == "equinox":
+        return eqx_nn.GATv2Conv.from_pyg(sd, share_weights=share_weights, **kw)
+    _, heads, c = sd["att"].shape
+    edge_dim = sd["lin_edge.weight"].shape[1] if "lin_edge.weight" in sd else None
+    layer = flax_nn.GATv2Conv(c, heads=heads, edge_dim=edge_dim, use_bias="bias" in sd, share_weights=share_weights,
+                              residual="res.weight" in sd, **kw)
+    variables = flax_nn.from_pyg_gatv2(sd, share_weights=share_weights)
+    return lambda *a, **k: layer.apply(variables, *a, **k)
+
+
 def outputs_and_input_grads(torch_fn, our_fn, xs, r):
     """Outputs of both, and the gradients of ``sum(out * r)`` with respect to the inputs ``xs``."""
     txs = [torch.tensor(x, requires_grad=True) for x in xs]
@@ -63,11 +75,12 @@ def outputs_and_input_grads(torch_fn, our_fn, xs, r):
     return (t_out.detach().numpy(), [t.grad.numpy() for t in txs]), (np.asarray(j_out), [np.asarray(d) for d in j_grads])
 
 
+@pytest.mark.parametrize("kind", ["GATConv", "GATv2Conv"])
 @pytest.mark.parametrize("framework", ["flax", "equinox"])
 @pytest.mark.parametrize("heads", [1, 4])
 @pytest.mark.parametrize("concat", [True, False])
 @pytest.mark.parametrize("edge_dim", [None, 3])
-def test_gat_conv(framework, heads, concat, edge_dim):
+def test_gat_conv(kind, framework, heads, concat, edge_dim):
     rng = np.random.default_rng(heads + 10 * concat)
     torch.manual_seed(heads)
     n, n_e = 12, 40
@@ -75,9 +88,9 @@ def test_gat_conv(framework, heads, concat, edge_dim):
     g = jgo.Graph.from_edge_index(edge_index, n)
     x = rng.normal(size=(n, 5)).astype(np.float32)
     ea = None if edge_dim is None else rng.normal(size=(n_e, edge_dim)).astype(np.float32)
-    pyg = pyg_nn.GATConv(5, 6, heads=heads, concat=concat, edge_dim=edge_dim)
+    pyg = getattr(pyg_nn, kind)(5, 6, heads=heads, concat=concat, edge_dim=edge_dim)
     randomize(pyg)
-    layer = ours(framework, state_dict(pyg), concat=concat)
+    layer = (ours if kind == "GATConv" else ours_v2)(framework, state_dict(pyg), concat=concat)
     r = rng.normal(size=(n, 6 * heads if concat else 6)).astype(np.float32)
     xs = [x] if ea is None else [x, ea]
     ti = torch.tensor(edge_index)
@@ -164,52 +177,6 @@ def test_gat_conv_residual(framework):
 
 
 # -- GATv2Conv ------------------------------------------------------------------------------------
-
-def ours_v2(framework, sd, *, share_weights=False, **kw):
-    """Our GATv2Conv loaded with ``sd``, as ``f(g, x, edge_attr=None, return_attention_weights=False)``."""
-    if framework == "equinox":
-        return eqx_nn.GATv2Conv.from_pyg(sd, share_weights=share_weights, **kw)
-    _, heads, c = sd["att"].shape
-    edge_dim = sd["lin_edge.weight"].shape[1] if "lin_edge.weight" in sd else None
-    layer = flax_nn.GATv2Conv(c, heads=heads, edge_dim=edge_dim, use_bias="bias" in sd, share_weights=share_weights,
-                              residual="res.weight" in sd, **kw)
-    variables = flax_nn.from_pyg_gatv2(sd, share_weights=share_weights)
-    return lambda *a, **k: layer.apply(variables, *a, **k)
-
-
-@pytest.mark.parametrize("framework", ["flax", "equinox"])
-@pytest.mark.parametrize("heads", [1, 4])
-@pytest.mark.parametrize("concat", [True, False])
-@pytest.mark.parametrize("edge_dim", [None, 3])
-def test_gatv2_conv(framework, heads, concat, edge_dim):
-    rng = np.random.default_rng(20 + heads + 10 * concat)
-    torch.manual_seed(heads)
-    n, n_e = 12, 40
-    edge_index = graph_with_loops(rng, n, n_e)
-    g = jgo.Graph.from_edge_index(edge_index, n)
-    x = rng.normal(size=(n, 5)).astype(np.float32)
-    ea = None if edge_dim is None else rng.normal(size=(n_e, edge_dim)).astype(np.float32)
-    pyg = pyg_nn.GATv2Conv(5, 6, heads=heads, concat=concat, edge_dim=edge_dim)
-    randomize(pyg)
-    layer = ours_v2(framework, state_dict(pyg), concat=concat)
-    r = rng.normal(size=(n, 6 * heads if concat else 6)).astype(np.float32)
-    xs = [x] if ea is None else [x, ea]
-    ti = torch.tensor(edge_index)
-    (t_out, t_grads), (j_out, j_grads) = outputs_and_input_grads(
-        lambda *a: pyg(a[0], ti, *a[1:]), lambda *a: layer(g, *a), xs, r)
-    np.testing.assert_allclose(j_out, t_out, **TOL)
-    for t, j in zip(t_grads, j_grads):
-        np.testing.assert_allclose(j, t, **TOL)
-
-    t_out, (t_ei, t_alpha) = pyg(torch.tensor(x), ti, None if ea is None else torch.tensor(ea),
-                                 return_attention_weights=True)
-    j_out, j_alpha = layer(g, jnp.asarray(x), None if ea is None else jnp.asarray(ea), return_attention_weights=True)
-    kept = np.concatenate([edge_index[0] != edge_index[1], np.ones(n, bool)])
-    ours_ei = np.concatenate([edge_index, np.stack([np.arange(n)] * 2)], axis=1)[:, kept]
-    np.testing.assert_array_equal(t_ei.numpy(), ours_ei)
-    np.testing.assert_allclose(np.asarray(j_alpha)[kept], t_alpha.detach().numpy(), **TOL)
-    np.testing.assert_array_equal(np.asarray(j_alpha)[~kept], 0)
-
 
 @pytest.mark.parametrize("framework", ["flax", "equinox"])
 @pytest.mark.parametrize("add_self_loops", [True, False])
