@@ -29,3 +29,42 @@ def rng():
 def x64():
     with jax.enable_x64(True):
         yield
+
+
+HALF_DTYPES = {"bfloat16": "bf16", "float16": "f16"}  # numpy name -> jaxpr name
+
+
+def check_half_precision(op, args, target, dtype):
+    """``op(*args, impl=...)`` on ``dtype`` (bfloat16/float16) features against the float32 reference.
+
+    The fused primitive ``target`` must receive the features in ``dtype`` (a GPU kernel reads them
+    as they are), the output and every gradient must come back in ``dtype``, and values, gradients
+    and a second-order term must match the reference computed in float32 on the same rounded inputs.
+    """
+    half = [None if v is None else jax.numpy.asarray(v).astype(dtype) for v in args]
+    wide = [None if v is None else np.asarray(v, np.float32) for v in half]
+    idx = [i for i, v in enumerate(half) if v is not None]
+
+    def loss(impl, vals):
+        def f(*xs):
+            full = list(vals)
+            for i, x in zip(idx, xs):
+                full[i] = x
+            return jax.numpy.sum(jax.numpy.sin(op(*full, impl=impl).astype(np.float32)))
+        return f
+
+    xs_half, xs_wide = [half[i] for i in idx], [wide[i] for i in idx]
+    lines = [ln for ln in str(jax.make_jaxpr(loss(None, half))(*xs_half)).splitlines() if f"= {target}[" in ln]
+    assert lines and all(f"{HALF_DTYPES[np.dtype(dtype).name]}[" in ln.split("=")[0] for ln in lines), lines
+    assert op(*half).dtype == dtype
+    got = jax.grad(loss(None, half), tuple(range(len(idx))))(*xs_half)
+    want = jax.grad(loss("xla", wide), tuple(range(len(idx))))(*xs_wide)
+    for u, v in zip(got, want):
+        assert u.dtype == dtype
+        np.testing.assert_allclose(np.asarray(u, np.float32), v, rtol=5e-2, atol=5e-2)
+    # second order: the derivative of the gradient in the first input along a direction
+    direction = np.ones_like(xs_wide[0])
+    hvp = jax.jvp(lambda x: jax.grad(loss(None, half))(x, *xs_half[1:]), (xs_half[0],),
+                  (direction.astype(dtype),))[1]
+    want_hvp = jax.jvp(lambda x: jax.grad(loss("xla", wide))(x, *xs_wide[1:]), (xs_wide[0],), (direction,))[1]
+    np.testing.assert_allclose(np.asarray(hvp, np.float32), want_hvp, rtol=1e-1, atol=1e-1)

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import jax.test_util
 import numpy as np
 import pytest
-from conftest import random_graph
+from conftest import check_half_precision, random_graph
 
 import jaxgraphops as jgo
 
@@ -134,15 +134,16 @@ def test_first_order_gradients_match_reference(x64, rng, edge):
     jax.tree_util.tree_map(lambda u, v: np.testing.assert_allclose(u, v, rtol=1e-10, atol=1e-12), got, want)
 
 
-def test_half_precision_inputs(rng):
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16])
+@pytest.mark.parametrize("edge", [False, True])
+def test_half_precision_features(rng, dtype, edge):
     g = random_graph(rng)
-    x, a, xd, _ = inputs(rng, g, bipartite=True)
-    for dt in (jnp.bfloat16, jnp.float16):
-        out = jgo.mha_gat(g, x.astype(dt), a.astype(dt), x_dst=xd.astype(dt), num_heads=2)
-        assert out.dtype == dt
-        ref = jgo.mha_gat(g, *(np.asarray(v.astype(dt), np.float32) for v in (x, a)),
-                          x_dst=np.asarray(xd.astype(dt), np.float32), num_heads=2, impl="xla")
-        np.testing.assert_allclose(out.astype(np.float32), ref, rtol=2e-2, atol=2e-2)
+    x, a, xd, ef = inputs(rng, g, bipartite=True, edge=edge)
+
+    def op(x, a, xd, ef, impl=None):
+        return jgo.mha_gat(g, x, a, x_dst=xd, edge_feat=ef, num_heads=2, impl=impl)
+
+    check_half_precision(op, [x, a, xd, ef], "jgo_gat_fwd", dtype)
 
 
 # ---------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import jax.test_util
 import numpy as np
 import pytest
-from conftest import random_graph
+from conftest import check_half_precision, random_graph
 
 import jaxgraphops as jgo
 
@@ -168,15 +168,16 @@ def test_float32_gradients_match_reference(rng):
     jax.tree_util.tree_map(lambda u, v: np.testing.assert_allclose(u, v, rtol=1e-4, atol=1e-4), got, want)
 
 
-def test_half_precision_inputs(rng):
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16])
+@pytest.mark.parametrize("edge", [False, True])
+def test_half_precision_features(rng, dtype, edge):
     g = random_graph(rng)
-    x, xd, a, _ = inputs(rng, g, bipartite=True)
-    for dt in (jnp.bfloat16, jnp.float16):
-        out = jgo.mha_gat_v2(g, x.astype(dt), xd.astype(dt), a.astype(dt), num_heads=2)
-        assert out.dtype == dt
-        ref = jgo.mha_gat_v2(g, *(np.asarray(v.astype(dt), np.float32) for v in (x, xd, a)), num_heads=2,
-                             impl="xla")
-        np.testing.assert_allclose(out.astype(np.float32), ref, rtol=2e-2, atol=2e-2)
+    x, xd, a, ef = inputs(rng, g, bipartite=True, edge=edge)
+
+    def op(x, xd, a, ef, impl=None):
+        return jgo.mha_gat_v2(g, x, xd, a, edge_feat=ef, num_heads=2, impl=impl)
+
+    check_half_precision(op, [x, xd, a, ef], "jgo_gatv2_fwd", dtype)
 
 
 # ---------------------------------------------------------------------------------------

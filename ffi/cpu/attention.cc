@@ -105,6 +105,7 @@ ffi::Error GatFwdCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffe
                      bool has_edge) {
   auto args = CheckGatFwd(offsets, nbr, eid, x, s_src, s_dst, s_edge, *out, *lse, negative_slope, has_edge);
   if (args.has_error()) return args.error();
+  if (auto e = RequireCpuStorage("gat_fwd", *args); e.failure()) return e;
   return DispatchTypes(x.element_type(), offsets.element_type(), [&](auto t, auto i) {
     return GatFwdTyped<decltype(t), decltype(i)>(pool, *args, offsets, nbr, eid, x, s_src, s_dst, s_edge, *out,
                                                  *lse);
@@ -234,6 +235,7 @@ ffi::Error GatBwd(ffi::ThreadPool& pool, bool by_src, ffi::AnyBuffer offsets, ff
   auto args = CheckGatBwd(offsets, nbr, eid, x, s_src, s_edge, dst_info, grad, out_a, out_b, by_src, negative_slope,
                           has_edge);
   if (args.has_error()) return args.error();
+  if (auto e = RequireCpuStorage(by_src ? "gat_bwd_src" : "gat_bwd_dst", *args); e.failure()) return e;
   return DispatchTypes(x.element_type(), offsets.element_type(), [&](auto t, auto i) {
     return GatBwdTyped<decltype(t), decltype(i)>(pool, *args, by_src, offsets, nbr, eid, x, s_src, s_edge, dst_info,
                                                  grad, out_a, out_b);

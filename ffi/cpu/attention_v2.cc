@@ -223,9 +223,10 @@ ffi::Error FwdCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer n
                   bool has_edge) {
   auto args = CheckGatv2(kFwd, offsets, nbr, eid, xs, xd, a, ef, nullptr, nullptr, false, negative_slope, has_edge);
   if (args.has_error()) return args.error();
-  const auto ft = xs.element_type();
+  if (auto e = RequireCpuStorage(kFwd, *args); e.failure()) return e;
+  const auto ft = args->storage;
   if (auto e = CheckGatv2Result(kFwd, "out", *out, ft, {args->n_dst, args->heads, args->dim}); e.failure()) return e;
-  if (auto e = CheckGatv2Result(kFwd, "lse", *lse, ft, {args->n_dst, args->heads}); e.failure()) return e;
+  if (auto e = CheckGatv2Result(kFwd, "lse", *lse, args->score, {args->n_dst, args->heads}); e.failure()) return e;
   return DispatchTypes(ft, offsets.element_type(), [&](auto t, auto i) {
     return FwdTyped<decltype(t), decltype(i)>(pool, *args, offsets, nbr, eid, xs, xd, a, ef, *out, *lse);
   });
@@ -256,10 +257,11 @@ ffi::Error BwdDstCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffe
                      ffi::Result<ffi::AnyBuffer> grad_ef, double negative_slope, bool has_edge) {
   auto args = CheckGatv2(kBwdDst, offsets, nbr, eid, xs, xd, a, ef, &info, &grad, false, negative_slope, has_edge);
   if (args.has_error()) return args.error();
-  const auto ft = xs.element_type();
+  if (auto e = RequireCpuStorage(kBwdDst, *args); e.failure()) return e;
+  const auto ft = args->storage;
   const int64_t nd = args->n_dst, H = args->heads, C = args->dim;
   if (auto e = CheckGatv2Result(kBwdDst, "grad_x_dst", *grad_xd, ft, {nd, H, C}); e.failure()) return e;
-  if (auto e = CheckGatv2Result(kBwdDst, "grad_attn_rows", *grad_a, ft, {nd, H, C}); e.failure()) return e;
+  if (auto e = CheckGatv2Result(kBwdDst, "grad_attn_rows", *grad_a, args->score, {nd, H, C}); e.failure()) return e;
   if (has_edge) {
     if (auto e = CheckGatv2Result(kBwdDst, "grad_edge_feat", *grad_ef, ft, {args->n_edges, H, C}); e.failure())
       return e;
@@ -293,7 +295,8 @@ ffi::Error BwdSrcCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffe
                      bool has_edge) {
   auto args = CheckGatv2(kBwdSrc, offsets, nbr, eid, xs, xd, a, ef, &info, &grad, true, negative_slope, has_edge);
   if (args.has_error()) return args.error();
-  const auto ft = xs.element_type();
+  if (auto e = RequireCpuStorage(kBwdSrc, *args); e.failure()) return e;
+  const auto ft = args->storage;
   if (auto e = CheckGatv2Result(kBwdSrc, "grad_x_src", *grad_xs, ft, {args->n_src, args->heads, args->dim});
       e.failure())
     return e;

@@ -21,6 +21,7 @@
 
 #include "cuda/launch.cuh"
 #include "cuda/online_softmax.cuh"
+#include "cuda/storage.cuh"
 #include "handlers.h"
 #include "jgo/args.h"
 #include "jgo/attention.h"
@@ -35,9 +36,9 @@ namespace {
 // softmax; each lane accumulates kVec features in registers (C > kVec * group: several chunks,
 // each re-walking the edges).
 
-template <typename T, typename I, bool kEdge>
-__global__ void GatFwdKernel(GatArgs a, const I* offsets, const I* nbr, const I* eid, const T* x, const T* s_src,
-                             const T* s_dst, const T* s_edge, T* out, T* lse, int group) {
+template <typename S, typename T, typename I, bool kEdge>
+__global__ void GatFwdKernel(GatArgs a, const I* offsets, const I* nbr, const I* eid, const S* x, const T* s_src,
+                             const T* s_dst, const T* s_edge, S* out, T* lse, int group) {
   const int64_t H = a.heads, C = a.dim, HC = H * C;
   const T slope = static_cast<T>(a.slope);
   const int lane = threadIdx.x % group;
@@ -53,15 +54,15 @@ __global__ void GatFwdKernel(GatArgs a, const I* offsets, const I* nbr, const I*
   }
 }
 
-template <typename T, typename I>
+template <typename S, typename T, typename I>
 ffi::Error GatFwdTyped(cudaStream_t stream, const GatArgs& a, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr,
                        ffi::AnyBuffer eid, ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_dst,
                        ffi::AnyBuffer s_edge, ffi::AnyBuffer out, ffi::AnyBuffer lse) {
   const int group = GroupWidth(a.dim);
-  auto kernel = a.has_edge ? GatFwdKernel<T, I, true> : GatFwdKernel<T, I, false>;
+  auto kernel = a.has_edge ? GatFwdKernel<S, T, I, true> : GatFwdKernel<S, T, I, false>;
   return Launch("jgo_gat_fwd", kernel, a.n_rows * a.heads * group, stream, a, offsets.typed_data<I>(),
-                nbr.typed_data<I>(), eid.typed_data<I>(), x.typed_data<T>(), s_src.typed_data<T>(),
-                s_dst.typed_data<T>(), a.has_edge ? s_edge.typed_data<T>() : nullptr, out.typed_data<T>(),
+                nbr.typed_data<I>(), eid.typed_data<I>(), Data<const S>(x), s_src.typed_data<T>(),
+                s_dst.typed_data<T>(), a.has_edge ? s_edge.typed_data<T>() : nullptr, Data<S>(out),
                 lse.typed_data<T>(), group);
 }
 
@@ -71,9 +72,9 @@ ffi::Error GatFwdCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffe
                       bool has_edge) {
   auto args = CheckGatFwd(offsets, nbr, eid, x, s_src, s_dst, s_edge, *out, *lse, negative_slope, has_edge);
   if (args.has_error()) return args.error();
-  return DispatchTypes(x.element_type(), offsets.element_type(), [&](auto t, auto i) {
-    return GatFwdTyped<decltype(t), decltype(i)>(stream, *args, offsets, nbr, eid, x, s_src, s_dst, s_edge, *out,
-                                                 *lse);
+  return DispatchStorage(args->storage, args->score, offsets.element_type(), [&](auto s, auto t, auto i) {
+    return GatFwdTyped<decltype(s), decltype(t), decltype(i)>(stream, *args, offsets, nbr, eid, x, s_src, s_dst,
+                                                              s_edge, *out, *lse);
   });
 }
 
@@ -82,9 +83,9 @@ ffi::Error GatFwdCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffe
 //   grad_s_dst[i,h] = sum_e gp_e,h      grad_s_edge[e,h] = gp_e,h
 // The lanes split the dot product <G[i,h], x[j,h]> and share its sum.
 
-template <typename T, typename I, bool kEdge>
-__global__ void GatBwdDstKernel(GatArgs a, const I* offsets, const I* nbr, const I* eid, const T* x, const T* s_src,
-                                const T* s_edge, const T* dst_info, const T* grad, T* grad_s_dst, T* grad_s_edge,
+template <typename S, typename T, typename I, bool kEdge>
+__global__ void GatBwdDstKernel(GatArgs a, const I* offsets, const I* nbr, const I* eid, const S* x, const T* s_src,
+                                const T* s_edge, const T* dst_info, const S* grad, T* grad_s_dst, T* grad_s_edge,
                                 int group) {
   const int64_t H = a.heads, C = a.dim, HC = H * C;
   const T slope = static_cast<T>(a.slope);
@@ -97,14 +98,14 @@ __global__ void GatBwdDstKernel(GatArgs a, const I* offsets, const I* nbr, const
     const T* info = dst_info + r * DstInfo::kCount * H;
     const T sd = info[DstInfo::kSDst * H + h], lse = info[DstInfo::kLse * H + h];
     const T delta = info[DstInfo::kDelta * H + h];
-    const T* g = grad + r * HC + h * C;
+    const S* g = grad + r * HC + h * C;
     T acc = T(0);
     for (int64_t k = begin; k < end; ++k) {
       const int64_t j = nbr[k], e = eid[k];
       if (!InRange(j, a.n_src) || !InRange(e, a.n_edges)) continue;
-      const T* xh = x + j * HC + h * C;
+      const S* xh = x + j * HC + h * C;
       T dot = T(0);
-      for (int64_t c = lane; c < C; c += group) dot += g[c] * xh[c];
+      for (int64_t c = lane; c < C; c += group) dot += Widen<T>(g[c]) * Widen<T>(xh[c]);
       dot = GroupSum(dot, mask, group);
       const T p = GatPre(s_src[j * H + h], sd, kEdge ? s_edge[e * H + h] : T(0));
       const T gp = GatLogitGrad(SoftmaxWeight(LeakyRelu(p, slope), lse), dot, delta, p, slope);
@@ -118,9 +119,9 @@ __global__ void GatBwdDstKernel(GatArgs a, const I* offsets, const I* nbr, const
 // jgo_gat_bwd_src: a group per (source j, head h) over the out-edges (reverse CSR):
 //   grad_x[j,h,:] = sum_e alpha_e,h G[i,h,:]      grad_s_src[j,h] = sum_e gp_e,h
 
-template <typename T, typename I, bool kEdge>
-__global__ void GatBwdSrcKernel(GatArgs a, const I* offsets, const I* nbr, const I* eid, const T* x, const T* s_src,
-                                const T* s_edge, const T* dst_info, const T* grad, T* grad_x, T* grad_s_src,
+template <typename S, typename T, typename I, bool kEdge>
+__global__ void GatBwdSrcKernel(GatArgs a, const I* offsets, const I* nbr, const I* eid, const S* x, const T* s_src,
+                                const T* s_edge, const T* dst_info, const S* grad, S* grad_x, T* grad_s_src,
                                 int group) {
   const int64_t H = a.heads, C = a.dim, HC = H * C, HI = DstInfo::kCount * H;
   const T slope = static_cast<T>(a.slope);
@@ -130,7 +131,7 @@ __global__ void GatBwdSrcKernel(GatArgs a, const I* offsets, const I* nbr, const
     const int64_t r = w / H, h = w % H;
     const int64_t begin = Clamp(offsets[r], 0, a.n_edges);
     const int64_t end = Clamp(offsets[r + 1], begin, a.n_edges);
-    const T* xh = x + r * HC + h * C;
+    const S* xh = x + r * HC + h * C;
     const T ss = s_src[r * H + h];
     for (int64_t c0 = 0; c0 < C || c0 == 0; c0 += int64_t(kVec) * group) {
       T acc[kVec];
@@ -140,10 +141,10 @@ __global__ void GatBwdSrcKernel(GatArgs a, const I* offsets, const I* nbr, const
       for (int64_t k = begin; k < end; ++k) {
         const int64_t i = nbr[k], e = eid[k];
         if (!InRange(i, a.n_dst) || !InRange(e, a.n_edges)) continue;
-        const T* gh = grad + i * HC + h * C;
+        const S* gh = grad + i * HC + h * C;
         const T* info = dst_info + i * HI;
         T dot = T(0);
-        for (int64_t c = lane; c < C; c += group) dot += gh[c] * xh[c];
+        for (int64_t c = lane; c < C; c += group) dot += Widen<T>(gh[c]) * Widen<T>(xh[c]);
         dot = GroupSum(dot, mask, group);
         const T p = GatPre(ss, info[DstInfo::kSDst * H + h], kEdge ? s_edge[e * H + h] : T(0));
         const T alpha = SoftmaxWeight(LeakyRelu(p, slope), info[DstInfo::kLse * H + h]);
@@ -151,13 +152,13 @@ __global__ void GatBwdSrcKernel(GatArgs a, const I* offsets, const I* nbr, const
 #pragma unroll
         for (int v = 0; v < kVec; ++v) {
           const int64_t c = c0 + lane + int64_t(v) * group;
-          if (c < C) acc[v] += alpha * gh[c];
+          if (c < C) acc[v] += alpha * Widen<T>(gh[c]);
         }
       }
 #pragma unroll
       for (int v = 0; v < kVec; ++v) {
         const int64_t c = c0 + lane + int64_t(v) * group;
-        if (c < C) grad_x[r * HC + h * C + c] = acc[v];
+        if (c < C) grad_x[r * HC + h * C + c] = Narrow<S>(acc[v]);
       }
       if (c0 == 0 && lane == 0) grad_s_src[r * H + h] = acc_s;
       if (C == 0) break;
@@ -165,7 +166,7 @@ __global__ void GatBwdSrcKernel(GatArgs a, const I* offsets, const I* nbr, const
   }
 }
 
-template <typename T, typename I>
+template <typename S, typename T, typename I>
 ffi::Error GatBwdTyped(cudaStream_t stream, const GatArgs& a, bool by_src, ffi::AnyBuffer offsets,
                        ffi::AnyBuffer nbr, ffi::AnyBuffer eid, ffi::AnyBuffer x, ffi::AnyBuffer s_src,
                        ffi::AnyBuffer s_edge, ffi::AnyBuffer dst_info, ffi::AnyBuffer grad, ffi::AnyBuffer out_a,
@@ -175,12 +176,12 @@ ffi::Error GatBwdTyped(cudaStream_t stream, const GatArgs& a, bool by_src, ffi::
   const T* se = a.has_edge ? s_edge.typed_data<T>() : nullptr;
   T* rb = (by_src || a.has_edge) ? out_b.typed_data<T>() : nullptr;
   if (by_src) {
-    auto kernel = a.has_edge ? GatBwdSrcKernel<T, I, true> : GatBwdSrcKernel<T, I, false>;
+    auto kernel = a.has_edge ? GatBwdSrcKernel<S, T, I, true> : GatBwdSrcKernel<S, T, I, false>;
     return Launch("jgo_gat_bwd_src", kernel, threads, stream, a, offsets.typed_data<I>(), nbr.typed_data<I>(),
-                  eid.typed_data<I>(), x.typed_data<T>(), s_src.typed_data<T>(), se, dst_info.typed_data<T>(),
-                  grad.typed_data<T>(), out_a.typed_data<T>(), rb, group);
+                  eid.typed_data<I>(), Data<const S>(x), s_src.typed_data<T>(), se, dst_info.typed_data<T>(),
+                  Data<const S>(grad), Data<S>(out_a), rb, group);
   }
-  auto kernel = a.has_edge ? GatBwdDstKernel<T, I, true> : GatBwdDstKernel<T, I, false>;
+  auto kernel = a.has_edge ? GatBwdDstKernel<S, T, I, true> : GatBwdDstKernel<S, T, I, false>;
   // An edge skipped for an out-of-range index leaves its grad_s_edge row unwritten: clear it first.
   if (a.has_edge && a.n_edges > 0) {
     const cudaError_t err = cudaMemsetAsync(rb, 0, sizeof(T) * a.n_edges * a.heads, stream);
@@ -188,8 +189,8 @@ ffi::Error GatBwdTyped(cudaStream_t stream, const GatArgs& a, bool by_src, ffi::
       return ffi::Error::Internal(std::string("jaxgraphops: jgo_gat_bwd_dst: ") + cudaGetErrorString(err));
   }
   return Launch("jgo_gat_bwd_dst", kernel, threads, stream, a, offsets.typed_data<I>(), nbr.typed_data<I>(),
-                eid.typed_data<I>(), x.typed_data<T>(), s_src.typed_data<T>(), se, dst_info.typed_data<T>(),
-                grad.typed_data<T>(), out_a.typed_data<T>(), rb, group);
+                eid.typed_data<I>(), Data<const S>(x), s_src.typed_data<T>(), se, dst_info.typed_data<T>(),
+                Data<const S>(grad), out_a.typed_data<T>(), rb, group);
 }
 
 ffi::Error GatBwd(cudaStream_t stream, bool by_src, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
@@ -199,9 +200,9 @@ ffi::Error GatBwd(cudaStream_t stream, bool by_src, ffi::AnyBuffer offsets, ffi:
   auto args = CheckGatBwd(offsets, nbr, eid, x, s_src, s_edge, dst_info, grad, out_a, out_b, by_src, negative_slope,
                           has_edge);
   if (args.has_error()) return args.error();
-  return DispatchTypes(x.element_type(), offsets.element_type(), [&](auto t, auto i) {
-    return GatBwdTyped<decltype(t), decltype(i)>(stream, *args, by_src, offsets, nbr, eid, x, s_src, s_edge,
-                                                 dst_info, grad, out_a, out_b);
+  return DispatchStorage(args->storage, args->score, offsets.element_type(), [&](auto s, auto t, auto i) {
+    return GatBwdTyped<decltype(s), decltype(t), decltype(i)>(stream, *args, by_src, offsets, nbr, eid, x, s_src,
+                                                              s_edge, dst_info, grad, out_a, out_b);
   });
 }
 

@@ -22,6 +22,7 @@
 
 #include "cuda/launch.cuh"
 #include "cuda/online_softmax.cuh"
+#include "cuda/storage.cuh"
 #include "handlers.h"
 #include "jgo/args.h"
 #include "jgo/attention.h"
@@ -32,27 +33,33 @@ namespace {
 
 // z = <a, leaky_relu(xs + xd (+ ef))> of one (edge, head), pointers at the head; every lane of
 // the group gets the sum.
-template <typename T, bool kEdge>
-__device__ __forceinline__ T Logit(const T* xs, const T* xd, const T* ef, const T* a, int64_t C, T slope, int lane,
+// The pre-activation t = xs + xd (+ ef) of one element, in T.
+template <typename T, bool kEdge, typename S>
+__device__ __forceinline__ T Pre(const S* xs, const S* xd, const S* ef, int64_t c) {
+  return Gatv2Pre(Widen<T>(xs[c]), Widen<T>(xd[c]), kEdge ? Widen<T>(ef[c]) : T(0));
+}
+
+template <typename T, bool kEdge, typename S>
+__device__ __forceinline__ T Logit(const S* xs, const S* xd, const S* ef, const T* a, int64_t C, T slope, int lane,
                                    int group, unsigned mask) {
   T z = T(0);
-  for (int64_t c = lane; c < C; c += group) z += a[c] * LeakyRelu(Gatv2Pre(xs[c], xd[c], kEdge ? ef[c] : T(0)), slope);
+  for (int64_t c = lane; c < C; c += group) z += a[c] * LeakyRelu(Pre<T, kEdge>(xs, xd, ef, c), slope);
   return GroupSum(z, mask, group);
 }
 
-template <typename T>
-__device__ __forceinline__ T GroupDot(const T* u, const T* v, int64_t C, int lane, int group, unsigned mask) {
+template <typename T, typename S>
+__device__ __forceinline__ T GroupDot(const S* u, const S* v, int64_t C, int lane, int group, unsigned mask) {
   T d = T(0);
-  for (int64_t c = lane; c < C; c += group) d += u[c] * v[c];
+  for (int64_t c = lane; c < C; c += group) d += Widen<T>(u[c]) * Widen<T>(v[c]);
   return GroupSum(d, mask, group);
 }
 
 // ---------------------------------------------------------------------------------------
 // jgo_gatv2_fwd: a group per (destination, head), one pass with an online softmax per chunk.
 
-template <typename T, typename I, bool kEdge>
-__global__ void FwdKernel(GatArgs g, const I* offsets, const I* nbr, const I* eid, const T* xs, const T* xd,
-                          const T* a, const T* ef, T* out, T* lse, int group) {
+template <typename S, typename T, typename I, bool kEdge>
+__global__ void FwdKernel(GatArgs g, const I* offsets, const I* nbr, const I* eid, const S* xs, const S* xd,
+                          const T* a, const S* ef, S* out, T* lse, int group) {
   const int64_t H = g.heads, C = g.dim, HC = H * C;
   const T slope = static_cast<T>(g.slope);
   const int lane = threadIdx.x % group;
@@ -61,7 +68,7 @@ __global__ void FwdKernel(GatArgs g, const I* offsets, const I* nbr, const I* ei
     const int64_t r = w / H, h = w % H;
     const int64_t begin = Clamp(offsets[r], 0, g.n_edges);
     const int64_t end = Clamp(offsets[r + 1], begin, g.n_edges);
-    const T* xdh = xd + r * HC + h * C;
+    const S* xdh = xd + r * HC + h * C;
     const T* ah = a + h * C;
     AttendRow<T>(
         nbr, eid, begin, end, g.n_src, g.n_edges, C, lane, group,
@@ -77,10 +84,10 @@ __global__ void FwdKernel(GatArgs g, const I* offsets, const I* nbr, const I* ei
 // jgo_gatv2_bwd_dst: a group per (destination i, head h) over the in-edges (CSC):
 //   grad_xd[i] = sum_e dt_e,  grad_a_rows[i] = sum_e dz_e leaky(t_e),  grad_ef[e] = dt_e
 
-template <typename T, typename I, bool kEdge>
-__global__ void BwdDstKernel(GatArgs g, const I* offsets, const I* nbr, const I* eid, const T* xs, const T* xd,
-                             const T* a, const T* ef, const T* info, const T* grad, T* grad_xd, T* grad_a,
-                             T* grad_ef, int group) {
+template <typename S, typename T, typename I, bool kEdge>
+__global__ void BwdDstKernel(GatArgs g, const I* offsets, const I* nbr, const I* eid, const S* xs, const S* xd,
+                             const T* a, const S* ef, const T* info, const S* grad, S* grad_xd, T* grad_a,
+                             S* grad_ef, int group) {
   const int64_t H = g.heads, C = g.dim, HC = H * C, HI = Gatv2Info::kCount * H;
   const T slope = static_cast<T>(g.slope);
   const int lane = threadIdx.x % group;
@@ -90,8 +97,8 @@ __global__ void BwdDstKernel(GatArgs g, const I* offsets, const I* nbr, const I*
     const int64_t begin = Clamp(offsets[r], 0, g.n_edges);
     const int64_t end = Clamp(offsets[r + 1], begin, g.n_edges);
     const T lse = info[r * HI + Gatv2Info::kLse * H + h], delta = info[r * HI + Gatv2Info::kDelta * H + h];
-    const T* xdh = xd + r * HC + h * C;
-    const T* gh = grad + r * HC + h * C;
+    const S* xdh = xd + r * HC + h * C;
+    const S* gh = grad + r * HC + h * C;
     const T* ah = a + h * C;
     for (int64_t c0 = 0; c0 < C; c0 += int64_t(kVec) * group) {
       T acc_x[kVec], acc_a[kVec];
@@ -100,20 +107,20 @@ __global__ void BwdDstKernel(GatArgs g, const I* offsets, const I* nbr, const I*
       for (int64_t k = begin; k < end; ++k) {
         const int64_t j = nbr[k], e = eid[k];
         if (!InRange(j, g.n_src) || !InRange(e, g.n_edges)) continue;
-        const T* xsh = xs + j * HC + h * C;
-        const T* efh = kEdge ? ef + e * HC + h * C : nullptr;
+        const S* xsh = xs + j * HC + h * C;
+        const S* efh = kEdge ? ef + e * HC + h * C : nullptr;
         const T z = Logit<T, kEdge>(xsh, xdh, efh, ah, C, slope, lane, group, mask);
         const T alpha = SoftmaxWeight(z, lse);
-        const T dz = alpha * (GroupDot(gh, xsh, C, lane, group, mask) - delta);
+        const T dz = alpha * (GroupDot<T>(gh, xsh, C, lane, group, mask) - delta);
 #pragma unroll
         for (int v = 0; v < kVec; ++v) {
           const int64_t c = c0 + lane + int64_t(v) * group;
           if (c < C) {
-            const T t = Gatv2Pre(xsh[c], xdh[c], kEdge ? efh[c] : T(0));
+            const T t = Pre<T, kEdge>(xsh, xdh, efh, c);
             const T dt = Gatv2PreGrad(dz, ah[c], t, slope);
             acc_x[v] += dt;
             acc_a[v] += Gatv2WeightGrad(dz, t, slope);
-            if (kEdge) grad_ef[e * HC + h * C + c] = dt;
+            if (kEdge) grad_ef[e * HC + h * C + c] = Narrow<S>(dt);
           }
         }
       }
@@ -121,7 +128,7 @@ __global__ void BwdDstKernel(GatArgs g, const I* offsets, const I* nbr, const I*
       for (int v = 0; v < kVec; ++v) {
         const int64_t c = c0 + lane + int64_t(v) * group;
         if (c < C) {
-          grad_xd[r * HC + h * C + c] = acc_x[v];
+          grad_xd[r * HC + h * C + c] = Narrow<S>(acc_x[v]);
           grad_a[r * HC + h * C + c] = acc_a[v];
         }
       }
@@ -132,9 +139,9 @@ __global__ void BwdDstKernel(GatArgs g, const I* offsets, const I* nbr, const I*
 // jgo_gatv2_bwd_src: a group per (source j, head h) over the out-edges (reverse CSR):
 //   grad_xs[j] = sum_e alpha_e G[i] + dt_e
 
-template <typename T, typename I, bool kEdge>
-__global__ void BwdSrcKernel(GatArgs g, const I* offsets, const I* nbr, const I* eid, const T* xs, const T* xd,
-                             const T* a, const T* ef, const T* info, const T* grad, T* grad_xs, int group) {
+template <typename S, typename T, typename I, bool kEdge>
+__global__ void BwdSrcKernel(GatArgs g, const I* offsets, const I* nbr, const I* eid, const S* xs, const S* xd,
+                             const T* a, const S* ef, const T* info, const S* grad, S* grad_xs, int group) {
   const int64_t H = g.heads, C = g.dim, HC = H * C, HI = Gatv2Info::kCount * H;
   const T slope = static_cast<T>(g.slope);
   const int lane = threadIdx.x % group;
@@ -143,7 +150,7 @@ __global__ void BwdSrcKernel(GatArgs g, const I* offsets, const I* nbr, const I*
     const int64_t r = w / H, h = w % H;
     const int64_t begin = Clamp(offsets[r], 0, g.n_edges);
     const int64_t end = Clamp(offsets[r + 1], begin, g.n_edges);
-    const T* xsh = xs + r * HC + h * C;
+    const S* xsh = xs + r * HC + h * C;
     const T* ah = a + h * C;
     for (int64_t c0 = 0; c0 < C; c0 += int64_t(kVec) * group) {
       T acc[kVec];
@@ -152,25 +159,25 @@ __global__ void BwdSrcKernel(GatArgs g, const I* offsets, const I* nbr, const I*
       for (int64_t k = begin; k < end; ++k) {
         const int64_t i = nbr[k], e = eid[k];
         if (!InRange(i, g.n_dst) || !InRange(e, g.n_edges)) continue;
-        const T* xdh = xd + i * HC + h * C;
-        const T* gh = grad + i * HC + h * C;
-        const T* efh = kEdge ? ef + e * HC + h * C : nullptr;
+        const S* xdh = xd + i * HC + h * C;
+        const S* gh = grad + i * HC + h * C;
+        const S* efh = kEdge ? ef + e * HC + h * C : nullptr;
         const T z = Logit<T, kEdge>(xsh, xdh, efh, ah, C, slope, lane, group, mask);
         const T alpha = SoftmaxWeight(z, info[i * HI + Gatv2Info::kLse * H + h]);
-        const T dz = alpha * (GroupDot(gh, xsh, C, lane, group, mask) - info[i * HI + Gatv2Info::kDelta * H + h]);
+        const T dz = alpha * (GroupDot<T>(gh, xsh, C, lane, group, mask) - info[i * HI + Gatv2Info::kDelta * H + h]);
 #pragma unroll
         for (int v = 0; v < kVec; ++v) {
           const int64_t c = c0 + lane + int64_t(v) * group;
           if (c < C) {
-            const T t = Gatv2Pre(xsh[c], xdh[c], kEdge ? efh[c] : T(0));
-            acc[v] += alpha * gh[c] + Gatv2PreGrad(dz, ah[c], t, slope);
+            const T t = Pre<T, kEdge>(xsh, xdh, efh, c);
+            acc[v] += alpha * Widen<T>(gh[c]) + Gatv2PreGrad(dz, ah[c], t, slope);
           }
         }
       }
 #pragma unroll
       for (int v = 0; v < kVec; ++v) {
         const int64_t c = c0 + lane + int64_t(v) * group;
-        if (c < C) grad_xs[r * HC + h * C + c] = acc[v];
+        if (c < C) grad_xs[r * HC + h * C + c] = Narrow<S>(acc[v]);
       }
     }
   }
@@ -190,18 +197,19 @@ ffi::Error FwdCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer n
                    bool has_edge) {
   auto args = CheckGatv2(kFwd, offsets, nbr, eid, xs, xd, a, ef, nullptr, nullptr, false, negative_slope, has_edge);
   if (args.has_error()) return args.error();
-  const auto ft = xs.element_type();
+  const auto ft = args->storage;
   if (auto e = CheckGatv2Result(kFwd, "out", *out, ft, {args->n_dst, args->heads, args->dim}); e.failure()) return e;
-  if (auto e = CheckGatv2Result(kFwd, "lse", *lse, ft, {args->n_dst, args->heads}); e.failure()) return e;
+  if (auto e = CheckGatv2Result(kFwd, "lse", *lse, args->score, {args->n_dst, args->heads}); e.failure()) return e;
   const GatArgs g = *args;
-  return DispatchTypes(ft, offsets.element_type(), [&](auto t, auto i) {
+  return DispatchStorage(g.storage, g.score, offsets.element_type(), [&](auto s, auto t, auto i) {
+    using S = decltype(s);
     using T = decltype(t);
     using I = decltype(i);
     const int group = GroupWidth(g.dim);
-    auto kernel = g.has_edge ? FwdKernel<T, I, true> : FwdKernel<T, I, false>;
+    auto kernel = g.has_edge ? FwdKernel<S, T, I, true> : FwdKernel<S, T, I, false>;
     return Launch("jgo_gatv2_fwd", kernel, g.n_rows * g.heads * group, stream, g, offsets.typed_data<I>(),
-                  nbr.typed_data<I>(), eid.typed_data<I>(), xs.typed_data<T>(), xd.typed_data<T>(), a.typed_data<T>(),
-                  g.has_edge ? ef.typed_data<T>() : nullptr, out->typed_data<T>(), lse->typed_data<T>(), group);
+                  nbr.typed_data<I>(), eid.typed_data<I>(), Data<const S>(xs), Data<const S>(xd), Data<const T>(a),
+                  g.has_edge ? Data<const S>(ef) : nullptr, Data<S>(*out), Data<T>(*lse), group);
   });
 }
 
@@ -211,30 +219,31 @@ ffi::Error BwdDstCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffe
                       ffi::Result<ffi::AnyBuffer> grad_ef, double negative_slope, bool has_edge) {
   auto args = CheckGatv2(kBwdDst, offsets, nbr, eid, xs, xd, a, ef, &info, &grad, false, negative_slope, has_edge);
   if (args.has_error()) return args.error();
-  const auto ft = xs.element_type();
+  const auto ft = args->storage;
   const int64_t nd = args->n_dst, H = args->heads, C = args->dim;
   if (auto e = CheckGatv2Result(kBwdDst, "grad_x_dst", *grad_xd, ft, {nd, H, C}); e.failure()) return e;
-  if (auto e = CheckGatv2Result(kBwdDst, "grad_attn_rows", *grad_a, ft, {nd, H, C}); e.failure()) return e;
+  if (auto e = CheckGatv2Result(kBwdDst, "grad_attn_rows", *grad_a, args->score, {nd, H, C}); e.failure()) return e;
   if (has_edge) {
     if (auto e = CheckGatv2Result(kBwdDst, "grad_edge_feat", *grad_ef, ft, {args->n_edges, H, C}); e.failure())
       return e;
   }
   const GatArgs g = *args;
-  return DispatchTypes(ft, offsets.element_type(), [&](auto t, auto i) {
+  return DispatchStorage(g.storage, g.score, offsets.element_type(), [&](auto s, auto t, auto i) {
+    using S = decltype(s);
     using T = decltype(t);
     using I = decltype(i);
-    T* gef = g.has_edge ? grad_ef->typed_data<T>() : nullptr;
+    S* gef = g.has_edge ? Data<S>(*grad_ef) : nullptr;
     // An edge skipped for an out-of-range index leaves its grad_edge_feat row unwritten: clear it first.
     if (g.has_edge && g.n_edges * H * C > 0) {
-      const cudaError_t err = cudaMemsetAsync(gef, 0, sizeof(T) * g.n_edges * H * C, stream);
+      const cudaError_t err = cudaMemsetAsync(gef, 0, sizeof(S) * g.n_edges * H * C, stream);
       if (err != cudaSuccess) return CudaError("jgo_gatv2_bwd_dst", err);
     }
     const int group = GroupWidth(g.dim);
-    auto kernel = g.has_edge ? BwdDstKernel<T, I, true> : BwdDstKernel<T, I, false>;
+    auto kernel = g.has_edge ? BwdDstKernel<S, T, I, true> : BwdDstKernel<S, T, I, false>;
     return Launch("jgo_gatv2_bwd_dst", kernel, g.n_rows * g.heads * group, stream, g, offsets.typed_data<I>(),
-                  nbr.typed_data<I>(), eid.typed_data<I>(), xs.typed_data<T>(), xd.typed_data<T>(), a.typed_data<T>(),
-                  g.has_edge ? ef.typed_data<T>() : nullptr, info.typed_data<T>(), grad.typed_data<T>(),
-                  grad_xd->typed_data<T>(), grad_a->typed_data<T>(), gef, group);
+                  nbr.typed_data<I>(), eid.typed_data<I>(), Data<const S>(xs), Data<const S>(xd), Data<const T>(a),
+                  g.has_edge ? Data<const S>(ef) : nullptr, Data<const T>(info), Data<const S>(grad),
+                  Data<S>(*grad_xd), Data<T>(*grad_a), gef, group);
   });
 }
 
@@ -244,20 +253,21 @@ ffi::Error BwdSrcCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffe
                       bool has_edge) {
   auto args = CheckGatv2(kBwdSrc, offsets, nbr, eid, xs, xd, a, ef, &info, &grad, true, negative_slope, has_edge);
   if (args.has_error()) return args.error();
-  const auto ft = xs.element_type();
+  const auto ft = args->storage;
   if (auto e = CheckGatv2Result(kBwdSrc, "grad_x_src", *grad_xs, ft, {args->n_src, args->heads, args->dim});
       e.failure())
     return e;
   const GatArgs g = *args;
-  return DispatchTypes(ft, offsets.element_type(), [&](auto t, auto i) {
+  return DispatchStorage(g.storage, g.score, offsets.element_type(), [&](auto s, auto t, auto i) {
+    using S = decltype(s);
     using T = decltype(t);
     using I = decltype(i);
     const int group = GroupWidth(g.dim);
-    auto kernel = g.has_edge ? BwdSrcKernel<T, I, true> : BwdSrcKernel<T, I, false>;
+    auto kernel = g.has_edge ? BwdSrcKernel<S, T, I, true> : BwdSrcKernel<S, T, I, false>;
     return Launch("jgo_gatv2_bwd_src", kernel, g.n_rows * g.heads * group, stream, g, offsets.typed_data<I>(),
-                  nbr.typed_data<I>(), eid.typed_data<I>(), xs.typed_data<T>(), xd.typed_data<T>(), a.typed_data<T>(),
-                  g.has_edge ? ef.typed_data<T>() : nullptr, info.typed_data<T>(), grad.typed_data<T>(),
-                  grad_xs->typed_data<T>(), group);
+                  nbr.typed_data<I>(), eid.typed_data<I>(), Data<const S>(xs), Data<const S>(xd), Data<const T>(a),
+                  g.has_edge ? Data<const S>(ef) : nullptr, Data<const T>(info), Data<const S>(grad),
+                  Data<S>(*grad_xs), group);
   });
 }
 

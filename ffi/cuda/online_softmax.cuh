@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "cuda/launch.cuh"
+#include "cuda/storage.cuh"
 #include "jgo/attention.h"
 
 namespace jgo {
@@ -18,12 +19,13 @@ struct ExpFn {
 
 // Attention of one (row, head) over the in-edges [begin, end): logit(j, e) gives the logit of
 // the edge from j (the same value on every lane of the group), and the softmax-weighted rows
-// x_head(j)[0, C) are summed into out_rh[0, C); lse_rh gets the log-sum-exp (0 for no edges).
+// x_head(j)[0, C) (storage type S) are summed in T into out_rh[0, C); lse_rh gets the
+// log-sum-exp (0 for no edges).
 // Each lane accumulates kVec features in registers; C > kVec * group takes several chunks,
 // each re-walking the edges. Edges whose neighbour or edge id is out of range are skipped.
-template <typename T, typename I, typename Logit, typename Row>
+template <typename T, typename I, typename Logit, typename Row, typename S>
 __device__ void AttendRow(const I* nbr, const I* eid, int64_t begin, int64_t end, int64_t n_src, int64_t n_edges,
-                          int64_t C, int lane, int group, Logit logit, Row x_head, T* out_rh, T* lse_rh) {
+                          int64_t C, int lane, int group, Logit logit, Row x_head, S* out_rh, T* lse_rh) {
   for (int64_t c0 = 0; c0 < C || c0 == 0; c0 += int64_t(kVec) * group) {
     T acc[kVec];
 #pragma unroll
@@ -34,18 +36,18 @@ __device__ void AttendRow(const I* nbr, const I* eid, int64_t begin, int64_t end
       if (!InRange(j, n_src) || !InRange(e, n_edges)) continue;
       T scale, weight;
       OnlineSoftmaxStep(m, l, logit(j, e), scale, weight, ExpFn{});
-      const T* xh = x_head(j);
+      const S* xh = x_head(j);
 #pragma unroll
       for (int v = 0; v < kVec; ++v) {
         const int64_t c = c0 + lane + int64_t(v) * group;
-        acc[v] = acc[v] * scale + (c < C ? weight * xh[c] : T(0));
+        acc[v] = acc[v] * scale + (c < C ? weight * Widen<T>(xh[c]) : T(0));
       }
     }
     const T inv = SoftmaxInverse(l);
 #pragma unroll
     for (int v = 0; v < kVec; ++v) {
       const int64_t c = c0 + lane + int64_t(v) * group;
-      if (c < C) out_rh[c] = acc[v] * inv;
+      if (c < C) out_rh[c] = Narrow<S>(acc[v] * inv);
     }
     if (c0 == 0 && lane == 0) *lse_rh = SoftmaxLse(m, l);
     if (C == 0) break;

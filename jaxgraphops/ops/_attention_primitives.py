@@ -22,7 +22,9 @@ the message-passing primitives (``spmm``/``sddmm``), and the JVPs of ``gat_jvp_p
 ``gat_vjp_p`` (second and higher orders) come from those compositions.
 
 All float operands are ``[rows, H, ...]``; an absent ``s_edge`` (``has_edge=False``) is an
-empty ``[0]`` array. Batching folds a batch into the head axis (heads are independent).
+empty ``[0]`` array. Features (``x``, ``out``, their tangents and cotangents) may be bfloat16 or
+float16 with float32 scores: the CUDA kernels read and write them as they are and compute in
+float32; the CPU kernels and the compositions get them converted to float32. Batching folds a batch into the head axis (heads are independent).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from jax.interpreters import ad, batching, xla
 
 from ._calls import sddmm, spmm
 from ._primitive_utils import N_GRAPH as _N_GRAPH
-from ._primitive_utils import (all_zero, composed_jvp, empty, fold_batch_into_heads, leaky_relu_slope,
+from ._primitive_utils import (all_zero, composed_jvp, empty, fold_batch_into_heads, in_float32, leaky_relu_slope,
                                register_lowerings, shape_dtype, zero_tangent)
 from ._primitives import n_dst_of
 
@@ -155,9 +157,11 @@ def _gat_vjp_ffi(*args, negative_slope, has_edge, part):
                 has_edge=bool(has_edge))
 
 
-for _p, _ref, _ffi in ((gat_fwd_p, gat_fwd_xla, _gat_fwd_ffi), (gat_jvp_p, gat_jvp_composed, gat_jvp_composed),
-                       (gat_vjp_p, gat_vjp_composed, _gat_vjp_ffi)):
-    register_lowerings(_p, _ref, _ffi, multiple_results=True)
+for _p, _ref, _ffi, _abstract, _cuda_half in (
+        (gat_fwd_p, gat_fwd_xla, _gat_fwd_ffi, _fwd_abstract, True),
+        (gat_jvp_p, gat_jvp_composed, gat_jvp_composed, _jvp_abstract, False),
+        (gat_vjp_p, gat_vjp_composed, _gat_vjp_ffi, _vjp_abstract, True)):
+    register_lowerings(_p, _ref, _ffi, multiple_results=True, abstract=_abstract, cuda_half=_cuda_half)
 
 
 # ---------------------------------------------------------------------------------------
@@ -189,7 +193,7 @@ def _gat_jvp_transpose(cts, *args, negative_slope, has_edge):
             result[i] = ad.Zero(lin[i].aval)
         return result
     ct_out, ct_lse = (ad.instantiate_zeros(c) for c in cts)
-    delta = jnp.sum(ct_out * out, axis=-1) - ct_lse
+    delta = jnp.sum(ct_out.astype(lse.dtype) * out.astype(lse.dtype), axis=-1) - ct_lse
     params = dict(negative_slope=negative_slope, has_edge=has_edge)
     operands = (*ga, x, s_src, s_dst, s_edge, lse, ct_out, delta)
     i_dx, i_ss, i_sd, i_se = _N_GRAPH + 6, _N_GRAPH + 7, _N_GRAPH + 8, _N_GRAPH + 9
@@ -205,9 +209,9 @@ def _gat_jvp_transpose(cts, *args, negative_slope, has_edge):
 
 
 ad.primitive_jvps[gat_fwd_p] = _gat_fwd_jvp
-ad.primitive_jvps[gat_jvp_p] = composed_jvp(gat_jvp_composed, gat_jvp_p)
+ad.primitive_jvps[gat_jvp_p] = composed_jvp(in_float32(gat_jvp_composed, _jvp_abstract), gat_jvp_p)
 ad.primitive_transposes[gat_jvp_p] = _gat_jvp_transpose
-ad.primitive_jvps[gat_vjp_p] = composed_jvp(gat_vjp_composed, gat_vjp_p)
+ad.primitive_jvps[gat_vjp_p] = composed_jvp(in_float32(gat_vjp_composed, _vjp_abstract), gat_vjp_p)
 
 
 # ---------------------------------------------------------------------------------------
@@ -225,7 +229,7 @@ for _p in (gat_fwd_p, gat_jvp_p, gat_vjp_p):
 def gat(ga, x, s_src, s_dst, s_edge, *, negative_slope):
     """``(out [Nd,H,C], lse [Nd,H])`` of the fused GAT forward; ``s_edge`` may be None."""
     has_edge = s_edge is not None
-    s_edge = s_edge if has_edge else empty(x.dtype)
+    s_edge = s_edge if has_edge else empty(s_src.dtype)
     return gat_fwd_p.bind(*ga, x, s_src, s_dst, s_edge, negative_slope=float(negative_slope), has_edge=has_edge)
 
 

@@ -23,7 +23,10 @@ the message-passing primitives (``spmm``/``sddmm``, ``E x H x C`` intermediates)
 ``gatv2_jvp_p`` and ``gatv2_vjp_p`` (second and higher orders) come from those compositions.
 
 Float operands are ``[rows, H, ...]`` except the attention weights ``a [H, C]``; an absent
-``ef`` (``has_edge=False``) is an empty ``[0]`` array. Batching folds a batch into the head axis
+``ef`` (``has_edge=False``) is an empty ``[0]`` array. Features (``xs``, ``xd``, ``ef``, ``out``
+and their tangents and cotangents) may be bfloat16 or float16 with float32 ``a``: the CUDA
+kernels read and write them as they are and compute in float32; the CPU kernels and the
+compositions get them converted to float32. Batching folds a batch into the head axis
 (heads are independent); a batch over graphs runs the graphs one after another.
 """
 
@@ -39,8 +42,8 @@ from jax.interpreters import ad, batching, xla
 
 from ._calls import sddmm, spmm
 from ._primitive_utils import N_GRAPH as _N_GRAPH
-from ._primitive_utils import (all_zero, composed_jvp, empty, fold_batch_into_heads, leaky_relu, leaky_relu_slope,
-                               register_lowerings, shape_dtype, zero_tangent)
+from ._primitive_utils import (all_zero, composed_jvp, empty, fold_batch_into_heads, in_float32, leaky_relu,
+                               leaky_relu_slope, register_lowerings, shape_dtype, zero_tangent)
 from ._primitives import n_dst_of
 
 gatv2_fwd_p = Primitive("jgo_gatv2_fwd")
@@ -56,9 +59,9 @@ for _p in (gatv2_fwd_p, gatv2_jvp_p, gatv2_vjp_p):
 
 
 def _fwd_abstract(*args, negative_slope, has_edge):
-    xs, xd = args[8], args[9]
+    xs, xd, a = args[8], args[9], args[10]
     nd, h, c = xd.shape
-    return (xs.update(shape=(nd, h, xs.shape[2]), weak_type=False), xd.update(shape=(nd, h), weak_type=False))
+    return (xs.update(shape=(nd, h, xs.shape[2]), weak_type=False), a.update(shape=(nd, h), weak_type=False))
 
 
 def _jvp_abstract(*args, negative_slope, has_edge):
@@ -165,15 +168,17 @@ def _gatv2_vjp_ffi(*args, negative_slope, has_edge, part):
     if part == "src":
         call = jax.ffi.ffi_call("jgo_gatv2_bwd_src", (shape_dtype(xs),))
         return tuple(call(*ga[5:8], xs, xd, a, ef, info, grad, **attrs))
-    call = jax.ffi.ffi_call("jgo_gatv2_bwd_dst", (shape_dtype(xd), shape_dtype(xd), shape_dtype(ef)))
+    rows = jax.ShapeDtypeStruct(xd.shape, a.dtype)
+    call = jax.ffi.ffi_call("jgo_gatv2_bwd_dst", (shape_dtype(xd), rows, shape_dtype(ef)))
     gxd, ga_rows, gef = call(*ga[2:5], xs, xd, a, ef, info, grad, **attrs)
     return gxd, jnp.sum(ga_rows, axis=0), gef  # the per-destination weight-gradient partials
 
 
-for _p, _ref, _ffi in ((gatv2_fwd_p, gatv2_fwd_xla, _gatv2_fwd_ffi),
-                       (gatv2_jvp_p, gatv2_jvp_composed, gatv2_jvp_composed),
-                       (gatv2_vjp_p, gatv2_vjp_composed, _gatv2_vjp_ffi)):
-    register_lowerings(_p, _ref, _ffi, multiple_results=True)
+for _p, _ref, _ffi, _abstract, _cuda_half in (
+        (gatv2_fwd_p, gatv2_fwd_xla, _gatv2_fwd_ffi, _fwd_abstract, True),
+        (gatv2_jvp_p, gatv2_jvp_composed, gatv2_jvp_composed, _jvp_abstract, False),
+        (gatv2_vjp_p, gatv2_vjp_composed, _gatv2_vjp_ffi, _vjp_abstract, True)):
+    register_lowerings(_p, _ref, _ffi, multiple_results=True, abstract=_abstract, cuda_half=_cuda_half)
 
 
 # ---------------------------------------------------------------------------------------
@@ -206,7 +211,7 @@ def _gatv2_jvp_transpose(cts, *args, negative_slope, has_edge):
             result[i] = ad.Zero(args[i].aval)
         return result
     ct_out, ct_lse = (ad.instantiate_zeros(c) for c in cts)
-    delta = jnp.sum(ct_out * out, axis=-1) - ct_lse
+    delta = jnp.sum(ct_out.astype(lse.dtype) * out.astype(lse.dtype), axis=-1) - ct_lse
     params = dict(negative_slope=negative_slope, has_edge=has_edge)
     operands = (*ga, xs, xd, a, ef, lse, ct_out, delta)
     if i_xs in undefined:
@@ -219,9 +224,9 @@ def _gatv2_jvp_transpose(cts, *args, negative_slope, has_edge):
 
 
 ad.primitive_jvps[gatv2_fwd_p] = _gatv2_fwd_jvp
-ad.primitive_jvps[gatv2_jvp_p] = composed_jvp(gatv2_jvp_composed, gatv2_jvp_p)
+ad.primitive_jvps[gatv2_jvp_p] = composed_jvp(in_float32(gatv2_jvp_composed, _jvp_abstract), gatv2_jvp_p)
 ad.primitive_transposes[gatv2_jvp_p] = _gatv2_jvp_transpose
-ad.primitive_jvps[gatv2_vjp_p] = composed_jvp(gatv2_vjp_composed, gatv2_vjp_p)
+ad.primitive_jvps[gatv2_vjp_p] = composed_jvp(in_float32(gatv2_vjp_composed, _vjp_abstract), gatv2_vjp_p)
 
 
 # ---------------------------------------------------------------------------------------

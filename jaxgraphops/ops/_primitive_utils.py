@@ -51,11 +51,43 @@ def segment_lse(z, dst, n_dst):
     return jnp.where(nonempty, m + jnp.log(jnp.where(nonempty, total, 1)), 0)
 
 
-def register_lowerings(prim, reference, ffi, *, multiple_results):
-    """The FFI lowering on CPU (and on CUDA when built with it), the pure-JAX one elsewhere."""
+HALF_TYPES = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
+
+
+def storage_dtype(dtype, work):
+    """The dtype features are passed to the kernels in: half precision as it is (the CUDA
+    kernels read it and compute in float32), else ``work``."""
+    return jnp.dtype(dtype) if jnp.dtype(dtype) in HALF_TYPES else work
+
+
+def in_float32(fn, abstract):
+    """``fn`` (a lowering or a composition) with bfloat16/float16 operands converted to float32
+    and its results converted to the dtypes of ``abstract``'s avals: how the CPU kernels and the
+    pure-JAX compositions treat half-precision features."""
+
+    def wrapped(*args, **params):
+        dtypes = [a.dtype for a in abstract(*(jax.typeof(x) for x in args), **params)]
+        args = [x.astype(jnp.float32) if x.dtype in HALF_TYPES else x for x in args]
+        return [o.astype(d) for o, d in zip(fn(*args, **params), dtypes)]
+
+    return wrapped
+
+
+def register_lowerings(prim, reference, ffi, *, multiple_results, abstract=None, cuda_half=False):
+    """The FFI lowering on CPU (and on CUDA when built with it), the pure-JAX one elsewhere.
+
+    With ``abstract`` (the primitive's abstract evaluation), half-precision operands are computed
+    in float32 (:func:`in_float32`), except by the CUDA handler when ``cuda_half`` says it reads
+    them itself.
+    """
+    if abstract is not None:
+        cuda_ffi = ffi if cuda_half else in_float32(ffi, abstract)
+        reference, ffi = in_float32(reference, abstract), in_float32(ffi, abstract)
+    else:
+        cuda_ffi = ffi
     mlir.register_lowering(prim, mlir.lower_fun(reference, multiple_results=multiple_results))
     mlir.register_lowering(prim, mlir.lower_fun(ffi, multiple_results=multiple_results), platform="cpu")
-    cuda = ffi if _backend.with_cuda() else reference
+    cuda = cuda_ffi if _backend.with_cuda() else reference
     mlir.register_lowering(prim, mlir.lower_fun(cuda, multiple_results=multiple_results), platform="cuda")
 
 

@@ -17,6 +17,7 @@ from ._attention_primitives import attention_weights, gat
 from ._attention_simple_primitives import attention_weights_simple, mha_simple_core
 from ._attention_v2_primitives import attention_weights_v2, gatv2
 from ._calls import graph_arrays
+from ._primitive_utils import storage_dtype
 from .message_passing import IMPLS, _as_float_array, _check_choice, _check_graph, _compute_dtype
 
 
@@ -105,7 +106,8 @@ def mha_gat(g: Graph, x_src, attn_weights, *, x_dst=None, num_heads: int = 1, co
     Returns:
       ``out`` (``[n_dst, H * C]`` or ``[n_dst, C]``), and ``alpha [n_edges, H]`` with
       ``return_attention``. A destination without incoming edges gets 0 (and zero gradients).
-      Half-precision inputs are computed in float32.
+      Half-precision features: float32 scores, softmax and sums (on GPU the kernels read and
+      write the half-precision arrays themselves), results in the input precision.
 
     >>> import jax.numpy as jnp, jaxgraphops as jgo
     >>> g = jgo.Graph.from_edges(jnp.array([0, 1]), jnp.array([1, 1]))
@@ -134,11 +136,12 @@ def mha_gat(g: Graph, x_src, attn_weights, *, x_dst=None, num_heads: int = 1, co
         return reference.mha_gat(g, x_src, attn_weights, **kw)
 
     dtype, work = _compute_dtype(x_src, attn_weights, x_dst, edge_feat)
-    xs = x_src.astype(work).reshape(g.n_src, heads, c)
-    xd = xs[: g.n_dst] if x_dst is None else x_dst.astype(work).reshape(g.n_dst, heads, c)
+    store = storage_dtype(dtype, work)
+    xs = x_src.astype(store).reshape(g.n_src, heads, c)
+    xd = xs[: g.n_dst] if x_dst is None else x_dst.astype(store).reshape(g.n_dst, heads, c)
     a = attn_weights.astype(work).reshape(parts, heads, c)
-    s_src = _head_scores(xs, a[0])
-    s_dst = _head_scores(xd, a[1])
+    s_src = _head_scores(xs.astype(work), a[0])
+    s_dst = _head_scores(xd.astype(work), a[1])
     s_edge = None
     if edge_feat is not None:
         s_edge = _head_scores(edge_feat.astype(work).reshape(g.n_edges, heads, c), a[2])
@@ -177,7 +180,8 @@ def mha_gat_v2(g: Graph, x_src, x_dst, attn_weights, *, num_heads: int = 1, conc
     Returns:
       ``out`` (``[n_dst, H * C]`` or ``[n_dst, C]``), and ``alpha [n_edges, H]`` with
       ``return_attention``. A destination without incoming edges gets 0 (and zero gradients).
-      Half-precision inputs are computed in float32.
+      Half-precision features: float32 scores, softmax and sums (on GPU the kernels read and
+      write the half-precision arrays themselves), results in the input precision.
 
     >>> import jax.numpy as jnp, jaxgraphops as jgo
     >>> g = jgo.Graph.from_edges(jnp.array([0, 1]), jnp.array([1, 1]))
@@ -205,10 +209,11 @@ def mha_gat_v2(g: Graph, x_src, x_dst, attn_weights, *, num_heads: int = 1, conc
         return reference.mha_gat_v2(g, x_src, x_dst, attn_weights, **kw)
 
     dtype, work = _compute_dtype(x_src, attn_weights, x_dst, edge_feat)
-    xs = x_src.astype(work).reshape(g.n_src, heads, c)
-    xd = xs[: g.n_dst] if x_dst is None else x_dst.astype(work).reshape(g.n_dst, heads, c)
+    store = storage_dtype(dtype, work)
+    xs = x_src.astype(store).reshape(g.n_src, heads, c)
+    xd = xs[: g.n_dst] if x_dst is None else x_dst.astype(store).reshape(g.n_dst, heads, c)
     a = attn_weights.astype(work).reshape(heads, c)
-    ef = None if edge_feat is None else edge_feat.astype(work).reshape(g.n_edges, heads, c)
+    ef = None if edge_feat is None else edge_feat.astype(store).reshape(g.n_edges, heads, c)
     ga = graph_arrays(g)
     out, lse = gatv2(ga, xs, xd, a, ef, negative_slope=negative_slope)
     return _outputs(out, dtype, concat_heads, return_attention,
@@ -245,7 +250,8 @@ def mha_simple(g: Graph, query, key, value, *, num_heads: int = 1, concat_heads:
     Returns:
       ``out`` (``[n_dst, H * C]`` or ``[n_dst, C]``), and ``alpha [n_edges, H]`` with
       ``return_attention``. A destination without incoming edges gets 0 (and zero gradients).
-      Half-precision inputs are computed in float32.
+      Half-precision features: float32 scores, softmax and sums (on GPU the kernels read and
+      write the half-precision arrays themselves), results in the input precision.
 
     >>> import jax.numpy as jnp, jaxgraphops as jgo
     >>> g = jgo.Graph.from_edges(jnp.array([0, 1]), jnp.array([1, 1]))

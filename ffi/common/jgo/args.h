@@ -34,6 +34,12 @@ ffi::Error DispatchTypes(ffi::DataType float_type, ffi::DataType index_type, Fn&
 
 inline bool IsIndexType(ffi::DataType t) { return t == ffi::DataType::S32 || t == ffi::DataType::S64; }
 inline bool IsFloatType(ffi::DataType t) { return t == ffi::DataType::F32 || t == ffi::DataType::F64; }
+inline bool IsHalfType(ffi::DataType t) { return t == ffi::DataType::BF16 || t == ffi::DataType::F16; }
+// Features stored as `storage` with scores and accumulation in `score`: the same float32/float64
+// type, or bfloat16/float16 storage with float32 scores (the CUDA kernels' mixed precision).
+inline bool StorageFits(ffi::DataType storage, ffi::DataType score) {
+  return IsFloatType(score) && (storage == score || (IsHalfType(storage) && score == ffi::DataType::F32));
+}
 
 inline int64_t Rows(const ffi::AnyBuffer& b) {
   auto d = b.dimensions();

@@ -24,6 +24,7 @@ struct GatArgs {
   int64_t nbr_bound;  // neighbour ids lie in [0, nbr_bound)
   bool has_edge;
   double slope;
+  ffi::DataType storage, score;  // of the feature arrays, and of the scores (see StorageFits)
 };
 
 namespace detail {
@@ -62,9 +63,11 @@ inline ffi::ErrorOr<GatArgs> CheckGatCommon(const char* fn, const ffi::AnyBuffer
   const auto it = offsets.element_type();
   if (!IsIndexType(it) || nbr.element_type() != it || eid.element_type() != it)
     return Fail(std::string(fn) + ": offsets, neighbours and edge ids must share an int32/int64 dtype");
-  const auto ft = x.element_type();
-  if (!IsFloatType(ft) || s_src.element_type() != ft || s_edge.element_type() != ft)
-    return Fail(std::string(fn) + ": features and scores must share a float32/float64 dtype");
+  a.storage = x.element_type();
+  a.score = s_src.element_type();
+  if (!StorageFits(a.storage, a.score) || s_edge.element_type() != a.score)
+    return Fail(std::string(fn) + ": scores must be float32/float64 and features of their dtype, or bfloat16/float16 "
+                "features with float32 scores");
   auto xd = x.dimensions();
   if (xd.size() != 3) return Fail(std::string(fn) + ": x must be [n_src, H, C]; got " + detail::ShapeOf(x));
   a.n_src = xd[0];
@@ -98,9 +101,8 @@ inline ffi::ErrorOr<GatArgs> CheckGatFwd(const ffi::AnyBuffer& offsets, const ff
   const int64_t n_dst = static_cast<int64_t>(offsets.element_count()) - 1;
   auto a = CheckGatCommon(fn, offsets, nbr, eid, x, s_src, s_edge, n_dst, false, slope, has_edge);
   if (a.has_error()) return a;
-  const auto ft = x.element_type();
-  if (s_dst.element_type() != ft || out.element_type() != ft || lse.element_type() != ft)
-    return Fail(std::string(fn) + ": scores and outputs must have the dtype of x");
+  if (s_dst.element_type() != a->score || lse.element_type() != a->score || out.element_type() != a->storage)
+    return Fail(std::string(fn) + ": s_dst and lse must have the dtype of s_src, out that of x");
   if (auto e = detail::Expect(fn, "s_dst", s_dst, {a->n_dst, a->heads}); e.failure()) return ffi::Unexpected(e);
   if (auto e = detail::Expect(fn, "out", out, {a->n_dst, a->heads, a->dim}); e.failure()) return ffi::Unexpected(e);
   if (auto e = detail::Expect(fn, "lse", lse, {a->n_dst, a->heads}); e.failure()) return ffi::Unexpected(e);
@@ -120,10 +122,11 @@ inline ffi::ErrorOr<GatArgs> CheckGatBwd(const ffi::AnyBuffer& offsets, const ff
   if (dd.size() != 3) return Fail(std::string(fn) + ": dst_info must be [n_dst, 3, H]; got " + detail::ShapeOf(dst_info));
   auto a = CheckGatCommon(fn, offsets, nbr, eid, x, s_src, s_edge, dd[0], by_src, slope, has_edge);
   if (a.has_error()) return a;
-  const auto ft = x.element_type();
-  if (dst_info.element_type() != ft || grad.element_type() != ft || out_a.element_type() != ft ||
-      out_b.element_type() != ft)
-    return Fail(std::string(fn) + ": all float operands and results must have the dtype of x");
+  const auto a_type = by_src ? a->storage : a->score;  // grad_x, or grad_s_dst
+  if (dst_info.element_type() != a->score || grad.element_type() != a->storage || out_a.element_type() != a_type ||
+      out_b.element_type() != a->score)
+    return Fail(std::string(fn) + ": dst_info and the score gradients must have the dtype of s_src, grad and "
+                "grad_x that of x");
   if (auto e = detail::Expect(fn, "dst_info", dst_info, {a->n_dst, DstInfo::kCount, a->heads}); e.failure())
     return ffi::Unexpected(e);
   if (auto e = detail::Expect(fn, "grad", grad, {a->n_dst, a->heads, a->dim}); e.failure()) return ffi::Unexpected(e);
@@ -141,6 +144,13 @@ inline ffi::ErrorOr<GatArgs> CheckGatBwd(const ffi::AnyBuffer& offsets, const ff
     }
   }
   return a;
+}
+
+// The CPU kernels compute in the features' own float32/float64 (the lowering converts half
+// precision to float32 before the call).
+inline ffi::Error RequireCpuStorage(const char* fn, const GatArgs& a) {
+  if (a.storage == a.score) return ffi::Error::Success();
+  return InvalidArgument(std::string(fn) + ": the CPU kernels take float32/float64 features of the scores' dtype");
 }
 
 }  // namespace jgo

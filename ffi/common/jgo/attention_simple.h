@@ -67,8 +67,6 @@ JGO_HD T SimpleEdgeGrad(T scale_ds, T q, T alpha, T g) {
   return scale_ds * q + alpha * g;
 }
 
-inline bool IsHalfType(ffi::DataType t) { return t == ffi::DataType::BF16 || t == ffi::DataType::F16; }
-
 // The dtype of lse and info for features stored as `storage`: float32 for half storage.
 inline ffi::DataType SimpleAccType(ffi::DataType storage) {
   return IsHalfType(storage) ? ffi::DataType::F32 : storage;

@@ -61,10 +61,12 @@ inline ffi::ErrorOr<GatArgs> CheckGatv2(const char* fn, const ffi::AnyBuffer& of
   const auto it = offsets.element_type();
   if (!IsIndexType(it) || nbr.element_type() != it || eid.element_type() != it)
     return Fail(std::string(fn) + ": offsets, neighbours and edge ids must share an int32/int64 dtype");
-  const auto ft = xs.element_type();
-  if (!IsFloatType(ft) || xd.element_type() != ft || a.element_type() != ft || ef.element_type() != ft ||
-      (info && info->element_type() != ft) || (grad && grad->element_type() != ft))
-    return Fail(std::string(fn) + ": float operands must share a float32/float64 dtype");
+  r.storage = xs.element_type();
+  r.score = a.element_type();
+  if (!StorageFits(r.storage, r.score) || xd.element_type() != r.storage || ef.element_type() != r.storage ||
+      (info && info->element_type() != r.score) || (grad && grad->element_type() != r.storage))
+    return Fail(std::string(fn) + ": attn_weights and dst_info must be float32/float64 and x_src, x_dst, edge_feat, "
+                "grad of their dtype, or bfloat16/float16 with float32 attn_weights");
   auto sd = xs.dimensions();
   auto dd = xd.dimensions();
   if (sd.size() != 3) return Fail(std::string(fn) + ": x_src must be [n_src, H, C]; got " + detail::ShapeOf(xs));
@@ -100,10 +102,10 @@ inline ffi::ErrorOr<GatArgs> CheckGatv2(const char* fn, const ffi::AnyBuffer& of
   return r;
 }
 
-// Checks a result buffer's dtype and shape.
+// Checks a result buffer's dtype (`ft`: the storage or the score dtype) and shape.
 inline ffi::Error CheckGatv2Result(const char* fn, const char* name, const ffi::AnyBuffer& b, ffi::DataType ft,
                                    std::initializer_list<int64_t> shape) {
-  if (b.element_type() != ft) return InvalidArgument(std::string(fn) + ": " + name + " must have the dtype of x_src");
+  if (b.element_type() != ft) return InvalidArgument(std::string(fn) + ": " + name + " has the wrong dtype");
   return detail::Expect(fn, name, b, shape);
 }
 
