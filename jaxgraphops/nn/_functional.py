@@ -316,7 +316,7 @@ def _attention_weights_from_pyg(fn: str, layer: str, state_dict, names: dict, re
         raise ValueError(f"{fn}: {att} must be [1, heads, out_channels]; got shape {tuple(a.shape)}")
     heads, c = a.shape[1:]
     width = heads * c
-    for k, v in arrays.items():
+    for k, v in sorted(arrays.items()):
         if k.startswith("att"):
             ok = v.shape == a.shape
         elif k.endswith("weight"):  # res (PyG's residual) and lin_skip may map to C outputs
@@ -440,7 +440,7 @@ def transformer_weights_from_pyg(fn: str, state_dict, *, heads: int, concat: boo
     in_dst = arrays["lin_query.weight"].shape[1]
     expected = {"lin_query": (width, in_dst), "lin_key": (width, None), "lin_value": (width, None),
                 "lin_edge": (width, None), "lin_skip": (out, in_dst), "lin_beta": (1, 3 * out)}
-    for k, v in arrays.items():
+    for k, v in sorted(arrays.items()):
         rows, cols = expected[k.split(".")[0]]
         ok = (v.ndim == 2 and v.shape[0] == rows and cols in (None, v.shape[1]) if k.endswith("weight")
               else v.shape == (rows,))
