@@ -24,6 +24,9 @@ NB_MODULE(_ext, m) {
     d["jgo_gatv2_fwd"] = Capsule(JgoGatv2FwdCpu);
     d["jgo_gatv2_bwd_dst"] = Capsule(JgoGatv2BwdDstCpu);
     d["jgo_gatv2_bwd_src"] = Capsule(JgoGatv2BwdSrcCpu);
+    d["jgo_gno_fwd"] = Capsule(JgoGnoFwdCpu);
+    d["jgo_gno_bwd_src"] = Capsule(JgoGnoBwdSrcCpu);
+    d["jgo_gno_bwd_dst"] = Capsule(JgoGnoBwdDstCpu);
     return d;
   });
   m.def("cuda_targets", [] {
@@ -38,6 +41,9 @@ NB_MODULE(_ext, m) {
     d["jgo_gatv2_fwd"] = Capsule(JgoGatv2FwdCuda);
     d["jgo_gatv2_bwd_dst"] = Capsule(JgoGatv2BwdDstCuda);
     d["jgo_gatv2_bwd_src"] = Capsule(JgoGatv2BwdSrcCuda);
+    d["jgo_gno_fwd"] = Capsule(JgoGnoFwdCuda);
+    d["jgo_gno_bwd_src"] = Capsule(JgoGnoBwdSrcCuda);
+    d["jgo_gno_bwd_dst"] = Capsule(JgoGnoBwdDstCuda);
 #endif
     return d;
   });
