@@ -25,9 +25,13 @@ namespace {
 
 constexpr int64_t kTile = 8;  // rows contracted with Vb together
 
+// The row loops and their helpers are inlined into two copies, one for the baseline ISA and one
+// for AVX2 + FMA, picked at run time (RunRows below); the loops over features vectorise in both.
+#define JGO_INLINE __attribute__((always_inline)) inline
+
 // acc[c * P + k] += x[c] * h[k] for c < n, k < P.
 template <typename T>
-inline void AddOuter(T* acc, const T* x, int64_t n, const T* h, int64_t P) {
+JGO_INLINE void AddOuter(T* __restrict__ acc, const T* __restrict__ x, int64_t n, const T* __restrict__ h, int64_t P) {
   for (int64_t c = 0; c < n; ++c) {
     const T s = x[c];
     T* row = acc + c * P;
@@ -37,13 +41,13 @@ inline void AddOuter(T* acc, const T* x, int64_t n, const T* h, int64_t P) {
 
 // y[0:n] += s * x[0:n].
 template <typename T>
-inline void Axpy(T* y, T s, const T* x, int64_t n) {
+JGO_INLINE void Axpy(T* __restrict__ y, T s, const T* __restrict__ x, int64_t n) {
   for (int64_t c = 0; c < n; ++c) y[c] += s * x[c];
 }
 
 // The kernel MLP of one edge: pre[k] = U[k] dx + b_u[k], h[k] = relu(pre[k]) (k < H), h[H] = 1.
 template <typename T>
-inline void EdgeHidden(int64_t H, int64_t d, const T* U, const T* b_u, const T* dx, T* pre, T* h) {
+JGO_INLINE void EdgeHidden(int64_t H, int64_t d, const T* U, const T* b_u, const T* dx, T* pre, T* h) {
   for (int64_t k = 0; k < H; ++k) {
     pre[k] = GnoPre(U + k * d, b_u[k], dx, d);
     h[k] = GnoHidden(pre[k]);
@@ -82,7 +86,7 @@ inline void PrefetchEdge(const GnoArgs& a, const I* nbr, const I* eid, const T* 
 // jgo_gno_fwd: A_r[c, k] = sum_e w_e f_j[c] h~_e[k] per destination, then out_r = Vb . A_r.
 
 template <typename T, typename I, bool kWeight, bool kDiag>
-void GnoFwdRows(const GnoArgs& a, const I* offsets, const I* nbr, const I* eid, const T* f, const T* dx, const T* U,
+JGO_INLINE void GnoFwdRows(const GnoArgs& a, const I* offsets, const I* nbr, const I* eid, const T* f, const T* dx, const T* U,
                 const T* b_u, const T* Vb, const T* w, T* out, int64_t r0, int64_t r1) {
   const int64_t Cin = a.c_in, Cout = a.c_out, H = a.hidden, P = a.units(), d = a.dim, Q = Cin * P;
   std::vector<T> acc(kTile * Q), pre(H), h(P), xw(Cin);
@@ -120,6 +124,44 @@ void GnoFwdRows(const GnoArgs& a, const I* offsets, const I* nbr, const I* eid, 
   }
 }
 
+struct FwdRows {
+  template <typename T, typename I, bool kWeight, bool kDiag, typename... Args>
+  JGO_INLINE static void run(const GnoArgs* a, Args... args) { GnoFwdRows<T, I, kWeight, kDiag>(*a, args...); }
+};
+
+// Calls Rows::run<T, I, kWeight, kDiag>(args...) compiled for AVX2 + FMA where the CPU has them.
+template <typename Rows, typename T, typename I, bool kWeight, bool kDiag, typename... Args>
+void RunBaseline(Args... args) {
+  Rows::template run<T, I, kWeight, kDiag>(args...);
+}
+#if defined(__x86_64__) && defined(__GNUC__)
+template <typename Rows, typename T, typename I, bool kWeight, bool kDiag, typename... Args>
+__attribute__((target("avx2,fma"))) void RunAvx2(Args... args) {
+  Rows::template run<T, I, kWeight, kDiag>(args...);
+}
+inline bool HasAvx2Fma() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+#endif
+template <typename Rows, typename T, typename I, bool kWeight, bool kDiag, typename... Args>
+void RunRows(Args... args) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (HasAvx2Fma()) return RunAvx2<Rows, T, I, kWeight, kDiag>(args...);
+#endif
+  RunBaseline<Rows, T, I, kWeight, kDiag>(args...);
+}
+
+// Calls fn(std::integral_constant<bool, weight>, std::integral_constant<bool, diagonal>).
+template <typename Fn>
+void DispatchFlags(bool weight, bool diagonal, Fn&& fn) {
+  if (weight) {
+    if (diagonal) fn(std::true_type{}, std::true_type{}); else fn(std::true_type{}, std::false_type{});
+  } else {
+    if (diagonal) fn(std::false_type{}, std::true_type{}); else fn(std::false_type{}, std::false_type{});
+  }
+}
+
 template <typename T, typename I>
 ffi::Error GnoFwdTyped(ffi::ThreadPool& pool, const GnoArgs& a, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr,
                        ffi::AnyBuffer eid, ffi::AnyBuffer f, ffi::AnyBuffer dx, ffi::AnyBuffer U, ffi::AnyBuffer b_u,
@@ -134,13 +176,10 @@ ffi::Error GnoFwdTyped(ffi::ThreadPool& pool, const GnoArgs& a, ffi::AnyBuffer o
   T* od = out.typed_data<T>();
   const int64_t tasks = TaskCount<I>(pool, a.n_rows, a.n_edges, a.c_in * a.units());
   RunTasks(pool, tasks, o, a.n_rows, a.n_edges, [&](int64_t, int64_t r0, int64_t r1) {
-    if (a.diagonal) {
-      if (a.has_weight) GnoFwdRows<T, I, true, true>(a, o, n, e, fd, xd, ud, bd, vd, wd, od, r0, r1);
-      else GnoFwdRows<T, I, false, true>(a, o, n, e, fd, xd, ud, bd, vd, wd, od, r0, r1);
-    } else {
-      if (a.has_weight) GnoFwdRows<T, I, true, false>(a, o, n, e, fd, xd, ud, bd, vd, wd, od, r0, r1);
-      else GnoFwdRows<T, I, false, false>(a, o, n, e, fd, xd, ud, bd, vd, wd, od, r0, r1);
-    }
+    DispatchFlags(a.has_weight, a.diagonal, [&](auto weight, auto diag) {
+      RunRows<FwdRows, T, I, decltype(weight)::value, decltype(diag)::value>(&a, o, n, e, fd, xd, ud, bd, vd, wd, od,
+                                                                             r0, r1);
+    });
   });
   return ffi::Error::Success();
 }
@@ -163,7 +202,7 @@ ffi::Error GnoFwdCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffe
 //   B_j[o, k] = sum_e w_e G_i[o] h~_e[k],   grad_f[j] = Vb . B_j,   grad_Vb[c, o, k] += f_j[c] B_j[o, k]
 
 template <typename T, typename I, bool kWeight, bool kDiag>
-void GnoBwdSrcRows(const GnoArgs& a, const I* offsets, const I* nbr, const I* eid, const T* f, const T* dx, const T* U,
+JGO_INLINE void GnoBwdSrcRows(const GnoArgs& a, const I* offsets, const I* nbr, const I* eid, const T* f, const T* dx, const T* U,
                    const T* b_u, const T* Vb, const T* w, const T* G, T* grad_f, T* grad_vb, int64_t r0, int64_t r1) {
   const int64_t Cin = a.c_in, Cout = a.c_out, H = a.hidden, P = a.units(), d = a.dim, Q = Cout * P;
   std::vector<T> acc(kTile * Q), pre(H), h(P), xw(Cout);
@@ -206,13 +245,18 @@ void GnoBwdSrcRows(const GnoArgs& a, const I* offsets, const I* nbr, const I* ei
   }
 }
 
+struct BwdSrcRows {
+  template <typename T, typename I, bool kWeight, bool kDiag, typename... Args>
+  JGO_INLINE static void run(const GnoArgs* a, Args... args) { GnoBwdSrcRows<T, I, kWeight, kDiag>(*a, args...); }
+};
+
 // ---------------------------------------------------------------------------------------
 // jgo_gno_bwd_dst, over the in-edges of each destination i (CSC):
 //   Q_i[c, k] = sum_o G_i[o] Vb[o, c, k],  t_e = f_j . Q_i,  grad_w_e = <h~_e, t_e>,
 //   ga_e = w_e t_e relu'(a_e),  grad_dx_e = U^T ga_e,  grad_U += ga_e dx_e^T,  grad_b_u += ga_e
 
 template <typename T, typename I, bool kWeight, bool kDiag>
-void GnoBwdDstRows(const GnoArgs& a, const I* offsets, const I* nbr, const I* eid, const T* f, const T* dx, const T* U,
+JGO_INLINE void GnoBwdDstRows(const GnoArgs& a, const I* offsets, const I* nbr, const I* eid, const T* f, const T* dx, const T* U,
                    const T* b_u, const T* Vb, const T* w, const T* G, T* grad_dx, T* grad_u, T* grad_bu, T* grad_w,
                    int64_t r0, int64_t r1) {
   const int64_t Cin = a.c_in, Cout = a.c_out, H = a.hidden, P = a.units(), d = a.dim, Q = Cin * P;
@@ -263,6 +307,11 @@ void GnoBwdDstRows(const GnoArgs& a, const I* offsets, const I* nbr, const I* ei
   }
 }
 
+struct BwdDstRows {
+  template <typename T, typename I, bool kWeight, bool kDiag, typename... Args>
+  JGO_INLINE static void run(const GnoArgs* a, Args... args) { GnoBwdDstRows<T, I, kWeight, kDiag>(*a, args...); }
+};
+
 template <typename T, typename I>
 ffi::Error GnoBwdTyped(ffi::ThreadPool& pool, const GnoArgs& a, bool by_src, ffi::AnyBuffer offsets,
                        ffi::AnyBuffer nbr, ffi::AnyBuffer eid, ffi::AnyBuffer f, ffi::AnyBuffer dx, ffi::AnyBuffer U,
@@ -287,27 +336,18 @@ ffi::Error GnoBwdTyped(ffi::ThreadPool& pool, const GnoArgs& a, bool by_src, ffi
     T* part = partial.data() + task * part_len;
     if (by_src) {
       T* gf = results[0].typed_data<T>();
-      auto run = [&](auto weight, auto diag) {
-        GnoBwdSrcRows<T, I, decltype(weight)::value, decltype(diag)::value>(a, o, n, e, fd, xd, ud, bd, vd, wd, gd,
-                                                                            gf, part, r0, r1);
-      };
-      if (a.has_weight) {
-        if (a.diagonal) run(std::true_type{}, std::true_type{}); else run(std::true_type{}, std::false_type{});
-      } else {
-        if (a.diagonal) run(std::false_type{}, std::true_type{}); else run(std::false_type{}, std::false_type{});
-      }
+      DispatchFlags(a.has_weight, a.diagonal, [&](auto weight, auto diag) {
+        RunRows<BwdSrcRows, T, I, decltype(weight)::value, decltype(diag)::value>(&a, o, n, e, fd, xd, ud, bd, vd, wd,
+                                                                                  gd, gf, part, r0, r1);
+      });
     } else {
       T* gdx = results[0].typed_data<T>();
       T* gw = a.has_weight ? results[3].typed_data<T>() : nullptr;
-      auto run = [&](auto weight, auto diag) {
-        GnoBwdDstRows<T, I, decltype(weight)::value, decltype(diag)::value>(
-            a, o, n, e, fd, xd, ud, bd, vd, wd, gd, gdx, part, part + a.hidden * a.dim, gw, r0, r1);
-      };
-      if (a.has_weight) {
-        if (a.diagonal) run(std::true_type{}, std::true_type{}); else run(std::true_type{}, std::false_type{});
-      } else {
-        if (a.diagonal) run(std::false_type{}, std::true_type{}); else run(std::false_type{}, std::false_type{});
-      }
+      T* gbu = part + a.hidden * a.dim;
+      DispatchFlags(a.has_weight, a.diagonal, [&](auto weight, auto diag) {
+        RunRows<BwdDstRows, T, I, decltype(weight)::value, decltype(diag)::value>(&a, o, n, e, fd, xd, ud, bd, vd, wd,
+                                                                                  gd, gdx, part, gbu, gw, r0, r1);
+      });
     }
   });
   std::vector<T> total(part_len, T(0));
