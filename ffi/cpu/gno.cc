@@ -225,15 +225,19 @@ JGO_INLINE void GnoBwdSrcRows(const GnoArgs& a, const I* offsets, const I* nbr, 
     for (int64_t r = t0; r < t1; ++r) {
       T* gf = grad_f + r * Cin;
       const T* B = acc.data() + (r - t0) * Q;
-      const T* fr = f + r * Cin;
       if (kDiag) {
+        const T* fr = f + r * Cin;
         for (int64_t c = 0; c < Cin; ++c) {
           gf[c] = Dot(Vb + c * P, B + c * P, P);
           Axpy(grad_vb + c * P, fr[c], B + c * P, P);
         }
       } else {
         std::fill(gf, gf + Cin, T(0));
-        for (int64_t c = 0; c < Cin; ++c) Axpy(grad_vb + c * Q, fr[c], B, Q);
+      }
+    }
+    if (!kDiag) {  // grad_Vb[c] += sum_r f[r, c] B_r: each grad_Vb row stays in cache across the tile
+      for (int64_t c = 0; c < Cin; ++c) {
+        for (int64_t r = t0; r < t1; ++r) Axpy(grad_vb + c * Q, f[r * Cin + c], acc.data() + (r - t0) * Q, Q);
       }
     }
     if (!kDiag) {
