@@ -35,15 +35,15 @@ def cases(scale: float = 1.0):
     V = jnp.asarray(rng.normal(size=(c * c, hidden)).astype(np.float32) / np.sqrt(hidden))
     b_v = jnp.asarray(rng.normal(size=c * c).astype(np.float32))
 
-    def op(impl):
-        return lambda f, dx, U, b_u, V, b_v: jgo.gno_conv(g, f, dx, U, b_u, V, b_v, kernel="matrix", reduce="mean",
-                                                           impl=impl)
+    def op(impl):  # the graph is an argument, not a constant XLA would try to fold
+        return lambda g, f, dx, U, b_u, V, b_v: jgo.gno_conv(g, f, dx, U, b_u, V, b_v, kernel="matrix",
+                                                              reduce="mean", impl=impl)
 
     def forward_backward(fn):
-        return jax.value_and_grad(lambda *a: jnp.sum(fn(*a) ** 2), tuple(range(6)))
+        return jax.value_and_grad(lambda *a: jnp.sum(fn(*a) ** 2), tuple(range(1, 7)))
 
     shape = f"N={n:,} E={g.n_edges:,} d={d} H={hidden} c_in=c_out={c} f32"
-    operands = (f, dx, U, b_u, V, b_v)
+    operands = (g, f, dx, U, b_u, V, b_v)
     yield "gno_conv", shape, "forward", jax.jit(op(None)), jax.jit(op("xla")), operands
     yield ("gno_conv", shape, "forward+backward", jax.jit(forward_backward(op(None))),
            jax.jit(forward_backward(op("xla"))), operands)
