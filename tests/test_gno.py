@@ -234,6 +234,16 @@ def test_vmap(rng, kernel):
     c(jax.vmap(jax.grad(loss(f), (0, 1, 4)))(*stacked)[2], jax.vmap(jax.grad(loss(r), (0, 1, 4)))(*stacked)[2])
 
 
+def test_vmap_over_graphs(rng):
+    graphs = [random_graph(np.random.default_rng(s)) for s in range(3)]
+    stacked = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *graphs)
+    f, dx, U, b_u, V, b_v, w = params(rng, graphs[0], weighted=True, dtype=np.float32)
+    out = jax.vmap(lambda g: conv(g, "matrix", "mean")(f, dx, U, b_u, V, b_v, w))(stacked)
+    for i, g in enumerate(graphs):
+        np.testing.assert_allclose(out[i], conv(g, "matrix", "mean", "xla")(f, dx, U, b_u, V, b_v, w), rtol=1e-4,
+                                   atol=1e-4)
+
+
 # ---------------------------------------------------------------------------------------
 # errors
 
