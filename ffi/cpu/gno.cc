@@ -31,7 +31,8 @@ constexpr int64_t kTile = 8;  // rows contracted with Vb together
 
 // acc[c * P + k] += x[c] * h[k] for c < n, k < P.
 template <typename T>
-JGO_INLINE void AddOuter(T* __restrict__ acc, const T* __restrict__ x, int64_t n, const T* __restrict__ h, int64_t P) {
+JGO_INLINE void AddOuter(T* __restrict__ acc, const T* __restrict__ x, int64_t n, const T* __restrict__ h,
+                         int64_t P) {
   for (int64_t c = 0; c < n; ++c) {
     const T s = x[c];
     T* row = acc + c * P;
@@ -56,8 +57,7 @@ JGO_INLINE void EdgeHidden(int64_t H, int64_t d, const T* U, const T* b_u, const
 }
 
 // The number of tasks for rows of `row_len` work per edge (as ForRowChunks in row_parallel.h).
-template <typename I>
-int64_t TaskCount(ffi::ThreadPool& pool, int64_t n_rows, int64_t n_edges, int64_t row_len) {
+inline int64_t TaskCount(ffi::ThreadPool& pool, int64_t n_rows, int64_t n_edges, int64_t row_len) {
   const int64_t total = n_edges + n_rows;
   const int64_t threads = std::max<int64_t>(1, pool.num_threads());
   return std::max<int64_t>(1, std::min<int64_t>(threads, total * std::max<int64_t>(1, row_len) / kMinWorkPerTask));
@@ -86,8 +86,8 @@ inline void PrefetchEdge(const GnoArgs& a, const I* nbr, const I* eid, const T* 
 // jgo_gno_fwd: A_r[c, k] = sum_e w_e f_j[c] h~_e[k] per destination, then out_r = Vb . A_r.
 
 template <typename T, typename I, bool kWeight, bool kDiag>
-JGO_INLINE void GnoFwdRows(const GnoArgs& a, const I* offsets, const I* nbr, const I* eid, const T* f, const T* dx, const T* U,
-                const T* b_u, const T* Vb, const T* w, T* out, int64_t r0, int64_t r1) {
+JGO_INLINE void GnoFwdRows(const GnoArgs& a, const I* offsets, const I* nbr, const I* eid, const T* f, const T* dx,
+                           const T* U, const T* b_u, const T* Vb, const T* w, T* out, int64_t r0, int64_t r1) {
   const int64_t Cin = a.c_in, Cout = a.c_out, H = a.hidden, P = a.units(), d = a.dim, Q = Cin * P;
   std::vector<T> acc(kTile * Q), pre(H), h(P), xw(Cin);
   const int64_t last = offsets[r1];
@@ -174,7 +174,7 @@ ffi::Error GnoFwdTyped(ffi::ThreadPool& pool, const GnoArgs& a, ffi::AnyBuffer o
   const T* vd = Vb.typed_data<T>();
   const T* wd = a.has_weight ? w.typed_data<T>() : nullptr;
   T* od = out.typed_data<T>();
-  const int64_t tasks = TaskCount<I>(pool, a.n_rows, a.n_edges, a.c_in * a.units());
+  const int64_t tasks = TaskCount(pool, a.n_rows, a.n_edges, a.c_in * a.units());
   RunTasks(pool, tasks, o, a.n_rows, a.n_edges, [&](int64_t, int64_t r0, int64_t r1) {
     DispatchFlags(a.has_weight, a.diagonal, [&](auto weight, auto diag) {
       RunRows<FwdRows, T, I, decltype(weight)::value, decltype(diag)::value>(&a, o, n, e, fd, xd, ud, bd, vd, wd, od,
@@ -202,8 +202,9 @@ ffi::Error GnoFwdCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffe
 //   B_j[o, k] = sum_e w_e G_i[o] h~_e[k],   grad_f[j] = Vb . B_j,   grad_Vb[c, o, k] += f_j[c] B_j[o, k]
 
 template <typename T, typename I, bool kWeight, bool kDiag>
-JGO_INLINE void GnoBwdSrcRows(const GnoArgs& a, const I* offsets, const I* nbr, const I* eid, const T* f, const T* dx, const T* U,
-                   const T* b_u, const T* Vb, const T* w, const T* G, T* grad_f, T* grad_vb, int64_t r0, int64_t r1) {
+JGO_INLINE void GnoBwdSrcRows(const GnoArgs& a, const I* offsets, const I* nbr, const I* eid, const T* f,
+                              const T* dx, const T* U, const T* b_u, const T* Vb, const T* w, const T* G,
+                              T* grad_f, T* grad_vb, int64_t r0, int64_t r1) {
   const int64_t Cin = a.c_in, Cout = a.c_out, H = a.hidden, P = a.units(), d = a.dim, Q = Cout * P;
   std::vector<T> acc(kTile * Q), pre(H), h(P), xw(Cout);
   const int64_t last = offsets[r1];
@@ -260,9 +261,9 @@ struct BwdSrcRows {
 //   ga_e = w_e t_e relu'(a_e),  grad_dx_e = U^T ga_e,  grad_U += ga_e dx_e^T,  grad_b_u += ga_e
 
 template <typename T, typename I, bool kWeight, bool kDiag>
-JGO_INLINE void GnoBwdDstRows(const GnoArgs& a, const I* offsets, const I* nbr, const I* eid, const T* f, const T* dx, const T* U,
-                   const T* b_u, const T* Vb, const T* w, const T* G, T* grad_dx, T* grad_u, T* grad_bu, T* grad_w,
-                   int64_t r0, int64_t r1) {
+JGO_INLINE void GnoBwdDstRows(const GnoArgs& a, const I* offsets, const I* nbr, const I* eid, const T* f,
+                              const T* dx, const T* U, const T* b_u, const T* Vb, const T* w, const T* G,
+                              T* grad_dx, T* grad_u, T* grad_bu, T* grad_w, int64_t r0, int64_t r1) {
   const int64_t Cin = a.c_in, Cout = a.c_out, H = a.hidden, P = a.units(), d = a.dim, Q = Cin * P;
   std::vector<T> qs(kTile * Q), pre(H), h(P), t(P), ga(H);
   const int64_t last = offsets[r1];
@@ -332,7 +333,7 @@ ffi::Error GnoBwdTyped(ffi::ThreadPool& pool, const GnoArgs& a, bool by_src, ffi
   const T* wd = a.has_weight ? w.typed_data<T>() : nullptr;
   const int64_t P = a.units();
   const int64_t row_len = (by_src ? a.c_out : a.c_in) * P;
-  const int64_t tasks = TaskCount<I>(pool, a.n_rows, a.n_edges, row_len);
+  const int64_t tasks = TaskCount(pool, a.n_rows, a.n_edges, row_len);
   // Per-task partial parameter gradients, summed in task order below.
   const int64_t part_len = by_src ? static_cast<int64_t>(results[1].element_count()) : a.hidden * (a.dim + 1);
   std::vector<T> partial(tasks * part_len, T(0));
