@@ -27,6 +27,9 @@ NB_MODULE(_ext, m) {
     d["jgo_mha_simple_fwd"] = Capsule(JgoMhaSimpleFwdCpu);
     d["jgo_mha_simple_bwd_dst"] = Capsule(JgoMhaSimpleBwdDstCpu);
     d["jgo_mha_simple_bwd_src"] = Capsule(JgoMhaSimpleBwdSrcCpu);
+    d["jgo_gno_fwd"] = Capsule(JgoGnoFwdCpu);
+    d["jgo_gno_bwd_src"] = Capsule(JgoGnoBwdSrcCpu);
+    d["jgo_gno_bwd_dst"] = Capsule(JgoGnoBwdDstCpu);
     return d;
   });
   m.def("cuda_targets", [] {
@@ -44,6 +47,9 @@ NB_MODULE(_ext, m) {
     d["jgo_mha_simple_fwd"] = Capsule(JgoMhaSimpleFwdCuda);
     d["jgo_mha_simple_bwd_dst"] = Capsule(JgoMhaSimpleBwdDstCuda);
     d["jgo_mha_simple_bwd_src"] = Capsule(JgoMhaSimpleBwdSrcCuda);
+    d["jgo_gno_fwd"] = Capsule(JgoGnoFwdCuda);
+    d["jgo_gno_bwd_src"] = Capsule(JgoGnoBwdSrcCuda);
+    d["jgo_gno_bwd_dst"] = Capsule(JgoGnoBwdDstCuda);
 #endif
     return d;
   });

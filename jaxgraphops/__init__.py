@@ -11,8 +11,10 @@ Every op is an XLA FFI kernel (C++ on CPU, CUDA on GPU) wrapped as a JAX primiti
 
 from ._backend import with_cuda
 from .graph import BatchedGraph, Graph, batch, pad, padding_masks
+from .neighbors import knn_graph, radius_graph
 from .ops.aggregation import agg_concat, agg_simple, agg_weighted, pool
 from .ops.attention import mha_gat, mha_gat_v2, mha_simple
+from .ops.gno import edge_vectors, gno_conv
 from .ops.message_passing import edge_softmax, gsddmm, gspmm
 
 __version__ = "0.1.0"
@@ -26,13 +28,17 @@ __all__ = [
     "agg_weighted",
     "batch",
     "edge_softmax",
+    "edge_vectors",
+    "gno_conv",
     "gsddmm",
     "gspmm",
+    "knn_graph",
     "mha_gat",
     "mha_gat_v2",
     "mha_simple",
     "pad",
     "padding_masks",
     "pool",
+    "radius_graph",
     "with_cuda",
 ]

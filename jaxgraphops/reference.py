@@ -163,3 +163,25 @@ def mha_simple(g, query, key, value, *, num_heads=1, concat_heads=True, edge_fea
     out = jax.ops.segment_sum(alpha[..., None] * v, g.dst, num_segments=g.n_dst)
     out = out.reshape(g.n_dst, h * c) if concat_heads else out.mean(axis=1)
     return (out, alpha) if return_attention else out
+def edge_vectors(g, pos_src, pos_dst):
+    """Reference of :func:`jaxgraphops.edge_vectors`: ``pos_dst[dst] - pos_src[src]``."""
+    return pos_dst[g.dst] - pos_src[g.src]
+
+
+def gno_conv(g, f_src, dx, U, b_u, V, b_v, *, kernel="matrix", reduce="mean", edge_weight=None):
+    """Reference of :func:`jaxgraphops.gno_conv`: materialises kappa ``[E, c_out * c_in]`` (or ``[E, c]``)."""
+    hi = jax.lax.Precision.HIGHEST
+    kappa = jnp.matmul(jax.nn.relu(jnp.matmul(dx, U.T, precision=hi) + b_u), V.T, precision=hi) + b_v
+    f_j = f_src[g.src]
+    if kernel == "diagonal":
+        msg = kappa * f_j
+    else:
+        msg = jnp.einsum("eoc,ec->eo", kappa.reshape(g.n_edges, -1, f_src.shape[1]), f_j, precision=hi)
+    if edge_weight is None:
+        return _segment_reduce(msg, g.dst, g.n_dst, reduce)
+    total = jax.ops.segment_sum(edge_weight[:, None] * msg, g.dst, num_segments=g.n_dst)
+    if reduce == "sum":
+        return total
+    weight_sum = jax.ops.segment_sum(edge_weight, g.dst, num_segments=g.n_dst)[:, None]
+    safe = jnp.where(weight_sum == 0, 1, weight_sum)
+    return jnp.where(weight_sum == 0, 0, total / safe)

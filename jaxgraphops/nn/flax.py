@@ -1,5 +1,5 @@
 """``flax.linen`` graph layers on the fused kernels: ``SAGEConv``, ``GraphConv``, ``GATConv``,
-``GATv2Conv``, ``TransformerConv``, and PyG weight loaders.
+``GATv2Conv``, ``TransformerConv``, ``GNOBlock``, and PyG weight loaders.
 
 Kernels are ``[in, out]`` as in ``flax.linen.Dense``. ``from_pyg_sage`` / ``from_pyg_gcn`` turn a
 PyG layer's ``state_dict()`` (``from_pyg_gat`` too) into the variables ``{"params": ...}`` that ``Module.apply`` takes.
@@ -16,9 +16,10 @@ from ._functional import (GRAPH_CONV_NORMS, SAGE_AGGRS, check_choice, check_fill
                           gat_weights_from_pyg, gatv2_conv, gatv2_weights_from_pyg, gcn_weights_from_pyg, graph_conv,
                           sage_conv, sage_weights_from_pyg, split_sage_input, transformer_conv,
                           transformer_weights_from_pyg)
+from .gno import check_block, gno_block, init_kernel, kernel_outputs, skip_input
 
-__all__ = ["GATConv", "GATv2Conv", "GraphConv", "SAGEConv", "TransformerConv", "from_pyg_gat", "from_pyg_gatv2",
-           "from_pyg_gcn", "from_pyg_sage", "from_pyg_transformer"]
+__all__ = ["GATConv", "GATv2Conv", "GNOBlock", "GraphConv", "SAGEConv", "TransformerConv", "from_pyg_gat",
+           "from_pyg_gatv2", "from_pyg_gcn", "from_pyg_sage", "from_pyg_transformer"]
 
 Initializer = Callable[..., Any]
 
@@ -412,3 +413,57 @@ def from_pyg_transformer(state_dict, *, heads: int, concat: bool = True, root_we
     """
     return {"params": transformer_weights_from_pyg("from_pyg_transformer", state_dict, heads=heads, concat=concat,
                                                    root_weight=root_weight)}
+class GNOBlock(nn.Module):
+    """A graph-neural-operator block: ``out_i = reduce_{e=(j->i)} K(dx_e) f_j (+ W_skip f_dst_i + b)``.
+
+    The kernel ``K(dx) = V relu(U dx + b_u) + b_v`` is a matrix (``features x c_in``) or, with
+    ``kernel="diagonal"``, a per-channel scale (``features == c_in``); the integral is the fused
+    :func:`jaxgraphops.gno_conv` (kappa is never formed).
+
+    Params: ``U [kernel_width, d]``, ``b_u``, ``V [P, kernel_width]``, ``b_v [P]`` (``P = features *
+    c_in`` or ``c_in``), and ``skip_kernel [c_dst, features]``, ``skip_bias`` with ``skip``.
+
+    Attributes:
+      features: output features ``c_out``.
+      kernel_width: hidden width ``H`` of the kernel MLP.
+      kernel: ``"matrix"`` or ``"diagonal"``.
+      reduce: ``"mean"`` or ``"sum"`` over the in-edges (weighted with ``edge_weight``).
+      skip: add the linear skip connection ``f_dst W_skip + b_skip``.
+
+    Call ``layer(g, f_src, dx, f_dst=None, edge_weight=None)``: ``f_src [n_src, c_in]``, ``dx [E, d]``
+    (:func:`jaxgraphops.edge_vectors`), ``f_dst [n_dst, c_dst]`` for the skip (default ``f_src``,
+    square graphs); returns ``[n_dst, features]``.
+
+    >>> import jax, jax.numpy as jnp, jaxgraphops as jgo
+    >>> g = jgo.Graph.from_edges(jnp.array([0, 1, 2]), jnp.array([1, 2, 1]))
+    >>> f, dx = jnp.ones((3, 4)), jnp.ones((3, 2))
+    >>> layer = GNOBlock(8, kernel_width=16)
+    >>> variables = layer.init(jax.random.key(0), g, f, dx)
+    >>> layer.apply(variables, g, f, dx).shape
+    (3, 8)
+    """
+
+    features: int
+    kernel_width: int = 64
+    kernel: str = "matrix"
+    reduce: str = "mean"
+    skip: bool = True
+
+    @nn.compact
+    def __call__(self, g: Graph, f_src, dx, f_dst=None, edge_weight=None):
+        c_in, d = f_src.shape[-1], dx.shape[-1]
+        check_block("GNOBlock", c_in, self.features, self.kernel, self.reduce, self.kernel_width)
+        init = lambda name: lambda key, *_: init_kernel(key, d, self.kernel_width, c_in, self.features,  # noqa: E731
+                                                        self.kernel, f_src.dtype)[name]
+        p = kernel_outputs(c_in, self.features, self.kernel)
+        U = self.param("U", init("U"), (self.kernel_width, d))
+        b_u = self.param("b_u", init("b_u"), (self.kernel_width,))
+        V = self.param("V", init("V"), (p, self.kernel_width))
+        b_v = self.param("b_v", init("b_v"), (p,))
+        skip_kernel = skip_bias = None
+        if self.skip:
+            f_dst = skip_input("GNOBlock", g, f_src, f_dst)
+            skip_kernel = self.param("skip_kernel", nn.initializers.lecun_normal(), (f_dst.shape[-1], self.features))
+            skip_bias = self.param("skip_bias", nn.initializers.zeros_init(), (self.features,))
+        return gno_block(g, f_src, dx, U, b_u, V, b_v, skip_kernel, skip_bias, f_dst, kernel=self.kernel,
+                         reduce=self.reduce, edge_weight=edge_weight)
