@@ -375,6 +375,10 @@ def test_out_of_range_index_reaching_the_kernel_is_an_error(rng):
                                jgo.reference.mha_simple(g, q, k, v, num_heads=2), rtol=1e-5, atol=1e-6)
 
 
+# ---------------------------------------------------------------------------------------
+# threading
+
+
 def test_concurrent_backward_passes_do_not_deadlock(rng):
     # XLA runs independent kernels at the same time on its intra-op pool (here the CSC and CSR
     # backward passes, next to the parallel elementwise product); each kernel splits its rows over
