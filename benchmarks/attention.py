@@ -1,4 +1,4 @@
-"""mha_gat and mha_gat_v2 (fused) against the pure-JAX composition ``impl="xla"`` (logits,
+"""mha_gat, mha_gat_v2 and mha_simple (fused) against the pure-JAX composition ``impl="xla"`` (logits,
 segment softmax, weighted segment sum): forward and forward+backward."""
 
 from __future__ import annotations
@@ -19,9 +19,12 @@ def cases(scale: float = 1.0):
     a = jnp.asarray((rng.normal(size=2 * heads * c) / np.sqrt(c)).astype(np.float32))
 
     a_v2 = a[: heads * c]
+    # mha_simple: query x, key x * a, value x (a: one scale per column, the differentiated weights)
+    a_simple = 1 + a[: heads * c]
     ops = {
         "mha_gat": (lambda impl: lambda x, a: jgo.mha_gat(g, x, a, num_heads=heads, impl=impl), a),
         "mha_gat_v2": (lambda impl: lambda x, a: jgo.mha_gat_v2(g, x, x, a, num_heads=heads, impl=impl), a_v2),
+        "mha_simple": (lambda impl: lambda x, a: jgo.mha_simple(g, x, x * a, x, num_heads=heads, impl=impl), a_simple),
     }
 
     def forward_backward(fn):

@@ -1,5 +1,7 @@
 """mha_simple against the pure-JAX reference and hand-computed cases; derivatives of every order; transforms."""
 
+import threading
+
 import jax
 import jax.numpy as jnp
 import jax.test_util
@@ -371,3 +373,30 @@ def test_out_of_range_index_reaching_the_kernel_is_an_error(rng):
     # the process survives and keeps working
     np.testing.assert_allclose(jgo.mha_simple(g, q, k, v, num_heads=2),
                                jgo.reference.mha_simple(g, q, k, v, num_heads=2), rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------
+# threading
+
+
+def test_concurrent_backward_passes_do_not_deadlock(rng):
+    # XLA runs independent kernels at the same time on its intra-op pool (here the CSC and CSR
+    # backward passes, next to the parallel elementwise product); each kernel splits its rows over
+    # that pool, and one waiting for a task queued behind another waiting kernel used to deadlock
+    n, e, heads, c = 10_000, 200_000, 8, 16
+    g = jgo.Graph.from_edges(rng.integers(0, n, e), rng.integers(0, n, e), n, n)
+    x = jnp.asarray(rng.normal(size=(n, heads * c)).astype(np.float32))
+    a = jnp.asarray(1 + rng.normal(size=heads * c).astype(np.float32) / 4)
+    step = jax.jit(jax.value_and_grad(lambda x, a: jnp.sum(jgo.mha_simple(g, x, x * a, x, num_heads=heads) ** 2),
+                                      (0, 1)))
+    results = []
+
+    def run():
+        for _ in range(40):
+            results.append(jax.block_until_ready(step(x, a)))
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(timeout=120)
+    assert not worker.is_alive(), f"the kernels deadlocked after {len(results)} steps"
+    jax.tree_util.tree_map(np.testing.assert_array_equal, results[-1], results[0])

@@ -4,10 +4,13 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "jgo/args.h"
 #include "xla/ffi/api/ffi.h"
@@ -29,26 +32,39 @@ inline void PrefetchRow(const T* row, int64_t len) {
   for (int64_t b = 0; b < bytes; b += kCacheLine) __builtin_prefetch(p + b, 0, 1);
 }
 
-// Runs body(t) for t in [0, n_tasks) on the pool, task 0 on the calling thread.
+// Runs body(t) for t in [0, n_tasks) on the pool and the calling thread. Tasks are claimed from a
+// shared counter, and the caller claims tasks too, so it only ever waits for tasks that are already
+// running: XLA runs independent custom calls concurrently on the same pool, and a caller that waited
+// for a task still queued behind another waiting caller would deadlock (two backward passes on a
+// 2-thread pool did). Pool closures that start after every task was claimed exit at once; they share
+// the counters through `state`, and touch `body` only after claiming a task, while the caller waits.
 template <typename Body>
 void ParallelFor(ffi::ThreadPool& pool, int64_t n_tasks, Body&& body) {
   if (n_tasks <= 1) {
     if (n_tasks == 1) body(0);
     return;
   }
-  std::mutex mu;
-  std::condition_variable done;
-  int64_t remaining = n_tasks - 1;
-  for (int64_t t = 1; t < n_tasks; ++t) {
-    pool.Schedule([&, t] {
+  struct State {
+    std::atomic<int64_t> next{0};
+    std::mutex mu;
+    std::condition_variable done;
+    int64_t finished = 0;
+  };
+  auto state = std::make_shared<State>();
+  auto work = [state, n_tasks, &body] {
+    for (int64_t t = state->next.fetch_add(1); t < n_tasks; t = state->next.fetch_add(1)) {
       body(t);
-      std::lock_guard<std::mutex> lock(mu);
-      if (--remaining == 0) done.notify_all();
-    });
+      std::lock_guard<std::mutex> lock(state->mu);
+      if (++state->finished == n_tasks) state->done.notify_all();
+    }
+  };
+  for (int64_t t = 1; t < n_tasks; ++t) {
+    auto task = work;  // Schedule takes its closure by value (an rvalue)
+    pool.Schedule(std::move(task));
   }
-  body(0);
-  std::unique_lock<std::mutex> lock(mu);
-  done.wait(lock, [&] { return remaining == 0; });
+  work();
+  std::unique_lock<std::mutex> lock(state->mu);
+  state->done.wait(lock, [&] { return state->finished == n_tasks; });
 }
 
 // First row r with offsets[r] + r >= target (rows and edges both cost work).
