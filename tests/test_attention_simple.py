@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import jax.test_util
 import numpy as np
 import pytest
-from conftest import random_graph
+from conftest import check_half_precision, random_graph
 
 import jaxgraphops as jgo
 
@@ -178,14 +178,16 @@ def test_float32_gradients_match_reference(rng):
     jax.tree_util.tree_map(lambda u, w: np.testing.assert_allclose(u, w, rtol=1e-4, atol=1e-4), got, want)
 
 
-def test_half_precision_inputs(rng):
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16])
+@pytest.mark.parametrize("edge", [False, True])
+def test_half_precision_features(rng, dtype, edge):
     g = random_graph(rng)
-    q, k, v, _ = inputs(rng, g)
-    for dt in (jnp.bfloat16, jnp.float16):
-        out = jgo.mha_simple(g, q.astype(dt), k.astype(dt), v.astype(dt), num_heads=2)
-        assert out.dtype == dt
-        ref = jgo.reference.mha_simple(g, *(np.asarray(x.astype(dt), np.float32) for x in (q, k, v)), num_heads=2)
-        np.testing.assert_allclose(out.astype(np.float32), ref, rtol=2e-2, atol=2e-2)
+    q, k, v, ef = inputs(rng, g, edge=edge)
+
+    def op(q, k, v, ef, impl=None):
+        return jgo.mha_simple(g, q, k, v, edge_feat=ef, num_heads=2, impl=impl)
+
+    check_half_precision(op, [q, k, v, ef], "jgo_mha_simple_fwd", dtype)
 
 
 # ---------------------------------------------------------------------------------------

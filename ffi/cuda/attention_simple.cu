@@ -19,8 +19,6 @@
 //     --generate-code=arch=compute_80,code=sm_80 --generate-code=arch=compute_90,code=sm_90
 //     -Iffi -Iffi/common -isystem $(python -c 'import jax.ffi;print(jax.ffi.include_dir())')
 //     -DJGO_WITH_CUDA -c ffi/cuda/attention_simple.cu
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -28,6 +26,7 @@
 
 #include "cuda/launch.cuh"
 #include "cuda/online_softmax.cuh"
+#include "cuda/storage.cuh"
 #include "handlers.h"
 #include "jgo/args.h"
 #include "jgo/attention.h"
@@ -36,53 +35,19 @@
 namespace jgo {
 namespace {
 
-// The accumulation type of a storage type, and the conversions between them.
-template <typename S>
-struct AccOf {
-  using type = S;
-};
-template <>
-struct AccOf<__half> {
-  using type = float;
-};
-template <>
-struct AccOf<__nv_bfloat16> {
-  using type = float;
-};
-template <typename S>
-using Acc = typename AccOf<S>::type;
-
-__device__ __forceinline__ float ToAcc(__half x) { return __half2float(x); }
-__device__ __forceinline__ float ToAcc(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ float ToAcc(float x) { return x; }
-__device__ __forceinline__ double ToAcc(double x) { return x; }
-
-template <typename S>
-__device__ __forceinline__ S FromAcc(Acc<S> x) {
-  return static_cast<S>(x);
-}
-template <>
-__device__ __forceinline__ __half FromAcc<__half>(float x) {
-  return __float2half_rn(x);
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 FromAcc<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
-
 // Element c of an edge's key or value row x[c] (+ ef[c]), in the accumulation type.
 template <typename S, bool kEdge>
-__device__ __forceinline__ Acc<S> EdgeElement(const S* x, const S* ef, int64_t c) {
-  return WithEdge(ToAcc(x[c]), kEdge ? ToAcc(ef[c]) : Acc<S>(0));
+__device__ __forceinline__ Compute<S> EdgeElement(const S* x, const S* ef, int64_t c) {
+  return WithEdge(Widen<Compute<S>>(x[c]), kEdge ? Widen<Compute<S>>(ef[c]) : Compute<S>(0));
 }
 
 // <a, b (+ ef)> over the C features of one head, split over the lanes of the group; every lane
 // gets the sum.
 template <typename S, bool kEdge>
-__device__ __forceinline__ Acc<S> HeadDot(const S* a, const S* b, const S* ef, int64_t C, int lane, int group,
+__device__ __forceinline__ Compute<S> HeadDot(const S* a, const S* b, const S* ef, int64_t C, int lane, int group,
                                           unsigned mask) {
-  Acc<S> d = Acc<S>(0);
-  for (int64_t c = lane; c < C; c += group) d += ToAcc(a[c]) * EdgeElement<S, kEdge>(b, ef, c);
+  Compute<S> d = Compute<S>(0);
+  for (int64_t c = lane; c < C; c += group) d += Widen<Compute<S>>(a[c]) * EdgeElement<S, kEdge>(b, ef, c);
   return GroupSum(d, mask, group);
 }
 
@@ -97,8 +62,8 @@ __device__ __forceinline__ const S* HeadRow(const S* base, int64_t row, int64_t 
 
 template <typename S, typename I, bool kEdge>
 __global__ void FwdKernel(SimpleArgs g, const I* offsets, const I* nbr, const I* eid, const S* q, const S* k,
-                          const S* v, const S* ef, S* out, Acc<S>* lse, int group) {
-  using A = Acc<S>;
+                          const S* v, const S* ef, S* out, Compute<S>* lse, int group) {
+  using A = Compute<S>;
   const int64_t H = g.heads, C = g.dim, HC = H * C;
   const A scale = static_cast<A>(g.scale);
   const int lane = threadIdx.x % group;
@@ -131,7 +96,7 @@ __global__ void FwdKernel(SimpleArgs g, const I* offsets, const I* nbr, const I*
 #pragma unroll
       for (int u = 0; u < kVec; ++u) {
         const int64_t c = c0 + lane + int64_t(u) * group;
-        if (c < C) out[r * HC + h * C + c] = FromAcc<S>(acc[u] * inv);
+        if (c < C) out[r * HC + h * C + c] = Narrow<S>(acc[u] * inv);
       }
       if (c0 == 0 && lane == 0) lse[r * H + h] = SoftmaxLse(m, l);
       if (C == 0) break;
@@ -145,9 +110,9 @@ __global__ void FwdKernel(SimpleArgs g, const I* offsets, const I* nbr, const I*
 
 template <typename S, typename I, bool kEdge>
 __global__ void BwdDstKernel(SimpleArgs g, const I* offsets, const I* nbr, const I* eid, const S* q, const S* k,
-                             const S* v, const S* ef, const Acc<S>* info, const S* grad, S* grad_q, S* grad_ef,
+                             const S* v, const S* ef, const Compute<S>* info, const S* grad, S* grad_q, S* grad_ef,
                              int group) {
-  using A = Acc<S>;
+  using A = Compute<S>;
   const int64_t H = g.heads, C = g.dim, HC = H * C, HI = SimpleInfo::kCount * H;
   const A scale = static_cast<A>(g.scale);
   const int lane = threadIdx.x % group;
@@ -176,14 +141,16 @@ __global__ void BwdDstKernel(SimpleArgs g, const I* offsets, const I* nbr, const
           const int64_t c = c0 + lane + int64_t(u) * group;
           if (c < C) {
             acc[u] += sds * EdgeElement<S, kEdge>(kh, efh, c);
-            if (kEdge) grad_ef[e * HC + h * C + c] = FromAcc<S>(SimpleEdgeGrad(sds, ToAcc(qh[c]), alpha, ToAcc(gh[c])));
+            if (kEdge)
+              grad_ef[e * HC + h * C + c] =
+                  Narrow<S>(SimpleEdgeGrad(sds, Widen<Compute<S>>(qh[c]), alpha, Widen<Compute<S>>(gh[c])));
           }
         }
       }
 #pragma unroll
       for (int u = 0; u < kVec; ++u) {
         const int64_t c = c0 + lane + int64_t(u) * group;
-        if (c < C) grad_q[r * HC + h * C + c] = FromAcc<S>(acc[u]);
+        if (c < C) grad_q[r * HC + h * C + c] = Narrow<S>(acc[u]);
       }
     }
   }
@@ -194,9 +161,9 @@ __global__ void BwdDstKernel(SimpleArgs g, const I* offsets, const I* nbr, const
 
 template <typename S, typename I, bool kEdge>
 __global__ void BwdSrcKernel(SimpleArgs g, const I* offsets, const I* nbr, const I* eid, const S* q, const S* k,
-                             const S* v, const S* ef, const Acc<S>* info, const S* grad, S* grad_k, S* grad_v,
+                             const S* v, const S* ef, const Compute<S>* info, const S* grad, S* grad_k, S* grad_v,
                              int group) {
-  using A = Acc<S>;
+  using A = Compute<S>;
   const int64_t H = g.heads, C = g.dim, HC = H * C, HI = SimpleInfo::kCount * H;
   const A scale = static_cast<A>(g.scale);
   const int lane = threadIdx.x % group;
@@ -225,8 +192,8 @@ __global__ void BwdSrcKernel(SimpleArgs g, const I* offsets, const I* nbr, const
         for (int u = 0; u < kVec; ++u) {
           const int64_t c = c0 + lane + int64_t(u) * group;
           if (c < C) {
-            acc_k[u] += sds * ToAcc(qh[c]);
-            acc_v[u] += alpha * ToAcc(gh[c]);
+            acc_k[u] += sds * Widen<Compute<S>>(qh[c]);
+            acc_v[u] += alpha * Widen<Compute<S>>(gh[c]);
           }
         }
       }
@@ -234,8 +201,8 @@ __global__ void BwdSrcKernel(SimpleArgs g, const I* offsets, const I* nbr, const
       for (int u = 0; u < kVec; ++u) {
         const int64_t c = c0 + lane + int64_t(u) * group;
         if (c < C) {
-          grad_k[r * HC + h * C + c] = FromAcc<S>(acc_k[u]);
-          grad_v[r * HC + h * C + c] = FromAcc<S>(acc_v[u]);
+          grad_k[r * HC + h * C + c] = Narrow<S>(acc_k[u]);
+          grad_v[r * HC + h * C + c] = Narrow<S>(acc_v[u]);
         }
       }
     }
@@ -249,28 +216,6 @@ constexpr const char* kFwd = "mha_simple_fwd";
 constexpr const char* kBwdDst = "mha_simple_bwd_dst";
 constexpr const char* kBwdSrc = "mha_simple_bwd_src";
 
-// Calls fn(S{}, I{}) with S the storage type (float, double, __nv_bfloat16, __half) of the
-// features and I the index type.
-template <typename Fn>
-ffi::Error DispatchStorage(ffi::DataType storage, ffi::DataType index_type, Fn&& fn) {
-  auto with_index = [&](auto s) { return index_type == ffi::DataType::S64 ? fn(s, int64_t{}) : fn(s, int32_t{}); };
-  switch (storage) {
-    case ffi::DataType::F64:
-      return with_index(double{});
-    case ffi::DataType::BF16:
-      return with_index(__nv_bfloat16{});
-    case ffi::DataType::F16:
-      return with_index(__half{});
-    default:
-      return with_index(float{});
-  }
-}
-
-template <typename T>
-T* Data(const ffi::AnyBuffer& b) {
-  return static_cast<T*>(b.untyped_data());
-}
-
 ffi::Error FwdCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
                    ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::AnyBuffer ef,
                    ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> lse, double scale, bool has_edge) {
@@ -279,14 +224,14 @@ ffi::Error FwdCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer n
   const auto ft = q.element_type();
   if (auto e = CheckMhaSimpleResults(kFwd, *args, ft, 0, *out, *lse); e.failure()) return e;
   const SimpleArgs g = *args;
-  return DispatchStorage(ft, offsets.element_type(), [&](auto s, auto i) {
+  return DispatchStorage(ft, SimpleAccType(ft), offsets.element_type(), [&](auto s, auto, auto i) {
     using S = decltype(s);
     using I = decltype(i);
     const int group = GroupWidth(g.dim);
     auto kernel = g.has_edge ? FwdKernel<S, I, true> : FwdKernel<S, I, false>;
     return Launch("jgo_mha_simple_fwd", kernel, g.n_rows * g.heads * group, stream, g, Data<const I>(offsets),
                   Data<const I>(nbr), Data<const I>(eid), Data<const S>(q), Data<const S>(k), Data<const S>(v),
-                  g.has_edge ? Data<const S>(ef) : nullptr, Data<S>(*out), Data<Acc<S>>(*lse), group);
+                  g.has_edge ? Data<const S>(ef) : nullptr, Data<S>(*out), Data<Compute<S>>(*lse), group);
   });
 }
 
@@ -299,7 +244,7 @@ ffi::Error BwdDstCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffe
   const auto ft = q.element_type();
   if (auto e = CheckMhaSimpleResults(kBwdDst, *args, ft, 1, *grad_q, *grad_ef); e.failure()) return e;
   const SimpleArgs g = *args;
-  return DispatchStorage(ft, offsets.element_type(), [&](auto s, auto i) {
+  return DispatchStorage(ft, SimpleAccType(ft), offsets.element_type(), [&](auto s, auto, auto i) {
     using S = decltype(s);
     using I = decltype(i);
     S* gef = g.has_edge ? Data<S>(*grad_ef) : nullptr;
@@ -314,7 +259,7 @@ ffi::Error BwdDstCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffe
     auto kernel = g.has_edge ? BwdDstKernel<S, I, true> : BwdDstKernel<S, I, false>;
     return Launch("jgo_mha_simple_bwd_dst", kernel, g.n_rows * g.heads * group, stream, g, Data<const I>(offsets),
                   Data<const I>(nbr), Data<const I>(eid), Data<const S>(q), Data<const S>(k), Data<const S>(v),
-                  g.has_edge ? Data<const S>(ef) : nullptr, Data<const Acc<S>>(info), Data<const S>(grad),
+                  g.has_edge ? Data<const S>(ef) : nullptr, Data<const Compute<S>>(info), Data<const S>(grad),
                   Data<S>(*grad_q), gef, group);
   });
 }
@@ -328,14 +273,14 @@ ffi::Error BwdSrcCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffe
   const auto ft = q.element_type();
   if (auto e = CheckMhaSimpleResults(kBwdSrc, *args, ft, 2, *grad_k, *grad_v); e.failure()) return e;
   const SimpleArgs g = *args;
-  return DispatchStorage(ft, offsets.element_type(), [&](auto s, auto i) {
+  return DispatchStorage(ft, SimpleAccType(ft), offsets.element_type(), [&](auto s, auto, auto i) {
     using S = decltype(s);
     using I = decltype(i);
     const int group = GroupWidth(g.dim);
     auto kernel = g.has_edge ? BwdSrcKernel<S, I, true> : BwdSrcKernel<S, I, false>;
     return Launch("jgo_mha_simple_bwd_src", kernel, g.n_rows * g.heads * group, stream, g, Data<const I>(offsets),
                   Data<const I>(nbr), Data<const I>(eid), Data<const S>(q), Data<const S>(k), Data<const S>(v),
-                  g.has_edge ? Data<const S>(ef) : nullptr, Data<const Acc<S>>(info), Data<const S>(grad),
+                  g.has_edge ? Data<const S>(ef) : nullptr, Data<const Compute<S>>(info), Data<const S>(grad),
                   Data<S>(*grad_k), Data<S>(*grad_v), group);
   });
 }

@@ -13,6 +13,22 @@
 
 namespace jgo {
 
+// The compute type of a storage type: float for the half types, else the type itself.
+template <typename S>
+struct ComputeOf {
+  using type = S;
+};
+template <>
+struct ComputeOf<__half> {
+  using type = float;
+};
+template <>
+struct ComputeOf<__nv_bfloat16> {
+  using type = float;
+};
+template <typename S>
+using Compute = typename ComputeOf<S>::type;
+
 template <typename T, typename S>
 __device__ __forceinline__ T Widen(S v) {
   return static_cast<T>(v);

@@ -24,7 +24,9 @@ of the message-passing primitives (``spmm``/``sddmm``), and the JVPs of ``mha_si
 ``mha_simple_vjp_p`` (second and higher orders) come from those compositions.
 
 All float operands are ``[rows, H, ...]``; an absent ``ef`` (``has_edge=False``) is an empty
-``[0]`` array. Batching folds a batch into the head axis (heads are independent; ``scale``
+``[0]`` array. Features (``q``, ``k``, ``v``, ``ef``, ``out``, their tangents and cotangents) may
+be bfloat16 or float16, with ``lse`` in float32: the CUDA kernels read and write them as they are
+and compute in float32; the CPU kernels and the compositions get them converted to float32. Batching folds a batch into the head axis (heads are independent; ``scale``
 depends on ``C`` only); a batch over graphs runs the graphs one after another.
 """
 
@@ -40,8 +42,8 @@ from jax.interpreters import ad, batching, xla
 
 from ._calls import sddmm, spmm
 from ._primitive_utils import N_GRAPH as _N_GRAPH
-from ._primitive_utils import (all_zero, composed_jvp, empty, fold_batch_into_heads, register_lowerings,
-                               segment_lse, shape_dtype, zero_tangent)
+from ._primitive_utils import (HALF_TYPES, all_zero, composed_jvp, empty, fold_batch_into_heads, in_float32,
+                               register_lowerings, segment_lse, shape_dtype, zero_tangent)
 from ._primitives import n_dst_of
 
 mha_simple_fwd_p = Primitive("jgo_mha_simple_fwd")
@@ -58,7 +60,8 @@ for _p in (mha_simple_fwd_p, mha_simple_jvp_p, mha_simple_vjp_p):
 
 def _fwd_abstract(*args, scale, has_edge):
     q = args[_N_GRAPH]
-    return q.update(weak_type=False), q.update(shape=q.shape[:2], weak_type=False)
+    score = jnp.float32 if q.dtype in HALF_TYPES else q.dtype
+    return q.update(weak_type=False), q.update(shape=q.shape[:2], dtype=score, weak_type=False)
 
 
 def _jvp_abstract(*args, scale, has_edge):
@@ -163,10 +166,11 @@ def _mha_simple_vjp_ffi(*args, scale, has_edge, part):
     return call(*walk, q, k, v, ef, info, grad, scale=np.float64(scale), has_edge=bool(has_edge))
 
 
-for _p, _ref, _ffi in ((mha_simple_fwd_p, mha_simple_fwd_xla, _mha_simple_fwd_ffi),
-                       (mha_simple_jvp_p, mha_simple_jvp_composed, mha_simple_jvp_composed),
-                       (mha_simple_vjp_p, mha_simple_vjp_composed, _mha_simple_vjp_ffi)):
-    register_lowerings(_p, _ref, _ffi, multiple_results=True)
+for _p, _ref, _ffi, _abstract, _cuda_half in (
+        (mha_simple_fwd_p, mha_simple_fwd_xla, _mha_simple_fwd_ffi, _fwd_abstract, True),
+        (mha_simple_jvp_p, mha_simple_jvp_composed, mha_simple_jvp_composed, _jvp_abstract, False),
+        (mha_simple_vjp_p, mha_simple_vjp_composed, _mha_simple_vjp_ffi, _vjp_abstract, True)):
+    register_lowerings(_p, _ref, _ffi, multiple_results=True, abstract=_abstract, cuda_half=_cuda_half)
 
 
 # ---------------------------------------------------------------------------------------
@@ -199,7 +203,7 @@ def _mha_simple_jvp_transpose(cts, *args, scale, has_edge):
             result[i] = ad.Zero(args[i].aval)
         return result
     ct_out, ct_lse = (ad.instantiate_zeros(c) for c in cts)
-    delta = jnp.sum(ct_out * out, axis=-1) - ct_lse
+    delta = jnp.sum(ct_out.astype(lse.dtype) * out.astype(lse.dtype), axis=-1) - ct_lse
     params = dict(scale=scale, has_edge=has_edge)
     operands = (*ga, q, k, v, ef, lse, ct_out, delta)
     for part, slots in (("src", (i_k, i_v)), ("dst", (i_q, i_ef))):
@@ -211,9 +215,11 @@ def _mha_simple_jvp_transpose(cts, *args, scale, has_edge):
 
 
 ad.primitive_jvps[mha_simple_fwd_p] = _mha_simple_fwd_jvp
-ad.primitive_jvps[mha_simple_jvp_p] = composed_jvp(mha_simple_jvp_composed, mha_simple_jvp_p)
+ad.primitive_jvps[mha_simple_jvp_p] = composed_jvp(in_float32(mha_simple_jvp_composed, _jvp_abstract),
+                                                   mha_simple_jvp_p)
 ad.primitive_transposes[mha_simple_jvp_p] = _mha_simple_jvp_transpose
-ad.primitive_jvps[mha_simple_vjp_p] = composed_jvp(mha_simple_vjp_composed, mha_simple_vjp_p)
+ad.primitive_jvps[mha_simple_vjp_p] = composed_jvp(in_float32(mha_simple_vjp_composed, _vjp_abstract),
+                                                   mha_simple_vjp_p)
 
 
 # ---------------------------------------------------------------------------------------
@@ -237,4 +243,5 @@ def mha_simple_core(ga, q, k, v, ef, *, scale):
 
 def attention_weights_simple(ga, q, k, ef, lse, *, scale):
     """``alpha [E, H]`` in input edge order, from the features and the forward's log-sum-exp."""
+    q, k, ef = (None if x is None else x.astype(lse.dtype) for x in (q, k, ef))
     return _attention(ga, q, k, ef, lse, ef is not None, scale)

@@ -259,5 +259,6 @@ def gatv2(ga, xs, xd, a, ef, *, negative_slope):
 
 def attention_weights_v2(ga, xs, xd, a, ef, lse, *, negative_slope):
     """``alpha [E, H]`` in input edge order, from the features and the forward's log-sum-exp."""
+    xs, xd, ef = (None if x is None else x.astype(lse.dtype) for x in (xs, xd, ef))
     _, z = edge_logits_xla(ga, xs, xd, a, ef, ef is not None, negative_slope)
     return jnp.exp(z - lse[ga[1]])

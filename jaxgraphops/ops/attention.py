@@ -278,8 +278,9 @@ def mha_simple(g: Graph, query, key, value, *, num_heads: int = 1, concat_heads:
         return reference.mha_simple(g, query, key, value, **kw)
 
     dtype, work = _compute_dtype(query, key, value, edge_feat)
-    q, k, v = (x.astype(work).reshape(x.shape[0], heads, c) for x in (query, key, value))
-    ef = None if edge_feat is None else edge_feat.astype(work).reshape(g.n_edges, heads, c)
+    store = storage_dtype(dtype, work)
+    q, k, v = (x.astype(store).reshape(x.shape[0], heads, c) for x in (query, key, value))
+    ef = None if edge_feat is None else edge_feat.astype(store).reshape(g.n_edges, heads, c)
     scale = 1.0 / float(np.sqrt(c)) if c else 1.0
     ga = graph_arrays(g)
     out, lse = mha_simple_core(ga, q, k, v, ef, scale=scale)
