@@ -24,6 +24,8 @@ NB_MODULE(_ext, m) {
     d["jgo_gatv2_fwd"] = Capsule(JgoGatv2FwdCpu);
     d["jgo_gatv2_bwd_dst"] = Capsule(JgoGatv2BwdDstCpu);
     d["jgo_gatv2_bwd_src"] = Capsule(JgoGatv2BwdSrcCpu);
+    d["jgo_dimenet_in"] = Capsule(JgoDimenetInCpu);
+    d["jgo_dimenet_out"] = Capsule(JgoDimenetOutCpu);
     return d;
   });
   m.def("cuda_targets", [] {
@@ -38,6 +40,8 @@ NB_MODULE(_ext, m) {
     d["jgo_gatv2_fwd"] = Capsule(JgoGatv2FwdCuda);
     d["jgo_gatv2_bwd_dst"] = Capsule(JgoGatv2BwdDstCuda);
     d["jgo_gatv2_bwd_src"] = Capsule(JgoGatv2BwdSrcCuda);
+    d["jgo_dimenet_in"] = Capsule(JgoDimenetInCuda);
+    d["jgo_dimenet_out"] = Capsule(JgoDimenetOutCuda);
 #endif
     return d;
   });

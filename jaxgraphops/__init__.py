@@ -9,6 +9,7 @@ Every op is an XLA FFI kernel (C++ on CPU, CUDA on GPU) wrapped as a JAX primiti
 (3, 4)
 """
 
+from . import dimenet
 from ._backend import with_cuda
 from .graph import BatchedGraph, Graph, batch, pad, padding_masks
 from .ops.aggregation import agg_concat, agg_simple, agg_weighted, pool
@@ -25,6 +26,7 @@ __all__ = [
     "agg_simple",
     "agg_weighted",
     "batch",
+    "dimenet",
     "edge_softmax",
     "gsddmm",
     "gspmm",

@@ -1,0 +1,13 @@
+"""DimeNet++ operators: the radial basis, the triplet structure and the fused triplet aggregation.
+
+>>> import jaxgraphops as jgo
+>>> jgo.dimenet.agg_edge_to_edge.__name__
+'agg_edge_to_edge'
+"""
+
+from . import reference
+from .basis import radial_basis
+from .ops import agg_edge_to_edge
+from .triplets import Triplets, triplets
+
+__all__ = ["Triplets", "agg_edge_to_edge", "radial_basis", "reference", "triplets"]
