@@ -10,10 +10,11 @@ import sys
 import jax
 import numpy as np
 
-from . import aggregation, attention, gspmm
+from . import aggregation, attention, dimenet, gspmm
 from ._timing import machine, median_ms
 
-SUITES = {"aggregation": aggregation.cases, "attention": attention.cases, "gspmm": gspmm.cases}
+SUITES = {"aggregation": aggregation.cases, "attention": attention.cases, "dimenet": dimenet.cases,
+          "gspmm": gspmm.cases}
 
 
 def main(argv=None) -> int:

@@ -1,32 +1,36 @@
 """The primitive of the DimeNet++ triplet aggregation, its lowerings and differentiation rules.
 
-Design. With ``t = (a = e_in, b = e_out)`` and ``q_t = sbf_rad[a] * Y(cos theta_t)`` (notes §7.3),
-every derivative of ``agg_edge_to_edge`` is a derivative of the scalar triplet form::
+Design. The first projection is folded per edge (an ``E x 7 x n_mid`` einsum in JAX,
+``reference.fold_first_projection``): ``W_a^T (sbf_rad[a] * Y) = sum_l Y_l A[a, l, :]``. With
+``t = (a = e_in, b = e_out)`` every derivative of ``agg_edge_to_edge`` is then a derivative of the
+scalar triplet form (``reference.triplet_form``)::
 
-    S(u) = sum_t <G[b], X[a] * W_b W_a^T q_t>,     u = (vec, sbf_rad, X=emb, W_a, W_b, G)
+    S(u) = sum_t <G[b], X[a] * W_b sum_l Y_l(cos theta_t) A[a, l]>,   u = (vec, A, X=emb, W_b, G)
 
-which is linear in each of the five slots ``sbf_rad, X, W_a, W_b, G`` and nonlinear only in
-``vec``. One primitive, ``dimenet_hvp_p(u, u'; outputs)``, computes components of the
-Hessian-vector product ``H(u) u'`` of ``S``; an absent slot (an empty ``[0]`` array) is zero. Its
-kernels (``jgo_dimenet_in`` grouped by e_in, ``jgo_dimenet_out`` grouped by e_out; jgo/dimenet.h)
-recompute the per-triplet terms in registers, never writing anything of size ``T x 42`` or
-``T x n_emb``. Because ``S`` is multilinear, gradients are Hessian-vector products too: if slot
-``z`` is linear and absent from ``u`` (so ``S(u) = 0``), then for ``z`` not among the outputs
+which is linear in each of the four slots ``A, X, W_b, G`` and nonlinear only in ``vec``. One
+primitive, ``dimenet_hvp_p(u, u'; outputs)``, computes components of the Hessian-vector product
+``H(u) u'`` of ``S``; an absent slot (an empty ``[0]`` array) is zero. Its kernels
+(``jgo_dimenet_in`` grouped by e_in, ``jgo_dimenet_out`` grouped by e_out; jgo/dimenet.h)
+recompute the per-triplet terms in registers and never write anything of size ``T x 42`` or
+``T x n_emb`` (two scalars per triplet pass from the first kernel to the second). Because ``S`` is
+multilinear, gradients are Hessian-vector products too: if slot ``z`` is linear and absent from
+``u`` (so ``S = 0`` near ``u``), then for ``z`` not among the outputs
 ``H(u) e_z u'_z = grad S(u with z := u'_z)`` (a "gradient-mode" call). Hence:
 
-* forward:   ``out = H(vec, sbf, 0, W_a, W_b, 0) (X' = emb)`` restricted to ``G``  (= dS/dG);
-* its JVP (gradient mode): ``H(vec, sbf, emb, W_a, W_b, 0) (dvec, dsbf, demb, dW_a, dW_b, 0)``
-  restricted to ``G``, linear in the direction;
-* transpose of a call (``H`` is symmetric): ``H(u) ct`` with the cotangents placed in the output
-  slots, restricted to the undefined direction slots. For the JVP above this is the backward:
-  ``H(vec, sbf, emb, W_a, W_b, 0) (G' = ct)``, a gradient-mode call giving all five gradients;
-* the JVP of a gradient-mode call is again a Hessian-vector product at ``u with z := u'_z``,
-  in the direction ``(du, du'_z)``; its transpose is a fused call as well. So ``jax.grad`` of a
-  loss on forces (grad of grad of the energy) runs the fused kernels end to end.
-* the JVP of a general call (third and higher derivatives) is taken from the pure-JAX
-  composition (``reference.triplet_form``), which serves as the lowering off CPU/CUDA too.
+* forward: ``out = [H(vec, A, 0, W_b, 0) (X' = emb)]_G = dS/dG``;
+* its JVP (gradient mode): ``[H(vec, A, emb, W_b, 0) (dvec, dA, demb, dW_b, 0)]_G``, linear in the
+  direction;
+* the transpose of a call (``H`` is symmetric) is ``H(u) ct`` with the cotangents placed in the
+  output slots, restricted to the undefined direction slots. For the JVP above this is the
+  fused backward ``H(vec, A, emb, W_b, 0) (G' = ct)``, a gradient-mode call giving all gradients;
+* the JVP of a gradient-mode call is again a Hessian-vector product, at ``u with z := u'_z`` in
+  the direction ``(du, d u'_z)``, and its transpose is another fused call. So ``jax.grad`` of a
+  loss on forces (grad of grad of the energy) runs the fused kernels end to end;
+* the JVP of any other call (third and higher derivatives) is taken from the pure-JAX
+  composition (``reference.triplet_form``), which is also the lowering off CPU/CUDA.
 
-Batching runs the batch one element after another (``lax.map``).
+Gradients for ``sbf_rad`` and ``W_a`` flow through the einsum that forms ``A``. Batching runs the
+batch one element after another (``lax.map``).
 """
 
 from __future__ import annotations
@@ -39,16 +43,16 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, xla
 
 from ..ops._primitive_utils import map_over_graphs, register_lowerings, zero_tangent
-from .basis import N_RADIAL, N_SPHERICAL
+from .basis import N_SPHERICAL
 from .reference import triplet_form
 from .triplets import Triplets
 
 N_TRI = 5  # triplet index arrays: out_offsets, out_in, in_offsets, in_out, in_pos
-VEC, SBF, EMB, WA, WB, GRAD = range(6)
-SLOTS = ("vec", "sbf_rad", "emb", "W_a", "W_b", "grad")
-LINEAR = (SBF, EMB, WA, WB, GRAD)
-_BITS = (1, 2, 4, 8, 16, 32)  # jgo/dimenet.h DimenetOutput
-_K = N_SPHERICAL * N_RADIAL
+N_SLOTS = 5
+VEC, A, EMB, WB, GRAD = range(N_SLOTS)
+SLOTS = ("vec", "A", "emb", "W_b", "grad")
+LINEAR = (A, EMB, WB, GRAD)
+_BITS = (1, 2, 4, 8, 16)  # jgo/dimenet.h DimenetOutput
 
 dimenet_hvp_p = Primitive("jgo_dimenet_hvp")
 dimenet_hvp_p.multiple_results = True
@@ -56,7 +60,7 @@ dimenet_hvp_p.def_impl(partial(xla.apply_primitive, dimenet_hvp_p))
 
 
 def _split(args):
-    return args[:N_TRI], args[N_TRI:N_TRI + 6], args[N_TRI + 6:N_TRI + 12]
+    return args[:N_TRI], args[N_TRI:N_TRI + N_SLOTS], args[N_TRI + N_SLOTS:N_TRI + 2 * N_SLOTS]
 
 
 def _present(x) -> bool:
@@ -64,9 +68,8 @@ def _present(x) -> bool:
 
 
 def _slot_shapes(u):
-    vec, wa, wb = u[VEC], u[WA], u[WB]
-    e, c, m = vec.shape[0], wb.shape[0], wa.shape[1]
-    return ((e, 3), (e, _K), (e, c), (_K, m), (c, m), (e, c))
+    e, (c, m) = u[VEC].shape[0], u[WB].shape
+    return ((e, 3), (e, N_SPHERICAL * m), (e, c), (c, m), (e, c))
 
 
 def _abstract(*args, outputs):
@@ -96,20 +99,28 @@ def hvp_composed(*args, outputs):
 # FFI lowering: the e_in pass, then the e_out pass (which reads the e_in pass's coefficients)
 
 
+def _transposed(w):
+    return w.T if _present(w) else w
+
+
 def _hvp_ffi(*args, outputs):
     tri, u, du = _split(args)
     out_offsets, out_in, in_offsets, in_out, in_pos = tri
     shapes = _slot_shapes(u)
     dtype = u[VEC].dtype
-    floats = (*u, *du)
+
+    def with_transposes(xs):
+        return (*xs[:GRAD], _transposed(xs[WB]), xs[GRAD])
+
+    floats = (*with_transposes(u), *with_transposes(du))
     results = {}
-    in_slots = [s for s in outputs if s in (VEC, SBF, EMB, WA, WB)]
+    in_slots = [s for s in outputs if s != GRAD]
     coef = jnp.zeros((0,), dtype)
     if in_slots:
-        bits = sum(_BITS[s] for s in in_slots)
-        avals = [jax.ShapeDtypeStruct(shapes[s] if s in in_slots else (0,), dtype) for s in (VEC, SBF, EMB, WA, WB)]
+        avals = [jax.ShapeDtypeStruct(shapes[s] if s in in_slots else (0,), dtype) for s in (VEC, A, EMB, WB)]
         avals.append(jax.ShapeDtypeStruct((out_in.shape[0], 2) if VEC in outputs else (0,), dtype))
-        *parts, coef = jax.ffi.ffi_call("jgo_dimenet_in", avals)(in_offsets, in_out, in_pos, *floats, outputs=bits)
+        *parts, coef = jax.ffi.ffi_call("jgo_dimenet_in", avals)(
+            in_offsets, in_out, in_pos, *floats, outputs=sum(_BITS[s] for s in in_slots))
         results.update({s: parts[s] for s in in_slots})
     if GRAD in outputs or VEC in outputs:
         bits = (_BITS[GRAD] if GRAD in outputs else 0) + (_BITS[VEC] if VEC in outputs else 0)
@@ -144,7 +155,7 @@ def hvp(tri, u, du, outputs):
 
 def _gradient_mode_slot(u, du, outputs):
     """The slot ``z`` if the call is ``grad S(u with z := du_z)`` (see the module docstring)."""
-    present = [s for s in range(6) if _present(du[s])]
+    present = [s for s in range(N_SLOTS) if _present(du[s])]
     if len(present) == 1 and present[0] in LINEAR and not _present(u[present[0]]) and present[0] not in outputs:
         return present[0]
     return None
@@ -186,9 +197,9 @@ def _hvp_transpose(cts, *args, outputs):
     for name, x in zip(SLOTS, u):
         if ad.is_undefined_primal(x):
             raise NotImplementedError(f"dimenet_hvp is not linear in the point {name}")
-    undefined = [s for s in range(6) if ad.is_undefined_primal(du[s])]
+    undefined = [s for s in range(N_SLOTS) if ad.is_undefined_primal(du[s])]
     result = [None] * len(args)
-    cts_by_slot = [None] * 6
+    cts_by_slot = [None] * N_SLOTS
     for s, ct in zip(outputs, cts):
         if type(ct) is not ad.Zero:
             cts_by_slot[s] = ct
@@ -196,12 +207,12 @@ def _hvp_transpose(cts, *args, outputs):
         return result
     if all(c is None for c in cts_by_slot):
         for s in undefined:
-            result[N_TRI + 6 + s] = ad.Zero(du[s].aval)
+            result[N_TRI + N_SLOTS + s] = ad.Zero(du[s].aval)
         return result
     wanted = [s for s in undefined if _present(du[s].aval)]
     values = hvp(tri, u, cts_by_slot, wanted) if wanted else []
     for s in undefined:
-        result[N_TRI + 6 + s] = values[wanted.index(s)] if s in wanted else ad.Zero(du[s].aval)
+        result[N_TRI + N_SLOTS + s] = values[wanted.index(s)] if s in wanted else ad.Zero(du[s].aval)
     return result
 
 
@@ -216,6 +227,6 @@ def _hvp_batch(args, dims, *, outputs):
 batching.primitive_batchers[dimenet_hvp_p] = _hvp_batch
 
 
-def aggregate(tri, vec, sbf_rad, emb, w_a, w_b):
+def aggregate(tri, vec, a, emb, w_b):
     """``out [E, n_emb] = dS/dG``: the fused forward (see the module docstring)."""
-    return hvp(tri, [vec, sbf_rad, None, w_a, w_b, None], [None, None, emb, None, None, None], (GRAD,))[0]
+    return hvp(tri, [vec, a, None, w_b, None], [None, None, emb, None, None], (GRAD,))[0]

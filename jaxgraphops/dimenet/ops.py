@@ -6,7 +6,7 @@ import jax.numpy as jnp
 
 from ._primitives import aggregate
 from .basis import N_RADIAL, N_SPHERICAL
-from .reference import agg_edge_to_edge_ref
+from .reference import agg_edge_to_edge_ref, fold_first_projection
 from .triplets import Triplets
 
 _K = N_SPHERICAL * N_RADIAL
@@ -63,4 +63,4 @@ def agg_edge_to_edge(vec, sbf_rad, emb, weights, triplets: Triplets, *, impl: st
     vec, sbf_rad, emb, weights = (x.astype(dtype) for x in (vec, sbf_rad, emb, weights))
     if impl == "xla":
         return agg_edge_to_edge_ref(vec, sbf_rad, emb, weights, triplets)
-    return aggregate(triplets.arrays(), vec, sbf_rad, emb, weights[:_K], weights[_K:])
+    return aggregate(triplets.arrays(), vec, fold_first_projection(sbf_rad, weights[:_K]), emb, weights[_K:])

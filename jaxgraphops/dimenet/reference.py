@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 from .basis import N_RADIAL, N_SPHERICAL
 
-__all__ = ["agg_edge_to_edge_ref", "legendre_sph", "triplet_cos", "triplet_form"]
+__all__ = ["agg_edge_to_edge_ref", "fold_first_projection", "legendre_sph", "triplet_cos", "triplet_form"]
 
 
 def legendre_sph(c):
@@ -41,12 +41,22 @@ def agg_edge_to_edge_ref(vec, sbf_rad, emb, weights, triplets):
     return jax.ops.segment_sum(emb[e_in] * proj, e_out, num_segments=vec.shape[0])
 
 
-def triplet_form(vec, sbf_rad, emb, w_a, w_b, grad, triplets):
-    """The scalar ``S = <grad, agg_edge_to_edge(vec, sbf_rad, emb, [w_a; w_b])>``.
+def fold_first_projection(sbf_rad, w_a):
+    """``A [E, 7 * n_mid]``: ``A[e, l, :] = sum_n sbf_rad[e, l*6+n] W_a[l*6+n, :]``, so that
+    ``W_a^T sbf_t = sum_l Y_l(cos theta_t) A[e_in, l, :]``."""
+    e, m = sbf_rad.shape[0], w_a.shape[1]
+    a = jnp.einsum("eln,lnm->elm", sbf_rad.reshape(e, N_SPHERICAL, N_RADIAL), w_a.reshape(N_SPHERICAL, N_RADIAL, m))
+    return a.reshape(e, N_SPHERICAL * m)
 
-    ``S`` is linear in each of ``sbf_rad, emb, w_a, w_b, grad`` and nonlinear only in ``vec``;
-    the op is ``dS/dgrad`` and all its derivatives are derivatives of ``S``.
+
+def triplet_form(vec, a, emb, w_b, grad, triplets):
+    """The scalar ``S = <grad, agg_edge_to_edge(vec, sbf_rad, emb, [w_a; w_b])>`` with
+    ``a = fold_first_projection(sbf_rad, w_a)``.
+
+    ``S`` is linear in each of ``a, emb, w_b, grad`` and nonlinear only in ``vec``; the op is
+    ``dS/dgrad`` and all its derivatives are derivatives of ``S``.
     """
     e_in, e_out = triplets.pairs()
-    proj = _projections(vec, sbf_rad, w_a, w_b, e_in, e_out)
-    return jnp.sum(grad[e_out] * emb[e_in] * proj)
+    y = legendre_sph(triplet_cos(vec, e_in, e_out))  # [T, 7]
+    mid = jnp.einsum("tl,tlm->tm", y, a[e_in].reshape(y.shape[0], N_SPHERICAL, -1))
+    return jnp.sum(grad[e_out] * emb[e_in] * (mid @ w_b.T))
