@@ -7,8 +7,8 @@
 //   jgo_dimenet_out  walks the triplets grouped by e_out: the grad component (the forward when
 //                    the direction is emb) and the vec[e_out] term from those coefficients.
 //
-// The C x M work per triplet is one rank-1 update of a per-row accumulator along C (which
-// vectorises): Q1[m,:] += mid[m] dX[a] + dmid[m] X[a] (e_out pass; dG, G for the e_in pass) and
+// The C x M work per triplet is a rank-1 update of a per-row accumulator along C (vectorised,
+// applied in pairs): Q1[m,:] += mid[m] dX[a] + dmid[m] X[a] (e_out pass; dG, G for the e_in pass) and
 // Q2[m,:] += mid[m] X[a] when dW_b is present; the row's result, sum_m W_b^T[m] * Q1[m] +
 // dW_b^T[m] * Q2[m], and the row's W_b term X[a] * Q1 + dX[a] * Q2 are formed once per row.
 // Nothing triplet-sized is materialised but two coefficients per triplet. W_b is a reduction over
@@ -80,6 +80,42 @@ JGO_DN_INLINE void RankOne(T* __restrict q, const T* s, const T* __restrict row,
   }
 }
 
+// q[m, :] += s0[m] * r0[:] + s1[m] * r1[:]: one pass over q for two updates.
+template <typename T, int kM>
+JGO_DN_INLINE void RankTwo(T* __restrict q, const T* s0, const T* __restrict r0, const T* s1, const T* __restrict r1,
+                           int64_t M, int64_t C) {
+  const int64_t m_n = kM > 0 ? kM : M;
+  for (int64_t m = 0; m < m_n; ++m) {
+    const T a = s0[m], b = s1[m];
+    T* __restrict qm = q + m * C;
+    for (int64_t c = 0; c < C; ++c) qm[c] += a * r0[c] + b * r1[c];
+  }
+}
+
+// Rank-one updates of q, applied two at a time (the accumulator q, M x C, is read and written
+// once per pair); `pending` holds the M coefficients of an update waiting for its partner.
+template <typename T, int kM>
+struct PairedUpdates {
+  T* q;
+  T* pending;
+  const T* pending_row;
+  int64_t M, C;
+
+  JGO_DN_INLINE void Add(const T* s, const T* row) {
+    if (pending_row == nullptr) {
+      for (int64_t m = 0; m < (kM > 0 ? kM : M); ++m) pending[m] = s[m];
+      pending_row = row;
+      return;
+    }
+    RankTwo<T, kM>(q, pending, pending_row, s, row, M, C);
+    pending_row = nullptr;
+  }
+  JGO_DN_INLINE void Flush() {
+    if (pending_row) RankOne<T, kM>(q, pending, pending_row, M, C);
+    pending_row = nullptr;
+  }
+};
+
 // out[:] = sum_m wt[m, :] * q1[m, :] (+ dwt[m, :] * q2[m, :]).
 template <typename T, int kM>
 JGO_DN_INLINE void Contract(T* __restrict out, const T* wt, const T* q1, const T* dwt, const T* q2, int64_t M, int64_t C) {
@@ -102,11 +138,13 @@ JGO_DN_INLINE void InRows(const DimenetArgs& a, const DimenetOperands<T>& o, con
   const bool want_h = (out & (kOutA | kOutVec)) != 0;
   const bool want_vec = (out & kOutVec) != 0;
   const int order = (want_vec || p.dvec ? 1 : 0) + (want_vec && p.dvec ? 1 : 0);
-  std::vector<T> storage(4 * M + (want_q1 ? M * C : 0) + (want_q2 ? M * C : 0));
+  std::vector<T> storage(6 * M + (want_q1 ? M * C : 0) + (want_q2 ? M * C : 0)), features(2 * C);
   Triplet<T, kM> t;
   t.Bind(storage.data(), M);
-  T* q1 = storage.data() + 4 * M;
+  t.features = features.data();
+  T* q1 = storage.data() + 6 * M;
   T* q2 = q1 + (want_q1 ? M * C : 0);
+  PairedUpdates<T, kM> u1{q1, storage.data() + 4 * M, nullptr, M, C}, u2{q2, storage.data() + 5 * M, nullptr, M, C};
   const int64_t MC = M * C;
   for (int64_t r = r0; r < r1; ++r) {
     T* gv = gvec ? gvec + 3 * r : nullptr;
@@ -125,10 +163,10 @@ JGO_DN_INLINE void InRows(const DimenetArgs& a, const DimenetOperands<T>& o, con
       const T* g = o.grad ? o.grad + C * b : nullptr;
       const T* dg = o.dgrad ? o.dgrad + C * b : nullptr;
       if (want_q1) {
-        if (dg) RankOne<T, kM>(q1, t.mid, dg, M, C);
-        if (g && p.dmid) RankOne<T, kM>(q1, t.dmid, g, M, C);
+        if (dg) u1.Add(t.mid, dg);
+        if (g && p.dmid) u1.Add(t.dmid, g);
       }
-      if (want_q2) RankOne<T, kM>(q2, t.mid, g, M, C);
+      if (want_q2) u2.Add(t.mid, g);
       if (!want_h) continue;
       t.Backproject(o, p, r, b);
       if (gar) {
@@ -144,6 +182,8 @@ JGO_DN_INLINE void InRows(const DimenetArgs& a, const DimenetOperands<T>& o, con
         cf[1] = t.dgamma;
       }
     }
+    u1.Flush();
+    u2.Flush();
     if (gemb) Contract<T, kM>(gemb + C * r, o.wbt, q1, o.dwb ? o.dwbt : nullptr, q2, M, C);
     if (pwb) {
       const T* x = o.emb ? o.emb + C * r : nullptr;
@@ -163,11 +203,12 @@ JGO_DN_INLINE void OutRows(const DimenetArgs& a, const DimenetOperands<T>& o, co
                            int64_t r0, int64_t r1) {
   const int64_t C = a.C, M = a.M, MC = M * C;
   const bool want_q2 = gout && o.dwb && o.emb;
-  std::vector<T> storage(4 * M + (gout ? MC : 0) + (want_q2 ? MC : 0));
+  std::vector<T> storage(6 * M + (gout ? MC : 0) + (want_q2 ? MC : 0));
   Triplet<T, kM> t;
   t.Bind(storage.data(), M);
-  T* q1 = storage.data() + 4 * M;
+  T* q1 = storage.data() + 6 * M;
   T* q2 = q1 + (gout ? MC : 0);
+  PairedUpdates<T, kM> u1{q1, storage.data() + 4 * M, nullptr, M, C}, u2{q2, storage.data() + 5 * M, nullptr, M, C};
   for (int64_t r = r0; r < r1; ++r) {
     T* gv = gvec ? gvec + 3 * r : nullptr;
     if (gv) std::fill(gv, gv + 3, T(0));
@@ -188,15 +229,17 @@ JGO_DN_INLINE void OutRows(const DimenetArgs& a, const DimenetOperands<T>& o, co
         t.Project(o, p, e_in);
         const T* x = o.emb ? o.emb + C * e_in : nullptr;
         const T* dx = o.demb ? o.demb + C * e_in : nullptr;
-        if (dx) RankOne<T, kM>(q1, t.mid, dx, M, C);
-        if (x && p.dmid) RankOne<T, kM>(q1, t.dmid, x, M, C);
-        if (want_q2) RankOne<T, kM>(q2, t.mid, x, M, C);
+        if (dx) u1.Add(t.mid, dx);
+        if (x && p.dmid) u1.Add(t.dmid, x);
+        if (want_q2) u2.Add(t.mid, x);
       }
       if (gv) {
         const T gamma = coef[2 * k], dgamma = coef[2 * k + 1];
         for (int i = 0; i < 3; ++i) gv[i] += dgamma * t.angle.gb[i] + (p.dvec ? gamma * t.angle.dgb[i] : T(0));
       }
     }
+    u1.Flush();
+    u2.Flush();
     if (gout) Contract<T, kM>(gout + C * r, o.wbt, q1, want_q2 ? o.dwbt : nullptr, q2, M, C);
   }
 }

@@ -152,6 +152,27 @@ JGO_DN_INLINE void SphericalY(T c, int order, T* y, T* y1, T* y2) {
   }
 }
 
+// out[m] += sum_c w[c, m] s[c] for a fixed M, in four independent register accumulators.
+template <int kM, typename T>
+JGO_DN_INLINE void AccumulateRows(const T* __restrict__ w, const T* __restrict__ s, int64_t C, T* out) {
+  T a0[kM], a1[kM], a2[kM], a3[kM];
+  for (int m = 0; m < kM; ++m) a0[m] = a1[m] = a2[m] = a3[m] = T(0);
+  int64_t c = 0;
+  for (; c + 4 <= C; c += 4) {
+    const T *w0 = w + c * kM, *w1 = w0 + kM, *w2 = w1 + kM, *w3 = w2 + kM;
+    const T s0 = s[c], s1 = s[c + 1], s2 = s[c + 2], s3 = s[c + 3];
+    for (int m = 0; m < kM; ++m) {
+      a0[m] += w0[m] * s0;
+      a1[m] += w1[m] * s1;
+      a2[m] += w2[m] * s2;
+      a3[m] += w3[m] * s3;
+    }
+  }
+  for (; c < C; ++c)
+    for (int m = 0; m < kM; ++m) a0[m] += w[c * kM + m] * s[c];
+  for (int m = 0; m < kM; ++m) out[m] += (a0[m] + a1[m]) + (a2[m] + a3[m]);
+}
+
 // Per-triplet terms; the M-sized vectors point into caller storage (4 M values, see Bind).
 // kM > 0 fixes n_mid at compile time (the loops over M unroll and vectorise).
 template <typename T, int kM>
@@ -161,6 +182,7 @@ struct Triplet {
   T *mid, *dmid, *h, *dh;
   T gamma, dgamma;
   int64_t M;
+  T* features = nullptr;  // optional [2 C] scratch: u and du precomputed in vectorisable loops
 
   JGO_DN_INLINE void Bind(T* storage, int64_t m) {
     M = kM > 0 ? kM : m;
@@ -247,11 +269,9 @@ struct Triplet {
     const T* g = o.grad ? o.grad + C * b : nullptr;
     const T* dg = o.dgrad ? o.dgrad + C * b : nullptr;
     const bool du_g = dg && x, du_x = g && dx;
-    auto step = [&](int64_t c, T* hj, T* dhj) {
+    auto step = [&](int64_t c, T u, T du, T* hj, T* dhj) {
       const T* w = o.wb + c * m_n;
-      const T du = (du_g ? dg[c] * x[c] : T(0)) + (du_x ? g[c] * dx[c] : T(0));
       if (p.h) {
-        const T u = g[c] * x[c];
         for (int64_t m = 0; m < m_n; ++m) hj[m] += w[m] * u;
         if (o.dwb) {
           const T* dw = o.dwb + c * m_n;
@@ -261,17 +281,27 @@ struct Triplet {
       if (du_g || du_x)
         for (int64_t m = 0; m < m_n; ++m) dhj[m] += w[m] * du;
     };
+    auto u_of = [&](int64_t c) { return p.h ? g[c] * x[c] : T(0); };
+    auto du_of = [&](int64_t c) { return (du_g ? dg[c] * x[c] : T(0)) + (du_x ? g[c] * dx[c] : T(0)); };
     if constexpr (kM > 0) {
+      if (features) {  // contiguous u, du, then register-blocked sums over C
+        T *ub = features, *dub = features + C;
+        for (int64_t c = 0; c < C; ++c) ub[c] = u_of(c), dub[c] = du_of(c);
+        if (p.h) AccumulateRows<kM>(o.wb, ub, C, hl);
+        if (p.h && o.dwb) AccumulateRows<kM>(o.dwb, ub, C, dhl);
+        if (du_g || du_x) AccumulateRows<kM>(o.wb, dub, C, dhl);
+        return;
+      }
       int64_t c = 0;
       for (; c + kLanes <= C; c += kLanes)
-        for (int j = 0; j < kLanes; ++j) step(c + j, h4[j], dh4[j]);
-      for (; c < C; ++c) step(c, h4[0], dh4[0]);
+        for (int j = 0; j < kLanes; ++j) step(c + j, u_of(c + j), du_of(c + j), h4[j], dh4[j]);
+      for (; c < C; ++c) step(c, u_of(c), du_of(c), h4[0], dh4[0]);
       for (int m = 0; m < kM; ++m) {
         hl[m] = (h4[0][m] + h4[1][m]) + (h4[2][m] + h4[3][m]);
         dhl[m] = (dh4[0][m] + dh4[1][m]) + (dh4[2][m] + dh4[3][m]);
       }
     } else {
-      for (int64_t c = 0; c < C; ++c) step(c, hl, dhl);
+      for (int64_t c = 0; c < C; ++c) step(c, u_of(c), du_of(c), hl, dhl);
     }
   }
 };
