@@ -7,7 +7,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy.spatial import cKDTree
 
 import jaxgraphops as jgo
 
@@ -15,6 +14,8 @@ import jaxgraphops as jgo
 def knn_graph(n_nodes: int, k: int, seed: int = 0):
     """Directed edges ``j -> i`` from the ``k`` nearest neighbours ``j`` of each of ``n_nodes``
     random points (a molecule-like batch), and the edge vectors ``pos[j] - pos[i]``."""
+    from scipy.spatial import cKDTree
+
     rng = np.random.default_rng(seed)
     pos = rng.uniform(0, (n_nodes / 0.05) ** (1 / 3), size=(n_nodes, 3))
     _, nbr = cKDTree(pos).query(pos, k + 1)

@@ -1,9 +1,8 @@
-"""Radius graphs of molecules and periodic crystals for DimeNet++ (host-side, scipy cKDTree)."""
+"""Radius graphs of molecules and periodic crystals for DimeNet++ (host-side, scipy cKDTree; needs scipy)."""
 
 from __future__ import annotations
 
 import numpy as np
-from scipy.spatial import cKDTree
 
 from ..graph import Graph
 
@@ -40,6 +39,8 @@ def neighbor_list(pos, cutoff: float, cell=None, pbc=None):
     Returns ``(src [E], dst [E], shifts [E, 3])``: the edge vector of ``src -> dst`` is
     ``pos[src] + shifts - pos[dst]``. Sorted by ``(dst, src)``, then by shift.
     """
+    from scipy.spatial import cKDTree  # scipy is needed only here
+
     pos = np.asarray(pos, np.float64)
     if pos.ndim != 2 or pos.shape[1] != 3:
         raise ValueError(f"radius_graph_pbc: pos must be [N, 3], got {pos.shape}")
