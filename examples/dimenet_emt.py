@@ -73,7 +73,7 @@ def batch_of(structs):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--train", type=int, default=24, help="training structures")
     parser.add_argument("--test", type=int, default=8, help="held-out structures")
     parser.add_argument("--force-weight", type=float, default=10.0)

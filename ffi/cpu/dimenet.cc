@@ -184,7 +184,7 @@ JGO_DN_INLINE void InRows(const DimenetArgs& a, const DimenetOperands<T>& o, con
     }
     u1.Flush();
     u2.Flush();
-    if (gemb) Contract<T, kM>(gemb + C * r, o.wbt, q1, o.dwb ? o.dwbt : nullptr, q2, M, C);
+    if (gemb) Contract<T, kM>(gemb + C * r, o.wbt, q1, want_q2 && o.dwb ? o.dwbt : nullptr, q2, M, C);
     if (pwb) {
       const T* x = o.emb ? o.emb + C * r : nullptr;
       const T* dx = o.demb ? o.demb + C * r : nullptr;

@@ -64,7 +64,8 @@ def _split(args):
 
 
 def _present(x) -> bool:
-    return x.shape != (0,) or x.ndim != 1
+    """Whether an operand is given (absent operands are empty ``[0]`` arrays)."""
+    return tuple(x.shape) != (0,)
 
 
 def _slot_shapes(u):
