@@ -215,14 +215,15 @@ struct Triplet {
     const T* ar = o.a + kSpherical * m_n * a;
     const T* dar = o.da ? o.da + kSpherical * m_n * a : nullptr;
     for (int64_t m = 0; m < m_n; ++m) ml[m] = T(0), dml[m] = T(0);
-    for (int l = 0; l < kSpherical; ++l) {
-      const T* al = ar + l * m_n;
-      for (int64_t m = 0; m < m_n; ++m) ml[m] += y[l] * al[m];
-      if (p.dvec)
-        for (int64_t m = 0; m < m_n; ++m) dml[m] += dy[l] * al[m];
-      if (dar)
+    // One loop per term (no branch inside), so each vectorises along M.
+    for (int l = 0; l < kSpherical; ++l)
+      for (int64_t m = 0; m < m_n; ++m) ml[m] += y[l] * ar[l * m_n + m];
+    if (p.dvec)
+      for (int l = 0; l < kSpherical; ++l)
+        for (int64_t m = 0; m < m_n; ++m) dml[m] += dy[l] * ar[l * m_n + m];
+    if (dar)
+      for (int l = 0; l < kSpherical; ++l)
         for (int64_t m = 0; m < m_n; ++m) dml[m] += y[l] * dar[l * m_n + m];
-    }
   }
 
   // h and dh over the C features, then gamma and dgamma.
