@@ -30,6 +30,8 @@ NB_MODULE(_ext, m) {
     d["jgo_gno_fwd"] = Capsule(JgoGnoFwdCpu);
     d["jgo_gno_bwd_src"] = Capsule(JgoGnoBwdSrcCpu);
     d["jgo_gno_bwd_dst"] = Capsule(JgoGnoBwdDstCpu);
+    d["jgo_dimenet_in"] = Capsule(JgoDimenetInCpu);
+    d["jgo_dimenet_out"] = Capsule(JgoDimenetOutCpu);
     return d;
   });
   m.def("cuda_targets", [] {
@@ -50,6 +52,8 @@ NB_MODULE(_ext, m) {
     d["jgo_gno_fwd"] = Capsule(JgoGnoFwdCuda);
     d["jgo_gno_bwd_src"] = Capsule(JgoGnoBwdSrcCuda);
     d["jgo_gno_bwd_dst"] = Capsule(JgoGnoBwdDstCuda);
+    d["jgo_dimenet_in"] = Capsule(JgoDimenetInCuda);
+    d["jgo_dimenet_out"] = Capsule(JgoDimenetOutCuda);
 #endif
     return d;
   });

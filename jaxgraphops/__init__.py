@@ -9,6 +9,7 @@ Every op is an XLA FFI kernel (C++ on CPU, CUDA on GPU) wrapped as a JAX primiti
 (3, 4)
 """
 
+from . import dimenet
 from ._backend import with_cuda
 from .graph import BatchedGraph, Graph, batch, pad, padding_masks
 from .neighbors import knn_graph, radius_graph
@@ -27,6 +28,7 @@ __all__ = [
     "agg_simple",
     "agg_weighted",
     "batch",
+    "dimenet",
     "edge_softmax",
     "edge_vectors",
     "gno_conv",
