@@ -225,3 +225,17 @@ def test_bad_inputs(rng):
     bad = Triplets(t.out_offsets, t.out_in.at[0].set(10_000), t.in_offsets, t.in_out, t.in_pos, t.n_edges, t.n_triplets)
     with pytest.raises(Exception, match="out of range"):
         jax.block_until_ready(agg_edge_to_edge(vec, sbf, emb, w, bad))
+
+
+def test_cuda_lowering_uses_kernels_up_to_32_middle_features():
+    """Lowered for CUDA (no GPU needed): the kernels where they hold n_mid in registers, else the
+    composition; the kernels only in a build with the CUDA handlers."""
+    g = jgo.Graph.from_edges(np.array([0, 1, 1, 2]), np.array([1, 0, 2, 1]))
+    t = jgo.dimenet.triplets(g)
+    vec = jnp.array([[-1.0, 0, 0], [1, 0, 0], [0, -1, 0], [0, 1, 0]])
+    for n_mid in (8, 32, 33):
+        def f(v, w):
+            return jgo.dimenet.agg_edge_to_edge(v, jnp.ones((4, 42)), jnp.ones((4, 8)), w, t)
+
+        hlo = jax.jit(f).trace(vec, jnp.ones((50, n_mid))).lower(lowering_platforms=("cuda",)).as_text()
+        assert ("@jgo_dimenet_" in hlo) == (jgo.with_cuda() and n_mid <= 32), n_mid

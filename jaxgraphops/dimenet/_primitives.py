@@ -135,7 +135,16 @@ def _hvp_ffi(*args, outputs):
     return [results[s] for s in outputs]
 
 
-register_lowerings(dimenet_hvp_p, hvp_composed, _hvp_ffi, multiple_results=True)
+CUDA_MAX_MID = 32  # the CUDA kernels keep n_mid values per thread (cuda/dimenet.cu kMaxMid)
+
+
+def _hvp_cuda(*args, outputs):
+    """The CUDA kernels up to ``CUDA_MAX_MID`` middle features, the composition beyond."""
+    _, u, _ = _split(args)
+    return (_hvp_ffi if u[WB].shape[1] <= CUDA_MAX_MID else hvp_composed)(*args, outputs=outputs)
+
+
+register_lowerings(dimenet_hvp_p, hvp_composed, _hvp_ffi, multiple_results=True, cuda_ffi=_hvp_cuda)
 
 
 # ---------------------------------------------------------------------------------------

@@ -40,7 +40,8 @@ def agg_edge_to_edge(vec, sbf_rad, emb, weights, triplets: Triplets, *, impl: st
       impl: None (fused kernels) or ``"xla"`` (the pure-JAX reference).
 
     Returns ``out [E, n_emb]`` in the common float dtype. Differentiable to any order in
-    every float argument (fused kernels up to the second order).
+    every float argument (fused kernels up to the second order; on GPU for ``n_mid <= 32``,
+    beyond which the pure-JAX composition runs).
 
     >>> import jax.numpy as jnp, numpy as np, jaxgraphops as jgo
     >>> g = jgo.Graph.from_edges(np.array([0, 1, 1, 2]), np.array([1, 0, 2, 1]))

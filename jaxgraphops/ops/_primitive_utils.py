@@ -73,18 +73,18 @@ def in_float32(fn, abstract):
     return wrapped
 
 
-def register_lowerings(prim, reference, ffi, *, multiple_results, abstract=None, cuda_half=False):
+def register_lowerings(prim, reference, ffi, *, multiple_results, abstract=None, cuda_half=False, cuda_ffi=None):
     """The FFI lowering on CPU (and on CUDA when built with it), the pure-JAX one elsewhere.
 
     With ``abstract`` (the primitive's abstract evaluation), half-precision operands are computed
     in float32 (:func:`in_float32`), except by the CUDA handler when ``cuda_half`` says it reads
-    them itself.
+    them itself. ``cuda_ffi`` replaces ``ffi`` on CUDA (e.g. to route shapes the CUDA kernels do
+    not take to ``reference``).
     """
+    cuda_ffi = ffi if cuda_ffi is None else cuda_ffi
     if abstract is not None:
-        cuda_ffi = ffi if cuda_half else in_float32(ffi, abstract)
+        cuda_ffi = cuda_ffi if cuda_half else in_float32(cuda_ffi, abstract)
         reference, ffi = in_float32(reference, abstract), in_float32(ffi, abstract)
-    else:
-        cuda_ffi = ffi
     mlir.register_lowering(prim, mlir.lower_fun(reference, multiple_results=multiple_results))
     mlir.register_lowering(prim, mlir.lower_fun(ffi, multiple_results=multiple_results), platform="cpu")
     cuda = cuda_ffi if _backend.with_cuda() else reference
