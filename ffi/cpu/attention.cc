@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/online_softmax.h"
 #include "cpu/row_parallel.h"
 #include "cpu/vector_math.h"
 #include "handlers.h"
@@ -44,13 +45,12 @@ void GatFwdRows(const GatArgs& a, const I* offsets, const I* nbr, const I* eid, 
                 const T* s_dst, const T* s_edge, T* out, T* lse, int64_t r0, int64_t r1) {
   const int64_t H = a.heads, C = a.dim, HC = H * C;
   const T slope = static_cast<T>(a.slope);
-  std::vector<T> acc(HC), scratch(6 * H);
-  T *m = scratch.data(), *l = m + H, *p = l + H, *z = p + H, *scale = z + H, *w = scale + H;
+  OnlineSoftmaxRow<T> row(H, C);
+  std::vector<T> scratch(2 * H);
+  T *p = scratch.data(), *z = p + H;
   const int64_t last = offsets[r1];
   for (int64_t r = r0; r < r1; ++r) {
-    std::fill(acc.begin(), acc.end(), T(0));
-    std::fill(m, m + H, -Infinity<T>());
-    std::fill(l, l + H, T(0));
+    row.Begin();
     const T* sd = s_dst + r * H;
     const int64_t end = offsets[r + 1];
     for (int64_t k = offsets[r]; k < end; ++k) {
@@ -61,23 +61,11 @@ void GatFwdRows(const GatArgs& a, const I* offsets, const I* nbr, const I* eid, 
         if (kEdge) PrefetchRow(s_edge + static_cast<int64_t>(eid[q]) * H, H);
       }
       const int64_t j = nbr[k];
-      const T* xr = x + j * HC;
       EdgeLogits<T, kEdge>(s_src + j * H, sd, kEdge ? s_edge + static_cast<int64_t>(eid[k]) * H : nullptr, slope, H,
                            p, z);
-      for (int64_t h = 0; h < H; ++h) OnlineSoftmaxStep(m[h], l[h], z[h], scale[h], w[h], CpuExpFn{});
-      for (int64_t h = 0; h < H; ++h) {
-        T* ah = acc.data() + h * C;
-        const T* xh = xr + h * C;
-        const T sh = scale[h], wh = w[h];
-        for (int64_t c = 0; c < C; ++c) ah[c] = ah[c] * sh + wh * xh[c];
-      }
+      row.Add(z, x + j * HC);
     }
-    T* o = out + r * HC;
-    for (int64_t h = 0; h < H; ++h) {
-      const T inv = SoftmaxInverse(l[h]);
-      for (int64_t c = 0; c < C; ++c) o[h * C + c] = acc[h * C + c] * inv;
-      lse[r * H + h] = SoftmaxLse(m[h], l[h]);
-    }
+    row.End(out + r * HC, lse + r * H);
   }
 }
 

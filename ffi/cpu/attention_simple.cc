@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cpu/online_softmax.h"
 #include "cpu/row_parallel.h"
 #include "cpu/vector_math.h"
 #include "handlers.h"
@@ -40,24 +41,21 @@ inline void HeadDots(const T* a, const T* b, int64_t H, int64_t C, T* prod, T* z
   for (int64_t h = 0; h < H; ++h) z[h] = Sum(prod + h * C, C);
 }
 
-// Scratch rows of one task: key, value, products, accumulator [H*C] and per-head values.
+// Scratch rows of one task: key, value, products [H*C] and the per-head logits, dot products,
+// weights and scaled logit gradients.
 template <typename T>
 struct Scratch {
   std::vector<T> buf;
-  T *key, *val, *prod, *acc;
-  T *m, *l, *z, *scale, *wt, *dot;
-  Scratch(int64_t H, int64_t C) : buf(4 * H * C + 6 * H) {
-    const int64_t HC = H * C;
+  T *key, *val, *prod;
+  T *z, *dot, *wt, *scale;
+  Scratch(int64_t H, int64_t C) : buf(3 * H * C + 4 * H) {
     key = buf.data();
-    val = key + HC;
-    prod = val + HC;
-    acc = prod + HC;
-    m = acc + HC;
-    l = m + H;
-    z = l + H;
-    scale = z + H;
-    wt = scale + H;
-    dot = wt + H;
+    val = key + H * C;
+    prod = val + H * C;
+    z = prod + H * C;
+    dot = z + H;
+    wt = dot + H;
+    scale = wt + H;
   }
 };
 
@@ -74,11 +72,10 @@ void FwdRows(const SimpleArgs& g, const I* offsets, const I* nbr, const I* eid, 
   const int64_t H = g.heads, C = g.dim, HC = H * C;
   const T scale = static_cast<T>(g.scale);
   Scratch<T> s(H, C);
+  OnlineSoftmaxRow<T> row(H, C);
   const int64_t last = offsets[r1];
   for (int64_t r = r0; r < r1; ++r) {
-    std::fill(s.acc, s.acc + HC, T(0));
-    std::fill(s.m, s.m + H, -Infinity<T>());
-    std::fill(s.l, s.l + H, T(0));
+    row.Begin();
     const T* qr = q + r * HC;
     const int64_t end = offsets[r + 1];
     for (int64_t p = offsets[r]; p < end; ++p) {
@@ -91,22 +88,10 @@ void FwdRows(const SimpleArgs& g, const I* offsets, const I* nbr, const I* eid, 
       const int64_t j = nbr[p];
       const T* efr = kEdge ? ef + static_cast<int64_t>(eid[p]) * HC : nullptr;
       HeadDots(qr, EdgeRow<T, kEdge>(k + j * HC, efr, HC, s.key), H, C, s.prod, s.z);
-      for (int64_t h = 0; h < H; ++h)
-        OnlineSoftmaxStep(s.m[h], s.l[h], SimpleLogit(s.z[h], scale), s.scale[h], s.wt[h], CpuExpFn{});
-      const T* vr = EdgeRow<T, kEdge>(v + j * HC, efr, HC, s.val);
-      for (int64_t h = 0; h < H; ++h) {
-        T* ah = s.acc + h * C;
-        const T* vh = vr + h * C;
-        const T sh = s.scale[h], wh = s.wt[h];
-        for (int64_t c = 0; c < C; ++c) ah[c] = ah[c] * sh + wh * vh[c];
-      }
+      for (int64_t h = 0; h < H; ++h) s.z[h] = SimpleLogit(s.z[h], scale);
+      row.Add(s.z, EdgeRow<T, kEdge>(v + j * HC, efr, HC, s.val));
     }
-    T* o = out + r * HC;
-    for (int64_t h = 0; h < H; ++h) {
-      const T inv = SoftmaxInverse(s.l[h]);
-      for (int64_t c = 0; c < C; ++c) o[h * C + c] = s.acc[h * C + c] * inv;
-      lse[r * H + h] = SoftmaxLse(s.m[h], s.l[h]);
-    }
+    row.End(out + r * HC, lse + r * H);
   }
 }
 

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/online_softmax.h"
 #include "cpu/row_parallel.h"
 #include "cpu/vector_math.h"
 #include "handlers.h"
@@ -39,23 +40,16 @@ inline void EdgeLogitsV2(const T* xs, const T* xd, const T* ef, const T* a, T sl
   for (int64_t h = 0; h < H; ++h) z[h] = Sum(w + h * C, C);
 }
 
-// Scratch rows of one task: t, w [H*C] and per-head values.
+// Scratch rows of one task: t, w [H*C] and the per-head logits, weights and logit gradients.
 template <typename T>
 struct Scratch {
   std::vector<T> buf;
-  T *t, *w, *acc, *acc2;
-  T *m, *l, *z, *scale, *wt, *dz;
-  Scratch(int64_t H, int64_t C) : buf(4 * H * C + 6 * H) {
-    const int64_t HC = H * C;
+  T *t, *w, *z, *wt, *dz;
+  Scratch(int64_t H, int64_t C) : buf(2 * H * C + 3 * H) {
     t = buf.data();
-    w = t + HC;
-    acc = w + HC;
-    acc2 = acc + HC;
-    m = acc2 + HC;
-    l = m + H;
-    z = l + H;
-    scale = z + H;
-    wt = scale + H;
+    w = t + H * C;
+    z = w + H * C;
+    wt = z + H;
     dz = wt + H;
   }
 };
@@ -73,11 +67,10 @@ void FwdRows(const GatArgs& g, const I* offsets, const I* nbr, const I* eid, con
   const int64_t H = g.heads, C = g.dim, HC = H * C;
   const T slope = static_cast<T>(g.slope);
   Scratch<T> s(H, C);
+  OnlineSoftmaxRow<T> row(H, C);
   const int64_t last = offsets[r1];
   for (int64_t r = r0; r < r1; ++r) {
-    std::fill(s.acc, s.acc + HC, T(0));
-    std::fill(s.m, s.m + H, -Infinity<T>());
-    std::fill(s.l, s.l + H, T(0));
+    row.Begin();
     const T* xdr = xd + r * HC;
     const int64_t end = offsets[r + 1];
     for (int64_t k = offsets[r]; k < end; ++k) {
@@ -89,20 +82,9 @@ void FwdRows(const GatArgs& g, const I* offsets, const I* nbr, const I* eid, con
       const T* xr = xs + static_cast<int64_t>(nbr[k]) * HC;
       EdgeLogitsV2<T, kEdge>(xr, xdr, kEdge ? ef + static_cast<int64_t>(eid[k]) * HC : nullptr, a, slope, H, C, s.t,
                              s.w, s.z);
-      for (int64_t h = 0; h < H; ++h) OnlineSoftmaxStep(s.m[h], s.l[h], s.z[h], s.scale[h], s.wt[h], CpuExpFn{});
-      for (int64_t h = 0; h < H; ++h) {
-        T* ah = s.acc + h * C;
-        const T* xh = xr + h * C;
-        const T sh = s.scale[h], wh = s.wt[h];
-        for (int64_t c = 0; c < C; ++c) ah[c] = ah[c] * sh + wh * xh[c];
-      }
+      row.Add(s.z, xr);
     }
-    T* o = out + r * HC;
-    for (int64_t h = 0; h < H; ++h) {
-      const T inv = SoftmaxInverse(s.l[h]);
-      for (int64_t c = 0; c < C; ++c) o[h * C + c] = s.acc[h * C + c] * inv;
-      lse[r * H + h] = SoftmaxLse(s.m[h], s.l[h]);
-    }
+    row.End(out + r * HC, lse + r * H);
   }
 }
 
