@@ -90,3 +90,30 @@ def test_cuda_lowering():
     f = jax.jit(lambda x: jgo.gspmm(g, x, op="copy_u"))
     text = f.trace(jnp.ones((2, 3))).lower(lowering_platforms=("cuda",)).as_text()
     assert ("jgo_spmm" in text) == jgo.with_cuda()
+
+
+@pytest.mark.parametrize("edge", [False, True])
+def test_attention_forward_primitives_match_fallback(rng, edge):
+    """The fused forward of each attention primitive against its pure-JAX lowering."""
+    from jaxgraphops.ops import _attention_primitives as gat
+    from jaxgraphops.ops import _attention_simple_primitives as simple
+    from jaxgraphops.ops import _attention_v2_primitives as v2
+
+    g = random_graph(rng, 7, 6, 30)
+    ga = graph_arrays(g)
+    h, c = 2, 3
+    f = lambda *s: jnp.asarray(rng.normal(size=s).astype(np.float32))  # noqa: E731
+    ef = f(g.n_edges, h, c) if edge else _dummy(jnp.float32)
+    cases = [
+        (gat.gat_fwd_p, gat.gat_fwd_xla, (f(7, h, c), f(7, h), f(6, h), f(g.n_edges, h) if edge else ef),
+         dict(negative_slope=0.2, has_edge=edge)),
+        (v2.gatv2_fwd_p, v2.gatv2_fwd_xla, (f(7, h, c), f(6, h, c), f(h, c), ef),
+         dict(negative_slope=0.2, has_edge=edge)),
+        (simple.mha_simple_fwd_p, simple.mha_simple_fwd_xla, (f(6, h, c), f(7, h, c), f(7, h, c), ef),
+         dict(scale=c ** -0.5, has_edge=edge)),
+    ]
+    for p, fallback, args, params in cases:
+        got = jax.jit(lambda *a, p=p, params=params: p.bind(*ga, *a, **params))(*args)
+        want = jax.jit(lambda *a, fallback=fallback, params=params: fallback(*ga, *a, **params))(*args)
+        for u, v in zip(got, want):
+            np.testing.assert_allclose(u, v, rtol=1e-5, atol=1e-5, err_msg=p.name)

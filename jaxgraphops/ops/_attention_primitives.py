@@ -40,7 +40,7 @@ from jax.interpreters import ad, batching, xla
 from ._calls import sddmm, spmm
 from ._primitive_utils import N_GRAPH as _N_GRAPH
 from ._primitive_utils import (all_zero, composed_jvp, empty, fold_batch_into_heads, in_float32, leaky_relu_slope,
-                               register_lowerings, shape_dtype, zero_tangent)
+                               register_lowerings, segment_lse, shape_dtype, zero_tangent)
 from ._primitives import n_dst_of
 
 gat_fwd_p = Primitive("jgo_gat_fwd")
@@ -93,11 +93,7 @@ def gat_fwd_xla(*args, negative_slope, has_edge):
     ga, (x, s_src, s_dst, s_edge) = args[:_N_GRAPH], args[_N_GRAPH:]
     nd, dst = n_dst_of(ga), ga[1]
     _, z = _edge_logits(ga, s_src, s_dst, s_edge, has_edge, negative_slope)
-    m = jax.ops.segment_max(z, dst, num_segments=nd)
-    m = jnp.where(jnp.isfinite(m), m, 0)
-    total = jax.ops.segment_sum(jnp.exp(z - m[dst]), dst, num_segments=nd)
-    nonempty = total > 0
-    lse = jnp.where(nonempty, m + jnp.log(jnp.where(nonempty, total, 1)), 0)
+    lse = segment_lse(z, dst, nd)
     alpha = jnp.exp(z - lse[dst])
     out = jax.ops.segment_sum(alpha[..., None] * x[ga[0]], dst, num_segments=nd)
     return out, lse
