@@ -207,8 +207,8 @@ ffi::Error FwdCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer n
   if (args.has_error()) return args.error();
   if (auto e = RequireCpuStorage(kFwd, *args); e.failure()) return e;
   const auto ft = args->storage;
-  if (auto e = CheckGatv2Result(kFwd, "out", *out, ft, {args->n_dst, args->heads, args->dim}); e.failure()) return e;
-  if (auto e = CheckGatv2Result(kFwd, "lse", *lse, args->score, {args->n_dst, args->heads}); e.failure()) return e;
+  if (auto e = CheckResult(kFwd, "out", *out, ft, {args->n_dst, args->heads, args->dim}); e.failure()) return e;
+  if (auto e = CheckResult(kFwd, "lse", *lse, args->score, {args->n_dst, args->heads}); e.failure()) return e;
   return DispatchTypes(ft, offsets.element_type(), [&](auto t, auto i) {
     return FwdTyped<decltype(t), decltype(i)>(pool, *args, offsets, nbr, eid, xs, xd, a, ef, *out, *lse);
   });
@@ -242,10 +242,10 @@ ffi::Error BwdDstCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffe
   if (auto e = RequireCpuStorage(kBwdDst, *args); e.failure()) return e;
   const auto ft = args->storage;
   const int64_t nd = args->n_dst, H = args->heads, C = args->dim;
-  if (auto e = CheckGatv2Result(kBwdDst, "grad_x_dst", *grad_xd, ft, {nd, H, C}); e.failure()) return e;
-  if (auto e = CheckGatv2Result(kBwdDst, "grad_attn_rows", *grad_a, args->score, {nd, H, C}); e.failure()) return e;
+  if (auto e = CheckResult(kBwdDst, "grad_x_dst", *grad_xd, ft, {nd, H, C}); e.failure()) return e;
+  if (auto e = CheckResult(kBwdDst, "grad_attn_rows", *grad_a, args->score, {nd, H, C}); e.failure()) return e;
   if (has_edge) {
-    if (auto e = CheckGatv2Result(kBwdDst, "grad_edge_feat", *grad_ef, ft, {args->n_edges, H, C}); e.failure())
+    if (auto e = CheckResult(kBwdDst, "grad_edge_feat", *grad_ef, ft, {args->n_edges, H, C}); e.failure())
       return e;
   }
   return DispatchTypes(ft, offsets.element_type(), [&](auto t, auto i) {
@@ -279,7 +279,7 @@ ffi::Error BwdSrcCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffe
   if (args.has_error()) return args.error();
   if (auto e = RequireCpuStorage(kBwdSrc, *args); e.failure()) return e;
   const auto ft = args->storage;
-  if (auto e = CheckGatv2Result(kBwdSrc, "grad_x_src", *grad_xs, ft, {args->n_src, args->heads, args->dim});
+  if (auto e = CheckResult(kBwdSrc, "grad_x_src", *grad_xs, ft, {args->n_src, args->heads, args->dim});
       e.failure())
     return e;
   return DispatchTypes(ft, offsets.element_type(), [&](auto t, auto i) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cpu/row_parallel.h"
+#include "cpu/vector_math.h"
 #include "handlers.h"
 #include "jgo/args.h"
 #include "jgo/dimenet.h"
@@ -246,12 +247,7 @@ JGO_DN_INLINE void OutRows(const DimenetArgs& a, const DimenetOperands<T>& o, co
 
 // The row walks compiled twice: for the x86-64 baseline and, where the CPU has them, for AVX2
 // with FMA (chosen at run time; about 2x faster on the C x M updates).
-#if defined(__x86_64__) && defined(__GNUC__)
-#define JGO_DN_AVX2 1
-inline bool HasAvx2Fma() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return yes;
-}
+#ifdef JGO_AVX2_CLONES
 template <typename T, typename I, int kM, typename... Args>
 __attribute__((target("avx2,fma"))) void InRowsAvx2(Args... args) {
   InRows<T, I, kM>(args...);
@@ -264,14 +260,14 @@ __attribute__((target("avx2,fma"))) void OutRowsAvx2(Args... args) {
 
 template <typename T, typename I, int kM, typename... Args>
 void InRowsDispatch(Args... args) {
-#ifdef JGO_DN_AVX2
+#ifdef JGO_AVX2_CLONES
   if (HasAvx2Fma()) return InRowsAvx2<T, I, kM>(args...);
 #endif
   InRows<T, I, kM>(args...);
 }
 template <typename T, typename I, int kM, typename... Args>
 void OutRowsDispatch(Args... args) {
-#ifdef JGO_DN_AVX2
+#ifdef JGO_AVX2_CLONES
   if (HasAvx2Fma()) return OutRowsAvx2<T, I, kM>(args...);
 #endif
   OutRows<T, I, kM>(args...);

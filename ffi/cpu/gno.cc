@@ -134,19 +134,15 @@ template <typename Rows, typename T, typename I, bool kWeight, bool kDiag, typen
 void RunBaseline(Args... args) {
   Rows::template run<T, I, kWeight, kDiag>(args...);
 }
-#if defined(__x86_64__) && defined(__GNUC__)
+#ifdef JGO_AVX2_CLONES
 template <typename Rows, typename T, typename I, bool kWeight, bool kDiag, typename... Args>
 __attribute__((target("avx2,fma"))) void RunAvx2(Args... args) {
   Rows::template run<T, I, kWeight, kDiag>(args...);
 }
-inline bool HasAvx2Fma() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
-}
 #endif
 template <typename Rows, typename T, typename I, bool kWeight, bool kDiag, typename... Args>
 void RunRows(Args... args) {
-#if defined(__x86_64__) && defined(__GNUC__)
+#ifdef JGO_AVX2_CLONES
   if (HasAvx2Fma()) return RunAvx2<Rows, T, I, kWeight, kDiag>(args...);
 #endif
   RunBaseline<Rows, T, I, kWeight, kDiag>(args...);

@@ -7,7 +7,20 @@
 #include <cstdint>
 #include <cstring>
 
+// JGO_AVX2_CLONES: row walks may be compiled a second time for AVX2 + FMA (with
+// __attribute__((target("avx2,fma")))) and picked at run time with HasAvx2Fma().
+#if defined(__x86_64__) && defined(__GNUC__)
+#define JGO_AVX2_CLONES 1
+#endif
+
 namespace jgo {
+
+#ifdef JGO_AVX2_CLONES
+inline bool HasAvx2Fma() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+#endif
 
 // exp for the per-head loops: float uses an inline Cephes-style polynomial (about 1 ulp, no
 // call, so the loops over heads vectorise); double calls the C library.

@@ -198,8 +198,8 @@ ffi::Error FwdCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer n
   auto args = CheckGatv2(kFwd, offsets, nbr, eid, xs, xd, a, ef, nullptr, nullptr, false, negative_slope, has_edge);
   if (args.has_error()) return args.error();
   const auto ft = args->storage;
-  if (auto e = CheckGatv2Result(kFwd, "out", *out, ft, {args->n_dst, args->heads, args->dim}); e.failure()) return e;
-  if (auto e = CheckGatv2Result(kFwd, "lse", *lse, args->score, {args->n_dst, args->heads}); e.failure()) return e;
+  if (auto e = CheckResult(kFwd, "out", *out, ft, {args->n_dst, args->heads, args->dim}); e.failure()) return e;
+  if (auto e = CheckResult(kFwd, "lse", *lse, args->score, {args->n_dst, args->heads}); e.failure()) return e;
   const GatArgs g = *args;
   return DispatchStorage(g.storage, g.score, offsets.element_type(), [&](auto s, auto t, auto i) {
     using S = decltype(s);
@@ -221,10 +221,10 @@ ffi::Error BwdDstCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffe
   if (args.has_error()) return args.error();
   const auto ft = args->storage;
   const int64_t nd = args->n_dst, H = args->heads, C = args->dim;
-  if (auto e = CheckGatv2Result(kBwdDst, "grad_x_dst", *grad_xd, ft, {nd, H, C}); e.failure()) return e;
-  if (auto e = CheckGatv2Result(kBwdDst, "grad_attn_rows", *grad_a, args->score, {nd, H, C}); e.failure()) return e;
+  if (auto e = CheckResult(kBwdDst, "grad_x_dst", *grad_xd, ft, {nd, H, C}); e.failure()) return e;
+  if (auto e = CheckResult(kBwdDst, "grad_attn_rows", *grad_a, args->score, {nd, H, C}); e.failure()) return e;
   if (has_edge) {
-    if (auto e = CheckGatv2Result(kBwdDst, "grad_edge_feat", *grad_ef, ft, {args->n_edges, H, C}); e.failure())
+    if (auto e = CheckResult(kBwdDst, "grad_edge_feat", *grad_ef, ft, {args->n_edges, H, C}); e.failure())
       return e;
   }
   const GatArgs g = *args;
@@ -254,7 +254,7 @@ ffi::Error BwdSrcCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffe
   auto args = CheckGatv2(kBwdSrc, offsets, nbr, eid, xs, xd, a, ef, &info, &grad, true, negative_slope, has_edge);
   if (args.has_error()) return args.error();
   const auto ft = args->storage;
-  if (auto e = CheckGatv2Result(kBwdSrc, "grad_x_src", *grad_xs, ft, {args->n_src, args->heads, args->dim});
+  if (auto e = CheckResult(kBwdSrc, "grad_x_src", *grad_xs, ft, {args->n_src, args->heads, args->dim});
       e.failure())
     return e;
   const GatArgs g = *args;

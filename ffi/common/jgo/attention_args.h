@@ -53,6 +53,13 @@ inline ffi::Error Expect(const char* fn, const char* name, const ffi::AnyBuffer&
 }
 }  // namespace detail
 
+// Checks a result buffer's dtype (`dtype`: the storage or the score dtype) and shape.
+inline ffi::Error CheckResult(const char* fn, const char* name, const ffi::AnyBuffer& b, ffi::DataType dtype,
+                              std::initializer_list<int64_t> shape) {
+  if (b.element_type() != dtype) return InvalidArgument(std::string(fn) + ": " + name + " has the wrong dtype");
+  return detail::Expect(fn, name, b, shape);
+}
+
 // The checks common to the three handlers. `by_src` selects the CSR (rows = sources,
 // neighbours = destinations) instead of the CSC.
 inline ffi::ErrorOr<GatArgs> CheckGatCommon(const char* fn, const ffi::AnyBuffer& offsets, const ffi::AnyBuffer& nbr,

@@ -128,28 +128,21 @@ inline ffi::ErrorOr<SimpleArgs> CheckMhaSimple(const char* fn, const ffi::AnyBuf
   return r;
 }
 
-// Checks a result buffer's dtype and shape.
-inline ffi::Error CheckMhaSimpleResult(const char* fn, const char* name, const ffi::AnyBuffer& b, ffi::DataType dt,
-                                       std::initializer_list<int64_t> shape) {
-  if (b.element_type() != dt) return InvalidArgument(std::string(fn) + ": " + name + " has the wrong dtype");
-  return detail::Expect(fn, name, b, shape);
-}
-
 // The result checks of each handler (`part`: 0 forward, 1 CSC backward, 2 CSR backward).
 inline ffi::Error CheckMhaSimpleResults(const char* fn, const SimpleArgs& a, ffi::DataType ft, int part,
                                         const ffi::AnyBuffer& r0, const ffi::AnyBuffer& r1) {
   const int64_t H = a.heads, C = a.dim;
   if (part == 0) {
-    if (auto e = CheckMhaSimpleResult(fn, "out", r0, ft, {a.n_dst, H, C}); e.failure()) return e;
-    return CheckMhaSimpleResult(fn, "lse", r1, SimpleAccType(ft), {a.n_dst, H});
+    if (auto e = CheckResult(fn, "out", r0, ft, {a.n_dst, H, C}); e.failure()) return e;
+    return CheckResult(fn, "lse", r1, SimpleAccType(ft), {a.n_dst, H});
   }
   if (part == 1) {
-    if (auto e = CheckMhaSimpleResult(fn, "grad_query", r0, ft, {a.n_dst, H, C}); e.failure()) return e;
+    if (auto e = CheckResult(fn, "grad_query", r0, ft, {a.n_dst, H, C}); e.failure()) return e;
     if (!a.has_edge) return ffi::Error::Success();
-    return CheckMhaSimpleResult(fn, "grad_edge_feat", r1, ft, {a.n_edges, H, C});
+    return CheckResult(fn, "grad_edge_feat", r1, ft, {a.n_edges, H, C});
   }
-  if (auto e = CheckMhaSimpleResult(fn, "grad_key", r0, ft, {a.n_src, H, C}); e.failure()) return e;
-  return CheckMhaSimpleResult(fn, "grad_value", r1, ft, {a.n_src, H, C});
+  if (auto e = CheckResult(fn, "grad_key", r0, ft, {a.n_src, H, C}); e.failure()) return e;
+  return CheckResult(fn, "grad_value", r1, ft, {a.n_src, H, C});
 }
 
 }  // namespace jgo

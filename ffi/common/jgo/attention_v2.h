@@ -102,11 +102,4 @@ inline ffi::ErrorOr<GatArgs> CheckGatv2(const char* fn, const ffi::AnyBuffer& of
   return r;
 }
 
-// Checks a result buffer's dtype (`ft`: the storage or the score dtype) and shape.
-inline ffi::Error CheckGatv2Result(const char* fn, const char* name, const ffi::AnyBuffer& b, ffi::DataType ft,
-                                   std::initializer_list<int64_t> shape) {
-  if (b.element_type() != ft) return InvalidArgument(std::string(fn) + ": " + name + " has the wrong dtype");
-  return detail::Expect(fn, name, b, shape);
-}
-
 }  // namespace jgo
