@@ -188,6 +188,8 @@ def _membership_graph(fn, ids, n_graphs, ids_are_sorted):
     n = ids.shape[0]
     nodes = jnp.arange(n, dtype=index_dtype)
     order = nodes if ids_are_sorted else jnp.argsort(ids, stable=True).astype(index_dtype)
-    counts = jnp.bincount(ids, length=n_graphs).astype(index_dtype)
-    csc_offsets = jnp.concatenate([jnp.zeros(1, index_dtype), jnp.cumsum(counts, dtype=index_dtype)])
+    # graph g's nodes are order[csc_offsets[g]:csc_offsets[g+1]]: binary searches in the sorted ids
+    # (n_graphs log N work; a bincount would be a scatter over all N ids)
+    sorted_ids = ids if ids_are_sorted else ids[order]
+    csc_offsets = jnp.searchsorted(sorted_ids, jnp.arange(n_graphs + 1, dtype=index_dtype), side="left").astype(index_dtype)
     return Graph(nodes, ids, csc_offsets, order, order, jnp.arange(n + 1, dtype=index_dtype), ids, nodes, n, n_graphs)

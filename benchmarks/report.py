@@ -1,0 +1,175 @@
+"""``python -m benchmarks.report``: jaxgraphops against its peers on realistic shapes, every op
+family, forward and forward+backward, all libraries in one run; then a scaling sweep. Writes the
+tables into BENCHMARKS.md (replacing this device's previous report), the plots into
+``benchmarks/plots/`` and the raw records as JSON next to them.
+
+Peers that are not installed are listed as such and left out. Before timing, every library's
+forward output is checked against jaxgraphops' (the same work, or the report stops).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import re
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from . import impl_jax, plots, scaling, tables
+from ._timing import machine
+from .cases import cases as all_cases
+from .runners import IMPLEMENTATIONS, median_ms, pin_mmap_threshold
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def copy_bandwidth_gbps() -> float:
+    """Measured copy bandwidth (bytes read + written per second, best of 5) over 512 MiB: on the
+    CPU ``np.copyto`` into a buffer already paged in, on an accelerator ``y = 2 x`` in JAX."""
+    if jax.default_backend() == "cpu":
+        src, dst = np.ones(2**27, np.float32), np.zeros(2**27, np.float32)
+        best = min(_timed(lambda: np.copyto(dst, src)) for _ in range(5))
+        return 2 * src.nbytes / best / 1e9
+    x = jax.numpy.ones(2**27, np.float32)
+    double = jax.jit(lambda x: 2 * x)
+    jax.block_until_ready(double(x))
+    best = min(_timed(lambda: jax.block_until_ready(double(x))) for _ in range(5))
+    return 2 * x.nbytes / best / 1e9
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def _load_peers(gpu: bool) -> str | None:
+    """Imports the torch peers; returns why not when torch is missing."""
+    try:
+        from . import impl_torch
+    except ImportError as e:
+        return f"torch peers not run: {e}"
+    impl_torch.use_cuda(gpu)
+    return None
+
+
+def _check_same_work(case, library, out, expected) -> None:
+    scale = max(float(np.abs(expected).max()), 1.0)
+    if out.shape != expected.shape or not np.allclose(out, expected, rtol=1e-3, atol=1e-3 * scale):
+        raise AssertionError(f"{library} disagrees with jaxgraphops on {case.op} ({case.shape}): "
+                             f"max |diff| {np.abs(out - expected).max() if out.shape == expected.shape else out.shape}")
+
+
+def measure(case_list, repeats: int, log=print):
+    """Result records and the libraries that could not run (library -> reason)."""
+    results, missing = [], {}
+    for case in case_list:
+        expected = None
+        for library, make in IMPLEMENTATIONS.get(case.key, {}).items():
+            try:
+                runner = make(case.data)
+            except ImportError as e:
+                missing[library] = f"not installed ({e.name})"
+                continue
+            out = runner.output()
+            if expected is None:  # jaxgraphops is registered first
+                expected = out
+            _check_same_work(case, library, out, expected)
+            for pass_ in case.passes:
+                if pass_ in runner.untimed:
+                    missing[f"{library}, {case.op}, {pass_}"] = runner.untimed[pass_]
+                    continue
+                call = runner.calls[pass_]
+                ms = median_ms(call, runner.sync, repeats=repeats)
+                peak = runner.memory(pass_)
+                results.append({"key": case.key, "op": case.op, "family": case.family, "shape": case.shape,
+                                "pass": pass_, "library": library, "ms": ms, "peak_bytes": peak})
+                log(f"{case.op:<38} {pass_:<17} {library:<20} {ms:10.2f} ms   "
+                    f"{'' if peak is None else f'{peak / 2**20:8.0f} MB'}")
+            del runner, out
+            gc.collect()
+    return results, missing
+
+
+def _write_section(path: Path, tag: str, body: str) -> None:
+    """Replaces the text between ``<!-- tag -->`` and ``<!-- /tag -->`` in ``path`` (appends it the first time)."""
+    start, end = f"<!-- {tag} -->", f"<!-- /{tag} -->"
+    text = path.read_text() if path.exists() else ""
+    block = f"{start}\n{body}\n{end}"
+    pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.S)
+    text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
+    path.write_text(text)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.report", description=__doc__)
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply the graph sizes (default 1)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs per measurement (median reported)")
+    parser.add_argument("--sweep-max-edges", type=float, default=1e7, help="largest E of the sweep (0: no sweep)")
+    parser.add_argument("--sweep-reference-max-edges", type=float, default=3e6,
+                        help="largest E at which the sweep also times the XLA reference")
+    parser.add_argument("--only", action="append", help="run only these case keys (e.g. gat)")
+    parser.add_argument("--output", default=str(ROOT / "BENCHMARKS.md"), help="markdown file to update ('' to skip)")
+    parser.add_argument("--plot-dir", default=str(ROOT / "benchmarks" / "plots"), help="where the PNGs and JSON go")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    pin_mmap_threshold()
+
+    gpu = jax.default_backend() != "cpu"
+    device = "gpu" if gpu else "cpu"
+    peers_note = _load_peers(gpu)
+    if peers_note:
+        print(peers_note)
+    case_list = [c for c in all_cases(args.scale) if not args.only or c.key in args.only]
+    results, missing = measure(case_list, args.repeats)
+    copy_gbps = copy_bandwidth_gbps()
+    print(f"copy bandwidth: {copy_gbps:.1f} GB/s")
+    sweep = []
+    if args.sweep_max_edges > 0:
+        sweep = scaling.run(int(args.sweep_max_edges), int(args.sweep_reference_max_edges), args.repeats)
+
+    plot_dir = Path(args.plot_dir).resolve()
+    plot_dir.mkdir(parents=True, exist_ok=True)
+    link = os.path.relpath(plot_dir, Path(args.output or ".").resolve().parent)
+    (plot_dir / f"report_{device}.json").write_text(json.dumps(
+        {"machine": machine(), "copy_gbps": copy_gbps, "results": results, "sweep": sweep}, indent=1))
+    plots.speedups(results, str(plot_dir / f"speedups_{device}.png"), f"jaxgraphops vs peers, {machine()}")
+    if sweep:
+        plots.scaling(sweep, str(plot_dir / f"scaling_{device}.png"), f"scaling sweep, {machine()}")
+
+    command = shlex.join(["python", "-m", "benchmarks.report", *(argv if argv is not None else sys.argv[1:])])
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    skipped = "".join(f"- {lib}: {why}\n" for lib, why in sorted(missing.items()))
+    body = (f"## Peer report ({device.upper()}), {stamp}\n\n{machine()}. Command: `{command}` "
+            f"({time.perf_counter() - started:.0f} s). Medians of {args.repeats} timed runs (at least 3, fewer "
+            f"than {args.repeats} when they take over 10 s together) after a warm-up run, every library in the same run; forward+backward is the value and gradient of "
+            f"`sum(out ** 2)` in every float input and weight. Measured copy bandwidth: {copy_gbps:.1f} GB/s.\n\n"
+            + (f"Not run:\n{skipped}\n" if skipped else "")
+            + f"### jaxgraphops' speed-up over each library (their time / ours)\n\n{tables.speedups(results)}\n"
+            f"![speed-ups]({link}/speedups_{device}.png)\n\n"
+            f"### Median time (ms), and in brackets the speed-up over the XLA reference\n\n{tables.times(results)}\n"
+            f"### Peak memory of one call (MB)\n\n{tables.memory(results)}\n"
+            f"### Achieved bandwidth, forward of the memory-bound ops\n\n"
+            f"The byte counts of `performance.md` §2.1: compulsory = indices and every input read once, the "
+            f"output written once (perfect reuse); no reuse = every gathered row read from memory. Roofline = "
+            f"those bytes at the measured copy bandwidth. Each library's bandwidth is the no-reuse bytes over "
+            f"its forward time, and in brackets its fraction of the copy bandwidth.\n\n"
+            f"{tables.bandwidth(results, case_list, copy_gbps)}\n")
+    if sweep:
+        body += (f"### Scaling sweep (median ms)\n\n{scaling.table(sweep)}\n"
+                 f"![scaling]({link}/scaling_{device}.png)\n")
+    print(body)
+    if args.output:
+        _write_section(Path(args.output), f"peer-report-{device}", body)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
