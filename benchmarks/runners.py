@@ -156,7 +156,7 @@ def peak_rss(call, sync) -> int | None:
         return None
 
 
-def median_ms(call, sync, *, repeats: int, warmup: int = 1, budget_s: float = 10.0) -> float:
+def median_ms(call, sync, *, repeats: int, warmup: int = 1, budget_s: float = 8.0) -> float:
     """Median wall time of ``sync(call())`` in ms after ``warmup`` calls; fewer than ``repeats``
     timed calls (at least 3) when they would take longer than ``budget_s`` in all."""
     for _ in range(warmup):

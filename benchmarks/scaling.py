@@ -40,7 +40,7 @@ def run(max_edges: int, reference_max_edges: int, repeats: int, log=print) -> li
                     continue
                 runner = IMPLEMENTATIONS[key][library](data)
                 for pass_, call in runner.calls.items():
-                    ms = median_ms(call, runner.sync, repeats=repeats, budget_s=10.0)
+                    ms = median_ms(call, runner.sync, repeats=repeats)
                     records.append({"op": op, "library": library, "pass": pass_, "edges": e, "ms": ms})
                     log(f"  sweep {op:<24} E={e:>11,} {library:<14} {pass_:<17} {ms:10.2f} ms")
                 del runner
