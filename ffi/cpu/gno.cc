@@ -197,7 +197,9 @@ JGO_INLINE void GnoFwdRows(const GnoArgs& a, const Packed<T>& p, const I* offset
 
 struct FwdRows {
   template <typename T, typename I, bool kWeight, bool kDiag, typename... Args>
-  JGO_INLINE static void run(const GnoArgs* a, Args... args) { GnoFwdRows<T, I, kWeight, kDiag>(*a, args...); }
+  JGO_INLINE static void run(const GnoArgs* a, const Packed<T>* p, Args... args) {
+    GnoFwdRows<T, I, kWeight, kDiag>(*a, *p, args...);
+  }
 };
 
 // Calls Rows::run<T, I, kWeight, kDiag>(args...) compiled for AVX2 + FMA where the CPU has them.
@@ -244,7 +246,7 @@ ffi::Error GnoFwdTyped(ffi::ThreadPool& pool, const GnoArgs& a, ffi::AnyBuffer o
   const int64_t tasks = TaskCount(pool, a.n_rows, a.n_edges, a.c_in * a.units());
   RunTasks(pool, tasks, o, a.n_rows, a.n_edges, [&](int64_t, int64_t r0, int64_t r1) {
     DispatchFlags(a.has_weight, a.diagonal, [&](auto weight, auto diag) {
-      RunRows<FwdRows, T, I, decltype(weight)::value, decltype(diag)::value>(&a, p, o, n, e, fd, xd, wd, od, r0, r1);
+      RunRows<FwdRows, T, I, decltype(weight)::value, decltype(diag)::value>(&a, &p, o, n, e, fd, xd, wd, od, r0, r1);
     });
   });
   return ffi::Error::Success();
@@ -306,7 +308,9 @@ JGO_INLINE void GnoBwdSrcRows(const GnoArgs& a, const Packed<T>& p, const I* off
 
 struct BwdSrcRows {
   template <typename T, typename I, bool kWeight, bool kDiag, typename... Args>
-  JGO_INLINE static void run(const GnoArgs* a, Args... args) { GnoBwdSrcRows<T, I, kWeight, kDiag>(*a, args...); }
+  JGO_INLINE static void run(const GnoArgs* a, const Packed<T>* p, Args... args) {
+    GnoBwdSrcRows<T, I, kWeight, kDiag>(*a, *p, args...);
+  }
 };
 
 // ---------------------------------------------------------------------------------------
@@ -361,11 +365,11 @@ JGO_INLINE void GnoBwdDstRows(const GnoArgs& a, const Packed<T>& p, const I* off
           T* tl = t.data() + l * Hp;
           if (kWeight) {  // grad_w_e = <h_e, t_e> + <f_j, Q_r[:, bias]>
             for (int64_t k = 0; k < Hp; ++k) h[k] = GnoHidden(pl[k]);
-            grad_w[e] = Dot(h.data(), tl, Hp) + Dot(x.data() + l * Cin, qb.data(), Cin);
+            grad_w[e] = VecDot(h.data(), tl, Hp) + Dot(x.data() + l * Cin, qb.data(), Cin);
           }
           const T we = kWeight ? w[e] : T(1);
           for (int64_t k = 0; k < Hp; ++k) tl[k] = GnoPreGrad(we, tl[k], pl[k]);  // t becomes ga
-          for (int64_t m = 0; m < d; ++m) grad_dx[e * d + m] = Dot(p.ut.data() + m * Hp, tl, Hp);
+          for (int64_t m = 0; m < d; ++m) grad_dx[e * d + m] = VecDot(p.ut.data() + m * Hp, tl, Hp);
         }
         Gemm(d + 1, Hp, n, dx1.data(), 1, d + 1, t.data(), Hp, grad_ub, Hp);  // grad_ub[m, k] += sum_l dx1[l, m] ga[l, k]
       }
@@ -375,7 +379,9 @@ JGO_INLINE void GnoBwdDstRows(const GnoArgs& a, const Packed<T>& p, const I* off
 
 struct BwdDstRows {
   template <typename T, typename I, bool kWeight, bool kDiag, typename... Args>
-  JGO_INLINE static void run(const GnoArgs* a, Args... args) { GnoBwdDstRows<T, I, kWeight, kDiag>(*a, args...); }
+  JGO_INLINE static void run(const GnoArgs* a, const Packed<T>* p, Args... args) {
+    GnoBwdDstRows<T, I, kWeight, kDiag>(*a, *p, args...);
+  }
 };
 
 template <typename T, typename I>
@@ -403,14 +409,14 @@ ffi::Error GnoBwdTyped(ffi::ThreadPool& pool, const GnoArgs& a, bool by_src, ffi
     if (by_src) {
       T* gf = results[0].typed_data<T>();
       DispatchFlags(a.has_weight, a.diagonal, [&](auto weight, auto diag) {
-        RunRows<BwdSrcRows, T, I, decltype(weight)::value, decltype(diag)::value>(&a, p, o, n, e, fd, xd, wd, gd, gf,
+        RunRows<BwdSrcRows, T, I, decltype(weight)::value, decltype(diag)::value>(&a, &p, o, n, e, fd, xd, wd, gd, gf,
                                                                                   part, r0, r1);
       });
     } else {
       T* gdx = results[0].typed_data<T>();
       T* gw = a.has_weight ? results[3].typed_data<T>() : nullptr;
       DispatchFlags(a.has_weight, a.diagonal, [&](auto weight, auto diag) {
-        RunRows<BwdDstRows, T, I, decltype(weight)::value, decltype(diag)::value>(&a, p, o, n, e, fd, xd, wd, gd, gdx,
+        RunRows<BwdDstRows, T, I, decltype(weight)::value, decltype(diag)::value>(&a, &p, o, n, e, fd, xd, wd, gd, gdx,
                                                                                   part, gw, r0, r1);
       });
     }

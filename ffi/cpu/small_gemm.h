@@ -23,6 +23,23 @@ constexpr int64_t RoundUpToVec(int64_t n) {
   return (n + Vec<T>::kLanes - 1) / Vec<T>::kLanes * Vec<T>::kLanes;
 }
 
+// <a, b> over n elements, n a multiple of Vec<T>::kLanes: lane-wise partial sums, then the lanes
+// in order (reproducible).
+template <typename T>
+JGO_INLINE T VecDot(const T* a, const T* b, int64_t n) {
+  using V = typename Vec<T>::type;
+  V s = {};
+  for (int64_t i = 0; i < n; i += Vec<T>::kLanes) {
+    V x, y;
+    std::memcpy(&x, a + i, sizeof(V));
+    std::memcpy(&y, b + i, sizeof(V));
+    s += x * y;
+  }
+  T r = s[0];
+  for (int64_t i = 1; i < Vec<T>::kLanes; ++i) r += s[i];
+  return r;
+}
+
 // One block of C: C[m * ldc + n] += sum_{l < L} A[m * sm + l * sl] B[l * ldb + n] for m < MR and
 // n < NV vectors. The MR x NV accumulators stay in registers over the loop over l; each step loads
 // NV vectors of B and broadcasts MR elements of A.
