@@ -11,8 +11,9 @@
 // summed in task order (reproducible for a given thread count).
 //
 // Units are stored padded to whole vectors: the H hidden units, zeros up to Hp (H rounded up to
-// whole vectors), then the bias unit at Hp, Ps = Hp + 1 in all. Vb and U are repacked into these
-// layouts once per call (Packed).
+// whole vectors), then the bias unit at Hp, Ps = Hp + 1 in all. Vb, U and b_u are repacked into
+// these layouts once per call (Packed). The pre-activations of a chunk, a_e = U dx_e + b_u (GnoPre),
+// are the small product [1, dx_e] . [b_u; U^T], summed in GnoPre's order.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -39,12 +40,12 @@ JGO_INLINE void Axpy(T* __restrict__ y, T s, const T* __restrict__ x, int64_t n)
   for (int64_t c = 0; c < n; ++c) y[c] += s * x[c];
 }
 
-// The weights in the padded unit layout: ut = U^T [d, Hp], bu = b_u [Hp], and vb = Vb with its
-// unit axis padded to Ps and, where a row loop multiplies by it, its feature rows to ld elements.
+// The weights in the padded unit layout: ub = [b_u; U^T] [d + 1, Hp], and vb = Vb with its unit
+// axis padded to Ps and, where a row loop multiplies by it, its feature rows to ld elements.
 template <typename T>
 struct Packed {
   int64_t Hp, Ps, ld;
-  std::vector<T> ut, bu, vb;
+  std::vector<T> ub, vb;
 };
 
 // dst[r * rs + u' * us + x] = src[(r * P + u) * X + x] for r < R, units u < P = H + 1 and x < X,
@@ -77,11 +78,10 @@ Packed<T> Pack(const GnoArgs& a, GnoPass pass, const T* U, const T* b_u, const T
   Packed<T> p;
   p.Hp = RoundUpToVec<T>(H);
   p.Ps = p.Hp + 1;
-  p.ut.assign(d * p.Hp, T(0));
-  p.bu.assign(p.Hp, T(0));
+  p.ub.assign((d + 1) * p.Hp, T(0));
   for (int64_t k = 0; k < H; ++k) {
-    p.bu[k] = b_u[k];
-    for (int64_t m = 0; m < d; ++m) p.ut[m * p.Hp + k] = U[k * d + m];
+    p.ub[k] = b_u[k];
+    for (int64_t m = 0; m < d; ++m) p.ub[(1 + m) * p.Hp + k] = U[k * d + m];
   }
   if (a.diagonal) {
     p.ld = p.Ps;
@@ -98,13 +98,6 @@ Packed<T> Pack(const GnoArgs& a, GnoPass pass, const T* U, const T* b_u, const T
     for (int64_t o = 0; o < Cout; ++o) PackUnits(Vb + o * Cin * (H + 1), Cin, 1, H, p.Hp, p.vb.data() + o * p.ld, p.Ps, 1);
   }
   return p;
-}
-
-// The hidden layer of one edge: h[k] = relu(U[k] dx + b_u[k]) for k < Hp (0 in the padding).
-template <typename T>
-JGO_INLINE void EdgeHidden(const GnoArgs& a, const Packed<T>& p, const T* dx, T* h) {
-  GnoPreUnits(p.ut.data(), p.Hp, p.bu.data(), dx, a.dim, p.Hp, h);
-  for (int64_t k = 0; k < p.Hp; ++k) h[k] = GnoHidden(h[k]);
 }
 
 // The number of tasks for rows of `row_len` work per edge (as ForRowChunks in row_parallel.h).
@@ -134,11 +127,12 @@ inline void PrefetchEdge(const GnoArgs& a, const I* nbr, const I* eid, const T* 
 }
 
 // Edges k0 .. k0 + n - 1 of a row (edge l = k - k0): x[l] = w_e rows[nbr[k]] (len elements),
-// sum += x[l], and h[l] = the edge's hidden layer (Hp units).
+// sum += x[l], x1[l] = [1, dx_e] and pre[l] = U dx_e + b_u (Hp units, 0 in the padding).
 template <typename T, typename I, bool kWeight>
 JGO_INLINE void GatherEdges(const GnoArgs& a, const Packed<T>& p, const I* nbr, const I* eid, const T* rows,
                             int64_t len, const T* dx, const T* w, int64_t k0, int64_t n, int64_t last, T* x, T* sum,
-                            T* h) {
+                            T* x1, T* pre) {
+  const int64_t d = a.dim;
   for (int64_t l = 0; l < n; ++l) {
     PrefetchEdge(a, nbr, eid, rows, len, dx, k0 + l, last);
     const int64_t e = eid[k0 + l];
@@ -149,23 +143,37 @@ JGO_INLINE void GatherEdges(const GnoArgs& a, const Packed<T>& p, const I* nbr, 
       xl[c] = we * src[c];
       sum[c] += xl[c];
     }
-    EdgeHidden(a, p, dx + e * a.dim, h + l * p.Hp);
+    x1[l * (d + 1)] = T(1);
+    for (int64_t m = 0; m < d; ++m) x1[l * (d + 1) + 1 + m] = dx[e * d + m];
   }
+  Gemm(n, p.Hp, d + 1, x1, d + 1, 1, p.ub.data(), p.Hp, pre, p.Hp, false);
 }
+
+// Scratch for a chunk of edges: gathered rows x [kChunk, len], [1, dx_e] rows x1 [kChunk, d + 1],
+// hidden units h [kChunk, Hp] (pre-activations, then hidden layers in place) and the sum of x.
+template <typename T>
+struct ChunkScratch {
+  std::vector<T> x, x1, h, sum;
+  ChunkScratch(const GnoArgs& a, const Packed<T>& p, int64_t len)
+      : x(kChunk * len), x1(kChunk * (a.dim + 1)), h(kChunk * p.Hp), sum(len) {}
+};
 
 // A[c, u] = sum_e w_e rows[nbr_e][c] h~_e[u] over the edges of row r (A: [len, Ps], zeroed by the
 // caller): the hidden units chunk by chunk, the bias unit (h~ = 1) from the sums of the rows.
 template <typename T, typename I, bool kWeight>
 JGO_INLINE void RowOuter(const GnoArgs& a, const Packed<T>& p, const I* offsets, const I* nbr, const I* eid,
-                         const T* rows, int64_t len, const T* dx, const T* w, int64_t r, int64_t last, T* x, T* sum,
-                         T* h, T* A) {
-  std::fill(sum, sum + len, T(0));
+                         const T* rows, int64_t len, const T* dx, const T* w, int64_t r, int64_t last,
+                         ChunkScratch<T>& s, T* A) {
+  std::fill(s.sum.begin(), s.sum.end(), T(0));
   for (int64_t k0 = offsets[r], end = offsets[r + 1]; k0 < end; k0 += kChunk) {
     const int64_t n = std::min(kChunk, end - k0);
-    GatherEdges<T, I, kWeight>(a, p, nbr, eid, rows, len, dx, w, k0, n, last, x, sum, h);
-    Gemm(len, p.Hp, n, x, 1, len, h, p.Hp, A, p.Ps);  // A[c, k] += sum_l x[l, c] h[l, k]
+    T* h = s.h.data();
+    GatherEdges<T, I, kWeight>(a, p, nbr, eid, rows, len, dx, w, k0, n, last, s.x.data(), s.sum.data(), s.x1.data(),
+                               h);
+    for (int64_t q = 0; q < n * p.Hp; ++q) h[q] = GnoHidden(h[q]);
+    Gemm(len, p.Hp, n, s.x.data(), 1, len, h, p.Hp, A, p.Ps, true);  // A[c, k] += sum_l x[l, c] h[l, k]
   }
-  for (int64_t c = 0; c < len; ++c) A[c * p.Ps + p.Hp] = sum[c];
+  for (int64_t c = 0; c < len; ++c) A[c * p.Ps + p.Hp] = s.sum[c];
 }
 
 // ---------------------------------------------------------------------------------------
@@ -175,21 +183,21 @@ template <typename T, typename I, bool kWeight, bool kDiag>
 JGO_INLINE void GnoFwdRows(const GnoArgs& a, const Packed<T>& p, const I* offsets, const I* nbr, const I* eid,
                            const T* f, const T* dx, const T* w, T* out, int64_t r0, int64_t r1) {
   const int64_t Cin = a.c_in, Cout = a.c_out, Ps = p.Ps, Q = Cin * Ps, ld = p.ld;
-  std::vector<T> acc(kTile * Q), x(kChunk * Cin), h(kChunk * p.Hp), sum(Cin), o(kDiag ? 0 : kTile * ld);
+  std::vector<T> acc(kTile * Q), o(kDiag ? 0 : kTile * ld);
+  ChunkScratch<T> s(a, p, Cin);
   const int64_t last = offsets[r1];
   for (int64_t t0 = r0; t0 < r1; t0 += kTile) {
     const int64_t t1 = std::min(t0 + kTile, r1);
     std::fill(acc.begin(), acc.begin() + (t1 - t0) * Q, T(0));
     for (int64_t r = t0; r < t1; ++r) {
       T* A = acc.data() + (r - t0) * Q;
-      RowOuter<T, I, kWeight>(a, p, offsets, nbr, eid, f, Cin, dx, w, r, last, x.data(), sum.data(), h.data(), A);
+      RowOuter<T, I, kWeight>(a, p, offsets, nbr, eid, f, Cin, dx, w, r, last, s, A);
       if constexpr (kDiag) {  // out_r[c] = <Vb[c], A_r[c]>
         for (int64_t c = 0; c < Cin; ++c) out[r * Cout + c] = Dot(p.vb.data() + c * Ps, A + c * Ps, Ps);
       }
     }
     if constexpr (!kDiag) {  // out_r[o] = sum_{c,u} A_r[c, u] Vb[c, u, o] for the tile's rows
-      std::fill(o.begin(), o.end(), T(0));
-      Gemm(t1 - t0, ld, Q, acc.data(), Q, 1, p.vb.data(), ld, o.data(), ld);
+      Gemm(t1 - t0, ld, Q, acc.data(), Q, 1, p.vb.data(), ld, o.data(), ld, false);
       for (int64_t r = t0; r < t1; ++r) std::copy_n(o.data() + (r - t0) * ld, Cout, out + r * Cout);
     }
   }
@@ -280,14 +288,15 @@ JGO_INLINE void GnoBwdSrcRows(const GnoArgs& a, const Packed<T>& p, const I* off
                               const T* f, const T* dx, const T* w, const T* G, T* grad_f, T* grad_vb, int64_t r0,
                               int64_t r1) {
   const int64_t Cin = a.c_in, Cout = a.c_out, Ps = p.Ps, Q = Cout * Ps, Qs = RoundUpToVec<T>(Q), ld = p.ld;
-  std::vector<T> acc(kTile * Qs), y(kChunk * Cout), h(kChunk * p.Hp), sum(Cout), o(kDiag ? 0 : kTile * ld);
+  std::vector<T> acc(kTile * Qs), o(kDiag ? 0 : kTile * ld);
+  ChunkScratch<T> s(a, p, Cout);
   const int64_t last = offsets[r1];
   for (int64_t t0 = r0; t0 < r1; t0 += kTile) {
     const int64_t t1 = std::min(t0 + kTile, r1);
     std::fill(acc.begin(), acc.begin() + (t1 - t0) * Qs, T(0));
     for (int64_t r = t0; r < t1; ++r) {
       T* B = acc.data() + (r - t0) * Qs;
-      RowOuter<T, I, kWeight>(a, p, offsets, nbr, eid, G, Cout, dx, w, r, last, y.data(), sum.data(), h.data(), B);
+      RowOuter<T, I, kWeight>(a, p, offsets, nbr, eid, G, Cout, dx, w, r, last, s, B);
       if constexpr (kDiag) {  // grad_f[r, c] = <Vb[c], B_r[c]>,  grad_Vb[c] += f[r, c] B_r[c]
         for (int64_t c = 0; c < Cin; ++c) {
           grad_f[r * Cin + c] = Dot(p.vb.data() + c * Ps, B + c * Ps, Ps);
@@ -297,11 +306,10 @@ JGO_INLINE void GnoBwdSrcRows(const GnoArgs& a, const Packed<T>& p, const I* off
     }
     if constexpr (!kDiag) {
       // grad_f[r, c] = sum_{o,u} B_r[o, u] Vb[o, u, c] for the tile's rows
-      std::fill(o.begin(), o.end(), T(0));
-      Gemm(t1 - t0, ld, Q, acc.data(), Qs, 1, p.vb.data(), ld, o.data(), ld);
+      Gemm(t1 - t0, ld, Q, acc.data(), Qs, 1, p.vb.data(), ld, o.data(), ld, false);
       for (int64_t r = t0; r < t1; ++r) std::copy_n(o.data() + (r - t0) * ld, Cin, grad_f + r * Cin);
       // grad_Vb[c] += sum_r f[r, c] B_r
-      Gemm(Cin, Qs, t1 - t0, f + t0 * Cin, 1, Cin, acc.data(), Qs, grad_vb, Qs);
+      Gemm(Cin, Qs, t1 - t0, f + t0 * Cin, 1, Cin, acc.data(), Qs, grad_vb, Qs, true);
     }
   }
 }
@@ -317,15 +325,15 @@ struct BwdSrcRows {
 // jgo_gno_bwd_dst, over the in-edges of each destination i (CSC):
 //   Q_i[c, k] = sum_o G_i[o] Vb[o, c, k],  t_e = f_j . Q_i,  grad_w_e = <h~_e, t_e>,
 //   ga_e = w_e t_e relu'(a_e),  grad_dx_e = U^T ga_e,  grad_U += ga_e dx_e^T,  grad_b_u += ga_e
-// [grad_U^T; grad_b_u] is accumulated padded, [d + 1, Hp].
+// [grad_b_u; grad_U^T] is accumulated padded, [d + 1, Hp] (the layout of Packed::ub).
 
 template <typename T, typename I, bool kWeight, bool kDiag>
 JGO_INLINE void GnoBwdDstRows(const GnoArgs& a, const Packed<T>& p, const I* offsets, const I* nbr, const I* eid,
                               const T* f, const T* dx, const T* w, const T* G, T* grad_dx, T* grad_ub, T* grad_w,
                               int64_t r0, int64_t r1) {
   const int64_t Cin = a.c_in, Cout = a.c_out, Hp = p.Hp, Ps = p.Ps, d = a.dim, Qs = kDiag ? Cin * Ps : p.ld;
-  std::vector<T> qs(kTile * Qs), x(kChunk * Cin), pre(kChunk * Hp), t(kChunk * Hp), dx1(kChunk * (d + 1)), h(Hp),
-      qb(Cin);
+  std::vector<T> qs(kTile * Qs), t(kChunk * Hp), h(Hp), qb(Cin);
+  ChunkScratch<T> s(a, p, Cin);
   const int64_t last = offsets[r1];
   for (int64_t t0 = r0; t0 < r1; t0 += kTile) {
     const int64_t t1 = std::min(t0 + kTile, r1);
@@ -337,8 +345,7 @@ JGO_INLINE void GnoBwdDstRows(const GnoArgs& a, const Packed<T>& p, const I* off
         }
       }
     } else {  // Q_r[c, u] = sum_o G[r, o] Vb[o, c, u] for the tile's rows
-      std::fill(qs.begin(), qs.begin() + (t1 - t0) * Qs, T(0));
-      Gemm(t1 - t0, Qs, Cout, G + t0 * Cout, Cout, 1, p.vb.data(), Qs, qs.data(), Qs);
+      Gemm(t1 - t0, Qs, Cout, G + t0 * Cout, Cout, 1, p.vb.data(), Qs, qs.data(), Qs, false);
     }
     for (int64_t r = t0; r < t1; ++r) {
       const T* q = qs.data() + (r - t0) * Qs;
@@ -347,31 +354,25 @@ JGO_INLINE void GnoBwdDstRows(const GnoArgs& a, const Packed<T>& p, const I* off
       }
       for (int64_t k0 = offsets[r], end = offsets[r + 1]; k0 < end; k0 += kChunk) {
         const int64_t n = std::min(kChunk, end - k0);
-        for (int64_t l = 0; l < n; ++l) {  // x[l] = f_j, pre[l] = U dx_e + b_u, dx1[l] = [dx_e, 1]
-          PrefetchEdge(a, nbr, eid, f, Cin, dx, k0 + l, last);
-          const int64_t e = eid[k0 + l];
-          const T* fj = f + static_cast<int64_t>(nbr[k0 + l]) * Cin;
-          std::copy(fj, fj + Cin, x.data() + l * Cin);
-          GnoPreUnits(p.ut.data(), Hp, p.bu.data(), dx + e * d, d, Hp, pre.data() + l * Hp);
-          std::copy(dx + e * d, dx + e * d + d, dx1.data() + l * (d + 1));
-          dx1[l * (d + 1) + d] = T(1);
-        }
-        // t[l, k] = <f_j, Q_r[:, k]> for the hidden units
-        std::fill(t.begin(), t.begin() + n * Hp, T(0));
-        Gemm(n, Hp, Cin, x.data(), Cin, 1, q, Ps, t.data(), Hp);
+        const T* x = s.x.data();
+        const T* pre = s.h.data();
+        GatherEdges<T, I, false>(a, p, nbr, eid, f, Cin, dx, w, k0, n, last, s.x.data(), s.sum.data(), s.x1.data(),
+                                 s.h.data());
+        Gemm(n, Hp, Cin, x, Cin, 1, q, Ps, t.data(), Hp, false);  // t[l, k] = <f_j, Q_r[:, k]>, hidden units
         for (int64_t l = 0; l < n; ++l) {
           const int64_t e = eid[k0 + l];
-          const T* pl = pre.data() + l * Hp;
+          const T* pl = pre + l * Hp;
           T* tl = t.data() + l * Hp;
           if (kWeight) {  // grad_w_e = <h_e, t_e> + <f_j, Q_r[:, bias]>
             for (int64_t k = 0; k < Hp; ++k) h[k] = GnoHidden(pl[k]);
-            grad_w[e] = VecDot(h.data(), tl, Hp) + Dot(x.data() + l * Cin, qb.data(), Cin);
+            grad_w[e] = VecDot(h.data(), tl, Hp) + Dot(x + l * Cin, qb.data(), Cin);
           }
           const T we = kWeight ? w[e] : T(1);
           for (int64_t k = 0; k < Hp; ++k) tl[k] = GnoPreGrad(we, tl[k], pl[k]);  // t becomes ga
-          for (int64_t m = 0; m < d; ++m) grad_dx[e * d + m] = VecDot(p.ut.data() + m * Hp, tl, Hp);
+          for (int64_t m = 0; m < d; ++m) grad_dx[e * d + m] = VecDot(p.ub.data() + (1 + m) * Hp, tl, Hp);
         }
-        Gemm(d + 1, Hp, n, dx1.data(), 1, d + 1, t.data(), Hp, grad_ub, Hp);  // grad_ub[m, k] += sum_l dx1[l, m] ga[l, k]
+        // grad_ub[m, k] += sum_l x1[l, m] ga[l, k]
+        Gemm(d + 1, Hp, n, s.x1.data(), 1, d + 1, t.data(), Hp, grad_ub, Hp, true);
       }
     }
   }
@@ -428,12 +429,12 @@ ffi::Error GnoBwdTyped(ffi::ThreadPool& pool, const GnoArgs& a, bool by_src, ffi
     const int64_t rs = GradVbRow(a, p), R = a.diagonal ? 1 : a.c_in, per = a.diagonal ? a.c_in : a.c_out;
     for (int64_t c = 0; c < R; ++c)
       UnpackUnits(total.data() + c * rs, per, a.hidden, p.Hp, p.Ps, gvb + c * per * a.units());
-  } else {  // grad_U [H, d] and grad_b_u [H] from [grad_U^T; grad_b_u]
+  } else {  // grad_U [H, d] and grad_b_u [H] from [grad_b_u; grad_U^T]
     T* gu = results[1].typed_data<T>();
     T* gbu = results[2].typed_data<T>();
     for (int64_t k = 0; k < a.hidden; ++k) {
-      for (int64_t m = 0; m < a.dim; ++m) gu[k * a.dim + m] = total[m * p.Hp + k];
-      gbu[k] = total[a.dim * p.Hp + k];
+      gbu[k] = total[k];
+      for (int64_t m = 0; m < a.dim; ++m) gu[k * a.dim + m] = total[(1 + m) * p.Hp + k];
     }
   }
   return ffi::Error::Success();

@@ -40,18 +40,21 @@ JGO_INLINE T VecDot(const T* a, const T* b, int64_t n) {
   return r;
 }
 
-// One block of C: C[m * ldc + n] += sum_{l < L} A[m * sm + l * sl] B[l * ldb + n] for m < MR and
-// n < NV vectors. The MR x NV accumulators stay in registers over the loop over l; each step loads
-// NV vectors of B and broadcasts MR elements of A.
+// One block of C: C[m * ldc + n] (+)= sum_{l < L} A[m * sm + l * sl] B[l * ldb + n] for m < MR and
+// n < NV vectors (+= if add, else =). The MR x NV accumulators stay in registers over the loop over
+// l; each step loads NV vectors of B and broadcasts MR elements of A.
 template <int MR, int NV, typename T>
-JGO_INLINE void GemmBlock(int64_t L, const T* A, int64_t sm, int64_t sl, const T* B, int64_t ldb, T* C, int64_t ldc) {
+JGO_INLINE void GemmBlock(int64_t L, const T* A, int64_t sm, int64_t sl, const T* B, int64_t ldb, T* C, int64_t ldc,
+                          bool add) {
   using V = typename Vec<T>::type;
   constexpr int64_t W = Vec<T>::kLanes;
-  V acc[MR][NV];
+  V acc[MR][NV] = {};
+  if (add) {
 #pragma GCC unroll 4
-  for (int m = 0; m < MR; ++m) {
+    for (int m = 0; m < MR; ++m) {
 #pragma GCC unroll 4
-    for (int n = 0; n < NV; ++n) std::memcpy(&acc[m][n], C + m * ldc + n * W, sizeof(V));
+      for (int n = 0; n < NV; ++n) std::memcpy(&acc[m][n], C + m * ldc + n * W, sizeof(V));
+    }
   }
   for (int64_t l = 0; l < L; ++l) {
     V b[NV];
@@ -73,18 +76,18 @@ JGO_INLINE void GemmBlock(int64_t L, const T* A, int64_t sm, int64_t sl, const T
 
 template <int MR, typename T>
 JGO_INLINE void GemmRows(int64_t nv, int64_t L, const T* A, int64_t sm, int64_t sl, const T* B, int64_t ldb, T* C,
-                         int64_t ldc) {
-  if (nv == 3) GemmBlock<MR, 3>(L, A, sm, sl, B, ldb, C, ldc);
-  else if (nv == 2) GemmBlock<MR, 2>(L, A, sm, sl, B, ldb, C, ldc);
-  else GemmBlock<MR, 1>(L, A, sm, sl, B, ldb, C, ldc);
+                         int64_t ldc, bool add) {
+  if (nv == 3) GemmBlock<MR, 3>(L, A, sm, sl, B, ldb, C, ldc, add);
+  else if (nv == 2) GemmBlock<MR, 2>(L, A, sm, sl, B, ldb, C, ldc, add);
+  else GemmBlock<MR, 1>(L, A, sm, sl, B, ldb, C, ldc, add);
 }
 
-// C[m * ldc + n] += sum_{l < L} A[m * sm + l * sl] B[l * ldb + n] for m < M and n < N, N a multiple
-// of Vec<T>::kLanes, in blocks of up to 4 rows by 3 vectors. Every element of C is summed over l in
-// order (reproducible).
+// C[m * ldc + n] (+)= sum_{l < L} A[m * sm + l * sl] B[l * ldb + n] for m < M and n < N (+= if add,
+// else =), N a multiple of Vec<T>::kLanes, in blocks of up to 4 rows by 3 vectors. Every element
+// of C is summed over l in order (reproducible).
 template <typename T>
 JGO_INLINE void Gemm(int64_t M, int64_t N, int64_t L, const T* A, int64_t sm, int64_t sl, const T* B, int64_t ldb,
-                     T* C, int64_t ldc) {
+                     T* C, int64_t ldc, bool add) {
   constexpr int64_t W = Vec<T>::kLanes;
   for (int64_t v0 = 0, nv = N / W; v0 < nv;) {
     const int64_t blocks = (nv - v0 + 2) / 3;
@@ -94,10 +97,10 @@ JGO_INLINE void Gemm(int64_t M, int64_t N, int64_t L, const T* A, int64_t sm, in
       const T* b = B + v0 * W;
       T* c = C + m * ldc + v0 * W;
       switch (std::min<int64_t>(4, M - m)) {
-        case 4: GemmRows<4>(v, L, a, sm, sl, b, ldb, c, ldc); break;
-        case 3: GemmRows<3>(v, L, a, sm, sl, b, ldb, c, ldc); break;
-        case 2: GemmRows<2>(v, L, a, sm, sl, b, ldb, c, ldc); break;
-        default: GemmRows<1>(v, L, a, sm, sl, b, ldb, c, ldc); break;
+        case 4: GemmRows<4>(v, L, a, sm, sl, b, ldb, c, ldc, add); break;
+        case 3: GemmRows<3>(v, L, a, sm, sl, b, ldb, c, ldc, add); break;
+        case 2: GemmRows<2>(v, L, a, sm, sl, b, ldb, c, ldc, add); break;
+        default: GemmRows<1>(v, L, a, sm, sl, b, ldb, c, ldc, add); break;
       }
     }
     v0 += v;

@@ -33,18 +33,6 @@ JGO_HD T GnoPre(const T* u_row, T b, const T* dx, int64_t d) {
   return a;
 }
 
-// The pre-activations of units k < n at once, with U given transposed (ut[m * ld + k] = U[k, m]):
-// pre[k] = GnoPre(U[k], b[k], dx, d), summed in the same order. The loop over units is innermost
-// so that it vectorises on the CPU.
-template <typename T>
-JGO_HD void GnoPreUnits(const T* __restrict__ ut, int64_t ld, const T* __restrict__ b, const T* __restrict__ dx,
-                        int64_t d, int64_t n, T* __restrict__ pre) {
-  for (int64_t k = 0; k < n; ++k) pre[k] = b[k];
-  for (int64_t m = 0; m < d; ++m) {
-    for (int64_t k = 0; k < n; ++k) pre[k] += ut[m * ld + k] * dx[m];
-  }
-}
-
 // The hidden unit relu(a) (0 at a = 0, as jax.nn.relu).
 template <typename T>
 JGO_HD T GnoHidden(T a) {
