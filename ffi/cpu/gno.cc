@@ -128,7 +128,7 @@ inline void PrefetchEdge(const GnoArgs& a, const I* nbr, const I* eid, const T* 
 
 // Edges k0 .. k0 + n - 1 of a row (edge l = k - k0): x[l] = w_e rows[nbr[k]] (len elements),
 // sum += x[l], x1[l] = [1, dx_e] and pre[l] = U dx_e + b_u (Hp units, 0 in the padding).
-template <typename T, typename I, bool kWeight>
+template <typename T, typename I, bool kWeight, int kVec>
 JGO_INLINE void GatherEdges(const GnoArgs& a, const Packed<T>& p, const I* nbr, const I* eid, const T* rows,
                             int64_t len, const T* dx, const T* w, int64_t k0, int64_t n, int64_t last, T* x, T* sum,
                             T* x1, T* pre) {
@@ -146,7 +146,7 @@ JGO_INLINE void GatherEdges(const GnoArgs& a, const Packed<T>& p, const I* nbr, 
     x1[l * (d + 1)] = T(1);
     for (int64_t m = 0; m < d; ++m) x1[l * (d + 1) + 1 + m] = dx[e * d + m];
   }
-  Gemm(n, p.Hp, d + 1, x1, d + 1, 1, p.ub.data(), p.Hp, pre, p.Hp, false);
+  Gemm<kVec>(n, p.Hp, d + 1, x1, d + 1, 1, p.ub.data(), p.Hp, pre, p.Hp, false);
 }
 
 // Scratch for a chunk of edges: gathered rows x [kChunk, len], [1, dx_e] rows x1 [kChunk, d + 1],
@@ -160,7 +160,7 @@ struct ChunkScratch {
 
 // A[c, u] = sum_e w_e rows[nbr_e][c] h~_e[u] over the edges of row r (A: [len, Ps], zeroed by the
 // caller): the hidden units chunk by chunk, the bias unit (h~ = 1) from the sums of the rows.
-template <typename T, typename I, bool kWeight>
+template <typename T, typename I, bool kWeight, int kVec>
 JGO_INLINE void RowOuter(const GnoArgs& a, const Packed<T>& p, const I* offsets, const I* nbr, const I* eid,
                          const T* rows, int64_t len, const T* dx, const T* w, int64_t r, int64_t last,
                          ChunkScratch<T>& s, T* A) {
@@ -168,10 +168,10 @@ JGO_INLINE void RowOuter(const GnoArgs& a, const Packed<T>& p, const I* offsets,
   for (int64_t k0 = offsets[r], end = offsets[r + 1]; k0 < end; k0 += kChunk) {
     const int64_t n = std::min(kChunk, end - k0);
     T* h = s.h.data();
-    GatherEdges<T, I, kWeight>(a, p, nbr, eid, rows, len, dx, w, k0, n, last, s.x.data(), s.sum.data(), s.x1.data(),
+    GatherEdges<T, I, kWeight, kVec>(a, p, nbr, eid, rows, len, dx, w, k0, n, last, s.x.data(), s.sum.data(), s.x1.data(),
                                h);
     for (int64_t q = 0; q < n * p.Hp; ++q) h[q] = GnoHidden(h[q]);
-    Gemm(len, p.Hp, n, s.x.data(), 1, len, h, p.Hp, A, p.Ps, true);  // A[c, k] += sum_l x[l, c] h[l, k]
+    Gemm<kVec>(len, p.Hp, n, s.x.data(), 1, len, h, p.Hp, A, p.Ps, true);  // A[c, k] += sum_l x[l, c] h[l, k]
   }
   for (int64_t c = 0; c < len; ++c) A[c * p.Ps + p.Hp] = s.sum[c];
 }
@@ -179,7 +179,7 @@ JGO_INLINE void RowOuter(const GnoArgs& a, const Packed<T>& p, const I* offsets,
 // ---------------------------------------------------------------------------------------
 // jgo_gno_fwd: A_r[c, k] = sum_e w_e f_j[c] h~_e[k] per destination, then out_r = Vb . A_r.
 
-template <typename T, typename I, bool kWeight, bool kDiag>
+template <typename T, typename I, bool kWeight, bool kDiag, int kVec>
 JGO_INLINE void GnoFwdRows(const GnoArgs& a, const Packed<T>& p, const I* offsets, const I* nbr, const I* eid,
                            const T* f, const T* dx, const T* w, T* out, int64_t r0, int64_t r1) {
   const int64_t Cin = a.c_in, Cout = a.c_out, Ps = p.Ps, Q = Cin * Ps, ld = p.ld;
@@ -191,34 +191,35 @@ JGO_INLINE void GnoFwdRows(const GnoArgs& a, const Packed<T>& p, const I* offset
     std::fill(acc.begin(), acc.begin() + (t1 - t0) * Q, T(0));
     for (int64_t r = t0; r < t1; ++r) {
       T* A = acc.data() + (r - t0) * Q;
-      RowOuter<T, I, kWeight>(a, p, offsets, nbr, eid, f, Cin, dx, w, r, last, s, A);
+      RowOuter<T, I, kWeight, kVec>(a, p, offsets, nbr, eid, f, Cin, dx, w, r, last, s, A);
       if constexpr (kDiag) {  // out_r[c] = <Vb[c], A_r[c]>
         for (int64_t c = 0; c < Cin; ++c) out[r * Cout + c] = Dot(p.vb.data() + c * Ps, A + c * Ps, Ps);
       }
     }
     if constexpr (!kDiag) {  // out_r[o] = sum_{c,u} A_r[c, u] Vb[c, u, o] for the tile's rows
-      Gemm(t1 - t0, ld, Q, acc.data(), Q, 1, p.vb.data(), ld, o.data(), ld, false);
+      Gemm<kVec>(t1 - t0, ld, Q, acc.data(), Q, 1, p.vb.data(), ld, o.data(), ld, false);
       for (int64_t r = t0; r < t1; ++r) std::copy_n(o.data() + (r - t0) * ld, Cout, out + r * Cout);
     }
   }
 }
 
 struct FwdRows {
-  template <typename T, typename I, bool kWeight, bool kDiag, typename... Args>
+  template <typename T, typename I, bool kWeight, bool kDiag, int kVec, typename... Args>
   JGO_INLINE static void run(const GnoArgs* a, const Packed<T>* p, Args... args) {
-    GnoFwdRows<T, I, kWeight, kDiag>(*a, *p, args...);
+    GnoFwdRows<T, I, kWeight, kDiag, kVec>(*a, *p, args...);
   }
 };
 
-// Calls Rows::run<T, I, kWeight, kDiag>(args...) compiled for AVX2 + FMA where the CPU has them.
+// Calls Rows::run<T, I, kWeight, kDiag, kVec>(args...) compiled for AVX2 + FMA on 32-byte vectors
+// where the CPU has them, else for the baseline ISA on 16-byte vectors.
 template <typename Rows, typename T, typename I, bool kWeight, bool kDiag, typename... Args>
 void RunBaseline(Args... args) {
-  Rows::template run<T, I, kWeight, kDiag>(args...);
+  Rows::template run<T, I, kWeight, kDiag, 16>(args...);
 }
 #ifdef JGO_AVX2_CLONES
 template <typename Rows, typename T, typename I, bool kWeight, bool kDiag, typename... Args>
 __attribute__((target("avx2,fma"))) void RunAvx2(Args... args) {
-  Rows::template run<T, I, kWeight, kDiag>(args...);
+  Rows::template run<T, I, kWeight, kDiag, 32>(args...);
 }
 #endif
 template <typename Rows, typename T, typename I, bool kWeight, bool kDiag, typename... Args>
@@ -283,7 +284,7 @@ int64_t GradVbRow(const GnoArgs& a, const Packed<T>& p) {
   return a.diagonal ? p.Ps : RoundUpToVec<T>(a.c_out * p.Ps);
 }
 
-template <typename T, typename I, bool kWeight, bool kDiag>
+template <typename T, typename I, bool kWeight, bool kDiag, int kVec>
 JGO_INLINE void GnoBwdSrcRows(const GnoArgs& a, const Packed<T>& p, const I* offsets, const I* nbr, const I* eid,
                               const T* f, const T* dx, const T* w, const T* G, T* grad_f, T* grad_vb, int64_t r0,
                               int64_t r1) {
@@ -296,7 +297,7 @@ JGO_INLINE void GnoBwdSrcRows(const GnoArgs& a, const Packed<T>& p, const I* off
     std::fill(acc.begin(), acc.begin() + (t1 - t0) * Qs, T(0));
     for (int64_t r = t0; r < t1; ++r) {
       T* B = acc.data() + (r - t0) * Qs;
-      RowOuter<T, I, kWeight>(a, p, offsets, nbr, eid, G, Cout, dx, w, r, last, s, B);
+      RowOuter<T, I, kWeight, kVec>(a, p, offsets, nbr, eid, G, Cout, dx, w, r, last, s, B);
       if constexpr (kDiag) {  // grad_f[r, c] = <Vb[c], B_r[c]>,  grad_Vb[c] += f[r, c] B_r[c]
         for (int64_t c = 0; c < Cin; ++c) {
           grad_f[r * Cin + c] = Dot(p.vb.data() + c * Ps, B + c * Ps, Ps);
@@ -306,18 +307,18 @@ JGO_INLINE void GnoBwdSrcRows(const GnoArgs& a, const Packed<T>& p, const I* off
     }
     if constexpr (!kDiag) {
       // grad_f[r, c] = sum_{o,u} B_r[o, u] Vb[o, u, c] for the tile's rows
-      Gemm(t1 - t0, ld, Q, acc.data(), Qs, 1, p.vb.data(), ld, o.data(), ld, false);
+      Gemm<kVec>(t1 - t0, ld, Q, acc.data(), Qs, 1, p.vb.data(), ld, o.data(), ld, false);
       for (int64_t r = t0; r < t1; ++r) std::copy_n(o.data() + (r - t0) * ld, Cin, grad_f + r * Cin);
       // grad_Vb[c] += sum_r f[r, c] B_r
-      Gemm(Cin, Qs, t1 - t0, f + t0 * Cin, 1, Cin, acc.data(), Qs, grad_vb, Qs, true);
+      Gemm<kVec>(Cin, Qs, t1 - t0, f + t0 * Cin, 1, Cin, acc.data(), Qs, grad_vb, Qs, true);
     }
   }
 }
 
 struct BwdSrcRows {
-  template <typename T, typename I, bool kWeight, bool kDiag, typename... Args>
+  template <typename T, typename I, bool kWeight, bool kDiag, int kVec, typename... Args>
   JGO_INLINE static void run(const GnoArgs* a, const Packed<T>* p, Args... args) {
-    GnoBwdSrcRows<T, I, kWeight, kDiag>(*a, *p, args...);
+    GnoBwdSrcRows<T, I, kWeight, kDiag, kVec>(*a, *p, args...);
   }
 };
 
@@ -327,7 +328,7 @@ struct BwdSrcRows {
 //   ga_e = w_e t_e relu'(a_e),  grad_dx_e = U^T ga_e,  grad_U += ga_e dx_e^T,  grad_b_u += ga_e
 // [grad_b_u; grad_U^T] is accumulated padded, [d + 1, Hp] (the layout of Packed::ub).
 
-template <typename T, typename I, bool kWeight, bool kDiag>
+template <typename T, typename I, bool kWeight, bool kDiag, int kVec>
 JGO_INLINE void GnoBwdDstRows(const GnoArgs& a, const Packed<T>& p, const I* offsets, const I* nbr, const I* eid,
                               const T* f, const T* dx, const T* w, const T* G, T* grad_dx, T* grad_ub, T* grad_w,
                               int64_t r0, int64_t r1) {
@@ -345,7 +346,7 @@ JGO_INLINE void GnoBwdDstRows(const GnoArgs& a, const Packed<T>& p, const I* off
         }
       }
     } else {  // Q_r[c, u] = sum_o G[r, o] Vb[o, c, u] for the tile's rows
-      Gemm(t1 - t0, Qs, Cout, G + t0 * Cout, Cout, 1, p.vb.data(), Qs, qs.data(), Qs, false);
+      Gemm<kVec>(t1 - t0, Qs, Cout, G + t0 * Cout, Cout, 1, p.vb.data(), Qs, qs.data(), Qs, false);
     }
     for (int64_t r = t0; r < t1; ++r) {
       const T* q = qs.data() + (r - t0) * Qs;
@@ -356,32 +357,32 @@ JGO_INLINE void GnoBwdDstRows(const GnoArgs& a, const Packed<T>& p, const I* off
         const int64_t n = std::min(kChunk, end - k0);
         const T* x = s.x.data();
         const T* pre = s.h.data();
-        GatherEdges<T, I, false>(a, p, nbr, eid, f, Cin, dx, w, k0, n, last, s.x.data(), s.sum.data(), s.x1.data(),
+        GatherEdges<T, I, false, kVec>(a, p, nbr, eid, f, Cin, dx, w, k0, n, last, s.x.data(), s.sum.data(), s.x1.data(),
                                  s.h.data());
-        Gemm(n, Hp, Cin, x, Cin, 1, q, Ps, t.data(), Hp, false);  // t[l, k] = <f_j, Q_r[:, k]>, hidden units
+        Gemm<kVec>(n, Hp, Cin, x, Cin, 1, q, Ps, t.data(), Hp, false);  // t[l, k] = <f_j, Q_r[:, k]>, hidden units
         for (int64_t l = 0; l < n; ++l) {
           const int64_t e = eid[k0 + l];
           const T* pl = pre + l * Hp;
           T* tl = t.data() + l * Hp;
           if (kWeight) {  // grad_w_e = <h_e, t_e> + <f_j, Q_r[:, bias]>
             for (int64_t k = 0; k < Hp; ++k) h[k] = GnoHidden(pl[k]);
-            grad_w[e] = VecDot(h.data(), tl, Hp) + Dot(x + l * Cin, qb.data(), Cin);
+            grad_w[e] = VecDot<kVec>(h.data(), tl, Hp) + Dot(x + l * Cin, qb.data(), Cin);
           }
           const T we = kWeight ? w[e] : T(1);
           for (int64_t k = 0; k < Hp; ++k) tl[k] = GnoPreGrad(we, tl[k], pl[k]);  // t becomes ga
-          for (int64_t m = 0; m < d; ++m) grad_dx[e * d + m] = VecDot(p.ub.data() + (1 + m) * Hp, tl, Hp);
+          for (int64_t m = 0; m < d; ++m) grad_dx[e * d + m] = VecDot<kVec>(p.ub.data() + (1 + m) * Hp, tl, Hp);
         }
         // grad_ub[m, k] += sum_l x1[l, m] ga[l, k]
-        Gemm(d + 1, Hp, n, s.x1.data(), 1, d + 1, t.data(), Hp, grad_ub, Hp, true);
+        Gemm<kVec>(d + 1, Hp, n, s.x1.data(), 1, d + 1, t.data(), Hp, grad_ub, Hp, true);
       }
     }
   }
 }
 
 struct BwdDstRows {
-  template <typename T, typename I, bool kWeight, bool kDiag, typename... Args>
+  template <typename T, typename I, bool kWeight, bool kDiag, int kVec, typename... Args>
   JGO_INLINE static void run(const GnoArgs* a, const Packed<T>* p, Args... args) {
-    GnoBwdDstRows<T, I, kWeight, kDiag>(*a, *p, args...);
+    GnoBwdDstRows<T, I, kWeight, kDiag, kVec>(*a, *p, args...);
   }
 };
 
