@@ -149,6 +149,12 @@ JGO_INLINE void GatherEdges(const GnoArgs& a, const Packed<T>& p, const I* nbr, 
   Gemm<kVec>(n, p.Hp, d + 1, x1, d + 1, 1, p.ub.data(), p.Hp, pre, p.Hp, false);
 }
 
+// <a, b> over the Ps stored units.
+template <int kVec, typename T>
+JGO_INLINE T UnitDot(const Packed<T>& p, const T* a, const T* b) {
+  return VecDot<kVec>(a, b, p.Hp) + a[p.Hp] * b[p.Hp];
+}
+
 // Scratch for a chunk of edges: gathered rows x [kChunk, len], [1, dx_e] rows x1 [kChunk, d + 1],
 // hidden units h [kChunk, Hp] (pre-activations, then hidden layers in place) and the sum of x.
 template <typename T>
@@ -193,7 +199,7 @@ JGO_INLINE void GnoFwdRows(const GnoArgs& a, const Packed<T>& p, const I* offset
       T* A = acc.data() + (r - t0) * Q;
       RowOuter<T, I, kWeight, kVec>(a, p, offsets, nbr, eid, f, Cin, dx, w, r, last, s, A);
       if constexpr (kDiag) {  // out_r[c] = <Vb[c], A_r[c]>
-        for (int64_t c = 0; c < Cin; ++c) out[r * Cout + c] = Dot(p.vb.data() + c * Ps, A + c * Ps, Ps);
+        for (int64_t c = 0; c < Cin; ++c) out[r * Cout + c] = UnitDot<kVec>(p, p.vb.data() + c * Ps, A + c * Ps);
       }
     }
     if constexpr (!kDiag) {  // out_r[o] = sum_{c,u} A_r[c, u] Vb[c, u, o] for the tile's rows
@@ -300,7 +306,7 @@ JGO_INLINE void GnoBwdSrcRows(const GnoArgs& a, const Packed<T>& p, const I* off
       RowOuter<T, I, kWeight, kVec>(a, p, offsets, nbr, eid, G, Cout, dx, w, r, last, s, B);
       if constexpr (kDiag) {  // grad_f[r, c] = <Vb[c], B_r[c]>,  grad_Vb[c] += f[r, c] B_r[c]
         for (int64_t c = 0; c < Cin; ++c) {
-          grad_f[r * Cin + c] = Dot(p.vb.data() + c * Ps, B + c * Ps, Ps);
+          grad_f[r * Cin + c] = UnitDot<kVec>(p, p.vb.data() + c * Ps, B + c * Ps);
           Axpy(grad_vb + c * Ps, f[r * Cin + c], B + c * Ps, Ps);
         }
       }
