@@ -13,6 +13,9 @@
 #define JGO_AVX2_CLONES 1
 #endif
 
+// Row loops and their helpers are marked always-inline so that each clone gets its own copy.
+#define JGO_INLINE __attribute__((always_inline)) inline
+
 namespace jgo {
 
 #ifdef JGO_AVX2_CLONES
