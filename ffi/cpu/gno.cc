@@ -95,7 +95,8 @@ Packed<T> Pack(const GnoArgs& a, GnoPass pass, const T* U, const T* b_u, const T
   } else {
     p.ld = RoundUpToVec<T>(Cin * p.Ps);
     p.vb.assign(Cout * p.ld, T(0));
-    for (int64_t o = 0; o < Cout; ++o) PackUnits(Vb + o * Cin * (H + 1), Cin, 1, H, p.Hp, p.vb.data() + o * p.ld, p.Ps, 1);
+    for (int64_t o = 0; o < Cout; ++o)
+      PackUnits(Vb + o * Cin * (H + 1), Cin, 1, H, p.Hp, p.vb.data() + o * p.ld, p.Ps, 1);
   }
   return p;
 }
@@ -126,27 +127,37 @@ inline void PrefetchEdge(const GnoArgs& a, const I* nbr, const I* eid, const T* 
   }
 }
 
+// Scratch for a chunk of edges: gathered rows x [kChunk, len] and their sum, [1, dx_e] rows
+// x1 [kChunk, d + 1], and hidden units h [kChunk, Hp].
+template <typename T>
+struct ChunkScratch {
+  std::vector<T> x, sum, x1, h;
+  ChunkScratch(const GnoArgs& a, const Packed<T>& p, int64_t len)
+      : x(kChunk * len), sum(len), x1(kChunk * (a.dim + 1)), h(kChunk * p.Hp) {}
+};
+
 // Edges k0 .. k0 + n - 1 of a row (edge l = k - k0): x[l] = w_e rows[nbr[k]] (len elements),
-// sum += x[l], x1[l] = [1, dx_e] and pre[l] = U dx_e + b_u (Hp units, 0 in the padding).
+// sum += x[l], x1[l] = [1, dx_e], and h[l] = the pre-activations U dx_e + b_u (0 in the padding).
 template <typename T, typename I, bool kWeight, int kVec>
 JGO_INLINE void GatherEdges(const GnoArgs& a, const Packed<T>& p, const I* nbr, const I* eid, const T* rows,
-                            int64_t len, const T* dx, const T* w, int64_t k0, int64_t n, int64_t last, T* x, T* sum,
-                            T* x1, T* pre) {
+                            int64_t len, const T* dx, const T* w, int64_t k0, int64_t n, int64_t last,
+                            ChunkScratch<T>& s) {
   const int64_t d = a.dim;
   for (int64_t l = 0; l < n; ++l) {
     PrefetchEdge(a, nbr, eid, rows, len, dx, k0 + l, last);
     const int64_t e = eid[k0 + l];
     const T we = kWeight ? w[e] : T(1);
     const T* src = rows + static_cast<int64_t>(nbr[k0 + l]) * len;
-    T* xl = x + l * len;
+    T* xl = s.x.data() + l * len;
     for (int64_t c = 0; c < len; ++c) {
       xl[c] = we * src[c];
-      sum[c] += xl[c];
+      s.sum[c] += xl[c];
     }
-    x1[l * (d + 1)] = T(1);
-    for (int64_t m = 0; m < d; ++m) x1[l * (d + 1) + 1 + m] = dx[e * d + m];
+    T* x1 = s.x1.data() + l * (d + 1);
+    x1[0] = T(1);
+    for (int64_t m = 0; m < d; ++m) x1[1 + m] = dx[e * d + m];
   }
-  Gemm<kVec>(n, p.Hp, d + 1, x1, d + 1, 1, p.ub.data(), p.Hp, pre, p.Hp, false);
+  Gemm<kVec>(n, p.Hp, d + 1, s.x1.data(), d + 1, 1, p.ub.data(), p.Hp, s.h.data(), p.Hp, false);
 }
 
 // <a, b> over the Ps stored units.
@@ -154,15 +165,6 @@ template <int kVec, typename T>
 JGO_INLINE T UnitDot(const Packed<T>& p, const T* a, const T* b) {
   return VecDot<kVec>(a, b, p.Hp) + a[p.Hp] * b[p.Hp];
 }
-
-// Scratch for a chunk of edges: gathered rows x [kChunk, len], [1, dx_e] rows x1 [kChunk, d + 1],
-// hidden units h [kChunk, Hp] (pre-activations, then hidden layers in place) and the sum of x.
-template <typename T>
-struct ChunkScratch {
-  std::vector<T> x, x1, h, sum;
-  ChunkScratch(const GnoArgs& a, const Packed<T>& p, int64_t len)
-      : x(kChunk * len), x1(kChunk * (a.dim + 1)), h(kChunk * p.Hp), sum(len) {}
-};
 
 // A[c, u] = sum_e w_e rows[nbr_e][c] h~_e[u] over the edges of row r (A: [len, Ps], zeroed by the
 // caller): the hidden units chunk by chunk, the bias unit (h~ = 1) from the sums of the rows.
@@ -173,9 +175,8 @@ JGO_INLINE void RowOuter(const GnoArgs& a, const Packed<T>& p, const I* offsets,
   std::fill(s.sum.begin(), s.sum.end(), T(0));
   for (int64_t k0 = offsets[r], end = offsets[r + 1]; k0 < end; k0 += kChunk) {
     const int64_t n = std::min(kChunk, end - k0);
+    GatherEdges<T, I, kWeight, kVec>(a, p, nbr, eid, rows, len, dx, w, k0, n, last, s);
     T* h = s.h.data();
-    GatherEdges<T, I, kWeight, kVec>(a, p, nbr, eid, rows, len, dx, w, k0, n, last, s.x.data(), s.sum.data(), s.x1.data(),
-                               h);
     for (int64_t q = 0; q < n * p.Hp; ++q) h[q] = GnoHidden(h[q]);
     Gemm<kVec>(len, p.Hp, n, s.x.data(), 1, len, h, p.Hp, A, p.Ps, true);  // A[c, k] += sum_l x[l, c] h[l, k]
   }
@@ -361,10 +362,9 @@ JGO_INLINE void GnoBwdDstRows(const GnoArgs& a, const Packed<T>& p, const I* off
       }
       for (int64_t k0 = offsets[r], end = offsets[r + 1]; k0 < end; k0 += kChunk) {
         const int64_t n = std::min(kChunk, end - k0);
+        GatherEdges<T, I, false, kVec>(a, p, nbr, eid, f, Cin, dx, w, k0, n, last, s);  // x = f_j, unweighted
         const T* x = s.x.data();
         const T* pre = s.h.data();
-        GatherEdges<T, I, false, kVec>(a, p, nbr, eid, f, Cin, dx, w, k0, n, last, s.x.data(), s.sum.data(), s.x1.data(),
-                                 s.h.data());
         Gemm<kVec>(n, Hp, Cin, x, Cin, 1, q, Ps, t.data(), Hp, false);  // t[l, k] = <f_j, Q_r[:, k]>, hidden units
         for (int64_t l = 0; l < n; ++l) {
           const int64_t e = eid[k0 + l];
