@@ -184,7 +184,7 @@ def _pyg_nnconv(d):
     return torch_runner(lambda: conv(f, ei, edge_attr=pos[ei[1]] - pos[ei[0]]), [pos, f], list(net.parameters()))
 
 
-class _DxKernel(torch.nn.Module):
+class DxKernel(torch.nn.Module):
     """neuraloperator's kernel input is ``cat([y_j, x_i])``; this kernel MLP reads ``dx = x_i - y_j``."""
 
     def __init__(self, dim, hidden, c):
@@ -201,7 +201,7 @@ def _neuralop_integral_transform(d):
     from neuralop.layers.integral_transform import IntegralTransform
 
     (hidden, dim), c = d["U"].shape, d["f"].shape[1]
-    kernel = _DxKernel(dim, hidden, c).to(DEVICE)
+    kernel = DxKernel(dim, hidden, c).to(DEVICE)
     _set(kernel.U.weight, d["U"]), _set(kernel.U.bias, d["b_u"]), _set(kernel.V.weight, d["V"]), _set(kernel.V.bias, d["b_v"])
     transform = IntegralTransform(channel_mlp=kernel, transform_type="linear", reduction="sum", use_torch_scatter=False)
     neighbors = {"neighbors_index": _t(d["src"], torch.int64), "neighbors_row_splits": _t(d["offsets"], torch.int64)}

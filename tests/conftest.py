@@ -1,10 +1,17 @@
-"""Shared fixtures: random graphs with every corner case, and an x64 switch."""
+"""Shared fixtures: random graphs with every corner case, and an x64 switch. The repository root
+is appended to the import path for the benchmark modules (``benchmarks``); appended, so that the
+installed jaxgraphops (with its extension) stays the one imported."""
+
+import sys
+from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
 
 import jaxgraphops as jgo
+
+sys.path.append(str(Path(__file__).resolve().parent.parent))
 
 
 def random_graph(rng, n_src=7, n_dst=6, n_edges=24, index_dtype=None):

@@ -3,18 +3,13 @@ installed library's implementation of every case against jaxgraphops, and one en
 writes the tables and the plots."""
 
 import importlib.util
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.append(str(ROOT))  # appended: the installed jaxgraphops (with its extension) stays the one imported
-
-from benchmarks import report, workloads  # noqa: E402
-from benchmarks.cases import cases  # noqa: E402
-from benchmarks.runners import IMPLEMENTATIONS  # noqa: E402
+from benchmarks import report, workloads  # importable through conftest.py
+from benchmarks.cases import cases
+from benchmarks.runners import IMPLEMENTATIONS
 
 
 def test_power_law_graph_is_simple_deterministic_and_heavy_tailed():

@@ -11,6 +11,8 @@ import jaxgraphops as jgo
 
 torch = pytest.importorskip("torch", reason="torch/torch_geometric not installed")
 
+from benchmarks.impl_torch import DxKernel  # noqa: E402 (the peer report's kernel MLP on dx, after torch)
+
 TOL = dict(rtol=1e-5, atol=1e-5)
 
 
@@ -61,18 +63,6 @@ def test_matrix_kernel_matches_pyg_nnconv(rng):
     ours = [grads[0], grads[1], grads[2], grads[3], np.asarray(grads[4])[inv], np.asarray(grads[5])[inv]]
     for a, b in zip(ours, t_grads):
         np.testing.assert_allclose(a, b, **TOL)
-
-
-class DxKernel(torch.nn.Module):
-    """neuraloperator's kernel input is cat([y_j, x_i]); this kernel reads dx = x_i - y_j from it."""
-
-    def __init__(self, d, hidden, c):
-        super().__init__()
-        self.in_channels, self.out_channels, self.d = 2 * d, c, d
-        self.U, self.V = torch.nn.Linear(d, hidden), torch.nn.Linear(hidden, c)
-
-    def forward(self, agg):
-        return self.V(torch.relu(self.U(agg[..., self.d:] - agg[..., :self.d])))
 
 
 @pytest.mark.parametrize("reduction,weighted", [("mean", False), ("sum", False), ("sum", True)])
