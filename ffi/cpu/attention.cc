@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/handler.h"
 #include "cpu/online_softmax.h"
 #include "cpu/row_parallel.h"
 #include "cpu/vector_math.h"
@@ -249,51 +250,6 @@ ffi::Error GatBwdSrcCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBu
 }  // namespace
 }  // namespace jgo
 
-using AnyBuf = xla::ffi::AnyBuffer;
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoGatFwdCpu, jgo::GatFwdCpu,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<xla::ffi::ThreadPool>()
-                                  .Arg<AnyBuf>()  // csc offsets
-                                  .Arg<AnyBuf>()  // csc sources
-                                  .Arg<AnyBuf>()  // csc edge ids
-                                  .Arg<AnyBuf>()  // x [n_src, H, C]
-                                  .Arg<AnyBuf>()  // s_src [n_src, H]
-                                  .Arg<AnyBuf>()  // s_dst [n_dst, H]
-                                  .Arg<AnyBuf>()  // s_edge [E, H] or [0]
-                                  .Ret<AnyBuf>()  // out [n_dst, H, C]
-                                  .Ret<AnyBuf>()  // lse [n_dst, H]
-                                  .Attr<double>("negative_slope")
-                                  .Attr<bool>("has_edge"));
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoGatBwdDstCpu, jgo::GatBwdDstCpu,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<xla::ffi::ThreadPool>()
-                                  .Arg<AnyBuf>()  // csc offsets
-                                  .Arg<AnyBuf>()  // csc sources
-                                  .Arg<AnyBuf>()  // csc edge ids
-                                  .Arg<AnyBuf>()  // x [n_src, H, C]
-                                  .Arg<AnyBuf>()  // s_src [n_src, H]
-                                  .Arg<AnyBuf>()  // s_edge [E, H] or [0]
-                                  .Arg<AnyBuf>()  // dst_info [n_dst, 3, H]
-                                  .Arg<AnyBuf>()  // grad of out [n_dst, H, C]
-                                  .Ret<AnyBuf>()  // grad_s_dst [n_dst, H]
-                                  .Ret<AnyBuf>()  // grad_s_edge [E, H] or [0]
-                                  .Attr<double>("negative_slope")
-                                  .Attr<bool>("has_edge"));
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoGatBwdSrcCpu, jgo::GatBwdSrcCpu,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<xla::ffi::ThreadPool>()
-                                  .Arg<AnyBuf>()  // csr offsets
-                                  .Arg<AnyBuf>()  // csr destinations
-                                  .Arg<AnyBuf>()  // csr edge ids
-                                  .Arg<AnyBuf>()  // x [n_src, H, C]
-                                  .Arg<AnyBuf>()  // s_src [n_src, H]
-                                  .Arg<AnyBuf>()  // s_edge [E, H] or [0]
-                                  .Arg<AnyBuf>()  // dst_info [n_dst, 3, H]
-                                  .Arg<AnyBuf>()  // grad of out [n_dst, H, C]
-                                  .Ret<AnyBuf>()  // grad_x [n_src, H, C]
-                                  .Ret<AnyBuf>()  // grad_s_src [n_src, H]
-                                  .Attr<double>("negative_slope")
-                                  .Attr<bool>("has_edge"));
+JGO_CPU_HANDLER(GatFwd, jgo::GatFwdCpu, jgo::BindGatFwd<xla::ffi::ThreadPool>());
+JGO_CPU_HANDLER(GatBwdDst, jgo::GatBwdDstCpu, jgo::BindGatBwdDst<xla::ffi::ThreadPool>());
+JGO_CPU_HANDLER(GatBwdSrc, jgo::GatBwdSrcCpu, jgo::BindGatBwdSrc<xla::ffi::ThreadPool>());

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cpu/handler.h"
 #include "cpu/online_softmax.h"
 #include "cpu/row_parallel.h"
 #include "cpu/vector_math.h"
@@ -285,53 +286,6 @@ ffi::Error BwdSrcCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffe
 }  // namespace
 }  // namespace jgo
 
-using AnyBuf = xla::ffi::AnyBuffer;
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoMhaSimpleFwdCpu, jgo::FwdCpu,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<xla::ffi::ThreadPool>()
-                                  .Arg<AnyBuf>()  // csc offsets
-                                  .Arg<AnyBuf>()  // csc sources
-                                  .Arg<AnyBuf>()  // csc edge ids
-                                  .Arg<AnyBuf>()  // query [n_dst, H, C]
-                                  .Arg<AnyBuf>()  // key [n_src, H, C]
-                                  .Arg<AnyBuf>()  // value [n_src, H, C]
-                                  .Arg<AnyBuf>()  // edge_feat [E, H, C] or [0]
-                                  .Ret<AnyBuf>()  // out [n_dst, H, C]
-                                  .Ret<AnyBuf>()  // lse [n_dst, H]
-                                  .Attr<double>("scale")
-                                  .Attr<bool>("has_edge"));
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoMhaSimpleBwdDstCpu, jgo::BwdDstCpu,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<xla::ffi::ThreadPool>()
-                                  .Arg<AnyBuf>()  // csc offsets
-                                  .Arg<AnyBuf>()  // csc sources
-                                  .Arg<AnyBuf>()  // csc edge ids
-                                  .Arg<AnyBuf>()  // query [n_dst, H, C]
-                                  .Arg<AnyBuf>()  // key [n_src, H, C]
-                                  .Arg<AnyBuf>()  // value [n_src, H, C]
-                                  .Arg<AnyBuf>()  // edge_feat [E, H, C] or [0]
-                                  .Arg<AnyBuf>()  // dst_info [n_dst, 2, H] = (lse, delta)
-                                  .Arg<AnyBuf>()  // grad of out [n_dst, H, C]
-                                  .Ret<AnyBuf>()  // grad_query [n_dst, H, C]
-                                  .Ret<AnyBuf>()  // grad_edge_feat [E, H, C] or [0]
-                                  .Attr<double>("scale")
-                                  .Attr<bool>("has_edge"));
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoMhaSimpleBwdSrcCpu, jgo::BwdSrcCpu,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<xla::ffi::ThreadPool>()
-                                  .Arg<AnyBuf>()  // csr offsets
-                                  .Arg<AnyBuf>()  // csr destinations
-                                  .Arg<AnyBuf>()  // csr edge ids
-                                  .Arg<AnyBuf>()  // query [n_dst, H, C]
-                                  .Arg<AnyBuf>()  // key [n_src, H, C]
-                                  .Arg<AnyBuf>()  // value [n_src, H, C]
-                                  .Arg<AnyBuf>()  // edge_feat [E, H, C] or [0]
-                                  .Arg<AnyBuf>()  // dst_info [n_dst, 2, H] = (lse, delta)
-                                  .Arg<AnyBuf>()  // grad of out [n_dst, H, C]
-                                  .Ret<AnyBuf>()  // grad_key [n_src, H, C]
-                                  .Ret<AnyBuf>()  // grad_value [n_src, H, C]
-                                  .Attr<double>("scale")
-                                  .Attr<bool>("has_edge"));
+JGO_CPU_HANDLER(MhaSimpleFwd, jgo::FwdCpu, jgo::BindMhaSimpleFwd<xla::ffi::ThreadPool>());
+JGO_CPU_HANDLER(MhaSimpleBwdDst, jgo::BwdDstCpu, jgo::BindMhaSimpleBwdDst<xla::ffi::ThreadPool>());
+JGO_CPU_HANDLER(MhaSimpleBwdSrc, jgo::BwdSrcCpu, jgo::BindMhaSimpleBwdSrc<xla::ffi::ThreadPool>());

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/handler.h"
 #include "cpu/online_softmax.h"
 #include "cpu/row_parallel.h"
 #include "cpu/vector_math.h"
@@ -291,53 +292,6 @@ ffi::Error BwdSrcCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffe
 }  // namespace
 }  // namespace jgo
 
-using AnyBuf = xla::ffi::AnyBuffer;
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoGatv2FwdCpu, jgo::FwdCpu,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<xla::ffi::ThreadPool>()
-                                  .Arg<AnyBuf>()  // csc offsets
-                                  .Arg<AnyBuf>()  // csc sources
-                                  .Arg<AnyBuf>()  // csc edge ids
-                                  .Arg<AnyBuf>()  // x_src [n_src, H, C]
-                                  .Arg<AnyBuf>()  // x_dst [n_dst, H, C]
-                                  .Arg<AnyBuf>()  // attn_weights [H, C]
-                                  .Arg<AnyBuf>()  // edge_feat [E, H, C] or [0]
-                                  .Ret<AnyBuf>()  // out [n_dst, H, C]
-                                  .Ret<AnyBuf>()  // lse [n_dst, H]
-                                  .Attr<double>("negative_slope")
-                                  .Attr<bool>("has_edge"));
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoGatv2BwdDstCpu, jgo::BwdDstCpu,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<xla::ffi::ThreadPool>()
-                                  .Arg<AnyBuf>()  // csc offsets
-                                  .Arg<AnyBuf>()  // csc sources
-                                  .Arg<AnyBuf>()  // csc edge ids
-                                  .Arg<AnyBuf>()  // x_src [n_src, H, C]
-                                  .Arg<AnyBuf>()  // x_dst [n_dst, H, C]
-                                  .Arg<AnyBuf>()  // attn_weights [H, C]
-                                  .Arg<AnyBuf>()  // edge_feat [E, H, C] or [0]
-                                  .Arg<AnyBuf>()  // dst_info [n_dst, 2, H] = (lse, delta)
-                                  .Arg<AnyBuf>()  // grad of out [n_dst, H, C]
-                                  .Ret<AnyBuf>()  // grad_x_dst [n_dst, H, C]
-                                  .Ret<AnyBuf>()  // grad_attn_rows [n_dst, H, C] (summed over rows by JAX)
-                                  .Ret<AnyBuf>()  // grad_edge_feat [E, H, C] or [0]
-                                  .Attr<double>("negative_slope")
-                                  .Attr<bool>("has_edge"));
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoGatv2BwdSrcCpu, jgo::BwdSrcCpu,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<xla::ffi::ThreadPool>()
-                                  .Arg<AnyBuf>()  // csr offsets
-                                  .Arg<AnyBuf>()  // csr destinations
-                                  .Arg<AnyBuf>()  // csr edge ids
-                                  .Arg<AnyBuf>()  // x_src [n_src, H, C]
-                                  .Arg<AnyBuf>()  // x_dst [n_dst, H, C]
-                                  .Arg<AnyBuf>()  // attn_weights [H, C]
-                                  .Arg<AnyBuf>()  // edge_feat [E, H, C] or [0]
-                                  .Arg<AnyBuf>()  // dst_info [n_dst, 2, H] = (lse, delta)
-                                  .Arg<AnyBuf>()  // grad of out [n_dst, H, C]
-                                  .Ret<AnyBuf>()  // grad_x_src [n_src, H, C]
-                                  .Attr<double>("negative_slope")
-                                  .Attr<bool>("has_edge"));
+JGO_CPU_HANDLER(Gatv2Fwd, jgo::FwdCpu, jgo::BindGatv2Fwd<xla::ffi::ThreadPool>());
+JGO_CPU_HANDLER(Gatv2BwdDst, jgo::BwdDstCpu, jgo::BindGatv2BwdDst<xla::ffi::ThreadPool>());
+JGO_CPU_HANDLER(Gatv2BwdSrc, jgo::BwdSrcCpu, jgo::BindGatv2BwdSrc<xla::ffi::ThreadPool>());

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/handler.h"
 #include "cpu/row_parallel.h"
 #include "cpu/vector_math.h"
 #include "handlers.h"
@@ -375,35 +376,5 @@ ffi::Error DimenetOutCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyB
 }  // namespace
 }  // namespace jgo
 
-using AnyBuf = xla::ffi::AnyBuffer;
-
-// Float operands of both handlers, the point u then the direction u' (absent: [0]):
-// vec [E,3], A [E,7*M], emb [E,C], W_b [C,M], W_b^T [M,C], grad [E,C].
-#define JGO_DIMENET_FLOAT_OPERANDS                                                                          \
-  .Arg<AnyBuf>().Arg<AnyBuf>().Arg<AnyBuf>().Arg<AnyBuf>().Arg<AnyBuf>().Arg<AnyBuf>() /* the point */    \
-      .Arg<AnyBuf>().Arg<AnyBuf>().Arg<AnyBuf>().Arg<AnyBuf>().Arg<AnyBuf>().Arg<AnyBuf>() /* direction */
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoDimenetInCpu, jgo::DimenetInCpu,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<xla::ffi::ThreadPool>()
-                                  .Arg<AnyBuf>()  // in_offsets [E+1]
-                                  .Arg<AnyBuf>()  // in_out [T]
-                                  .Arg<AnyBuf>()  // in_pos [T]
-                                  JGO_DIMENET_FLOAT_OPERANDS
-                                  .Ret<AnyBuf>()  // vec component, e_in part [E,3] or [0]
-                                  .Ret<AnyBuf>()  // A component [E,7*M] or [0]
-                                  .Ret<AnyBuf>()  // emb component [E,C] or [0]
-                                  .Ret<AnyBuf>()  // W_b component [C,M] or [0]
-                                  .Ret<AnyBuf>()  // coef [T,2] or [0]
-                                  .Attr<int64_t>("outputs"));
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoDimenetOutCpu, jgo::DimenetOutCpu,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<xla::ffi::ThreadPool>()
-                                  .Arg<AnyBuf>()  // out_offsets [E+1]
-                                  .Arg<AnyBuf>()  // out_in [T]
-                                  JGO_DIMENET_FLOAT_OPERANDS
-                                  .Arg<AnyBuf>()  // coef [T,2] or [0]
-                                  .Ret<AnyBuf>()  // grad component [E,C] or [0]
-                                  .Ret<AnyBuf>()  // vec component, e_out part [E,3] or [0]
-                                  .Attr<int64_t>("outputs"));
+JGO_CPU_HANDLER(DimenetIn, jgo::DimenetInCpu, jgo::BindDimenetIn<xla::ffi::ThreadPool>());
+JGO_CPU_HANDLER(DimenetOut, jgo::DimenetOutCpu, jgo::BindDimenetOut<xla::ffi::ThreadPool>());

@@ -20,6 +20,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "cpu/handler.h"
 #include "cpu/row_parallel.h"
 #include "cpu/small_gemm.h"
 #include "cpu/vector_math.h"
@@ -480,58 +481,6 @@ ffi::Error GnoBwdDstCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBu
 }  // namespace
 }  // namespace jgo
 
-using AnyBuf = xla::ffi::AnyBuffer;
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoGnoFwdCpu, jgo::GnoFwdCpu,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<xla::ffi::ThreadPool>()
-                                  .Arg<AnyBuf>()  // csc offsets
-                                  .Arg<AnyBuf>()  // csc sources
-                                  .Arg<AnyBuf>()  // csc edge ids
-                                  .Arg<AnyBuf>()  // f [n_src, c_in]
-                                  .Arg<AnyBuf>()  // dx [E, d]
-                                  .Arg<AnyBuf>()  // U [H, d]
-                                  .Arg<AnyBuf>()  // b_u [H]
-                                  .Arg<AnyBuf>()  // Vb [c_in, H+1, c_out] or [c, H+1]
-                                  .Arg<AnyBuf>()  // w [E] or [0]
-                                  .Ret<AnyBuf>()  // out [n_dst, c_out]
-                                  .Attr<bool>("diagonal")
-                                  .Attr<bool>("has_weight"));
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoGnoBwdSrcCpu, jgo::GnoBwdSrcCpu,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<xla::ffi::ThreadPool>()
-                                  .Arg<AnyBuf>()  // csr offsets
-                                  .Arg<AnyBuf>()  // csr destinations
-                                  .Arg<AnyBuf>()  // csr edge ids
-                                  .Arg<AnyBuf>()  // f [n_src, c_in]
-                                  .Arg<AnyBuf>()  // dx [E, d]
-                                  .Arg<AnyBuf>()  // U [H, d]
-                                  .Arg<AnyBuf>()  // b_u [H]
-                                  .Arg<AnyBuf>()  // Vb [c_out, H+1, c_in] or [c, H+1]
-                                  .Arg<AnyBuf>()  // w [E] or [0]
-                                  .Arg<AnyBuf>()  // G [n_dst, c_out]
-                                  .Ret<AnyBuf>()  // grad_f [n_src, c_in]
-                                  .Ret<AnyBuf>()  // grad_Vb [c_in, c_out, H+1] or [c, H+1]
-                                  .Attr<bool>("diagonal")
-                                  .Attr<bool>("has_weight"));
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoGnoBwdDstCpu, jgo::GnoBwdDstCpu,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<xla::ffi::ThreadPool>()
-                                  .Arg<AnyBuf>()  // csc offsets
-                                  .Arg<AnyBuf>()  // csc sources
-                                  .Arg<AnyBuf>()  // csc edge ids
-                                  .Arg<AnyBuf>()  // f [n_src, c_in]
-                                  .Arg<AnyBuf>()  // dx [E, d]
-                                  .Arg<AnyBuf>()  // U [H, d]
-                                  .Arg<AnyBuf>()  // b_u [H]
-                                  .Arg<AnyBuf>()  // Vb [c_out, c_in, H+1] or [c, H+1]
-                                  .Arg<AnyBuf>()  // w [E] or [0]
-                                  .Arg<AnyBuf>()  // G [n_dst, c_out]
-                                  .Ret<AnyBuf>()  // grad_dx [E, d]
-                                  .Ret<AnyBuf>()  // grad_U [H, d]
-                                  .Ret<AnyBuf>()  // grad_b_u [H]
-                                  .Ret<AnyBuf>()  // grad_w [E] or [0]
-                                  .Attr<bool>("diagonal")
-                                  .Attr<bool>("has_weight"));
+JGO_CPU_HANDLER(GnoFwd, jgo::GnoFwdCpu, jgo::BindGnoFwd<xla::ffi::ThreadPool>());
+JGO_CPU_HANDLER(GnoBwdSrc, jgo::GnoBwdSrcCpu, jgo::BindGnoBwdSrc<xla::ffi::ThreadPool>());
+JGO_CPU_HANDLER(GnoBwdDst, jgo::GnoBwdDstCpu, jgo::BindGnoBwdDst<xla::ffi::ThreadPool>());

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/handler.h"
 #include "cpu/row_parallel.h"
 #include "handlers.h"
 #include "jgo/args.h"
@@ -278,51 +279,6 @@ ffi::Error EdgeSoftmaxCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::Any
 }  // namespace
 }  // namespace jgo
 
-using AnyBuf = xla::ffi::AnyBuffer;
-using AnyRet = xla::ffi::Result<xla::ffi::AnyBuffer>;
-using I64Span = xla::ffi::Span<const int64_t>;
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoSpmmCpu, jgo::SpmmCpu,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<xla::ffi::ThreadPool>()
-                                  .Arg<AnyBuf>()  // offsets
-                                  .Arg<AnyBuf>()  // neighbours
-                                  .Arg<AnyBuf>()  // edge ids
-                                  .Arg<AnyBuf>()  // node data
-                                  .Arg<AnyBuf>()  // edge data
-                                  .Arg<AnyBuf>()  // mask arg
-                                  .Ret<AnyBuf>()  // out
-                                  .Ret<AnyBuf>()  // arg out
-                                  .Attr<int64_t>("op")
-                                  .Attr<int64_t>("reduce")
-                                  .Attr<int64_t>("mask")
-                                  .Attr<I64Span>("dims")
-                                  .Attr<I64Span>("node_strides")
-                                  .Attr<I64Span>("edge_strides"));
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoSddmmCpu, jgo::SddmmCpu,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<xla::ffi::ThreadPool>()
-                                  .Arg<AnyBuf>()  // offsets
-                                  .Arg<AnyBuf>()  // neighbours
-                                  .Arg<AnyBuf>()  // edge ids
-                                  .Arg<AnyBuf>()  // lhs
-                                  .Arg<AnyBuf>()  // rhs
-                                  .Arg<AnyBuf>()  // mask arg
-                                  .Ret<AnyBuf>()  // out
-                                  .Attr<int64_t>("op")
-                                  .Attr<int64_t>("lhs_target")
-                                  .Attr<int64_t>("rhs_target")
-                                  .Attr<bool>("dot")
-                                  .Attr<int64_t>("mask")
-                                  .Attr<I64Span>("dims")
-                                  .Attr<I64Span>("lhs_strides")
-                                  .Attr<I64Span>("rhs_strides"));
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoEdgeSoftmaxCpu, jgo::EdgeSoftmaxCpu,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<xla::ffi::ThreadPool>()
-                                  .Arg<AnyBuf>()  // offsets (CSC)
-                                  .Arg<AnyBuf>()  // edge ids
-                                  .Arg<AnyBuf>()  // logits
-                                  .Ret<AnyBuf>());
+JGO_CPU_HANDLER(Spmm, jgo::SpmmCpu, jgo::BindSpmm<xla::ffi::ThreadPool>());
+JGO_CPU_HANDLER(Sddmm, jgo::SddmmCpu, jgo::BindSddmm<xla::ffi::ThreadPool>());
+JGO_CPU_HANDLER(EdgeSoftmax, jgo::EdgeSoftmaxCpu, jgo::BindEdgeSoftmax<xla::ffi::ThreadPool>());

@@ -225,55 +225,6 @@ ffi::Error GatBwdSrcCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBu
 }  // namespace
 }  // namespace jgo
 
-using AnyBuf = xla::ffi::AnyBuffer;
-using Stream = xla::ffi::PlatformStream<cudaStream_t>;
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoGatFwdCuda, jgo::GatFwdCuda,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<Stream>()
-                                  .Arg<AnyBuf>()  // csc offsets
-                                  .Arg<AnyBuf>()  // csc sources
-                                  .Arg<AnyBuf>()  // csc edge ids
-                                  .Arg<AnyBuf>()  // x [n_src, H, C]
-                                  .Arg<AnyBuf>()  // s_src [n_src, H]
-                                  .Arg<AnyBuf>()  // s_dst [n_dst, H]
-                                  .Arg<AnyBuf>()  // s_edge [E, H] or [0]
-                                  .Ret<AnyBuf>()  // out [n_dst, H, C]
-                                  .Ret<AnyBuf>()  // lse [n_dst, H]
-                                  .Attr<double>("negative_slope")
-                                  .Attr<bool>("has_edge"),
-                              {xla::ffi::Traits::kCmdBufferCompatible});
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoGatBwdDstCuda, jgo::GatBwdDstCuda,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<Stream>()
-                                  .Arg<AnyBuf>()  // csc offsets
-                                  .Arg<AnyBuf>()  // csc sources
-                                  .Arg<AnyBuf>()  // csc edge ids
-                                  .Arg<AnyBuf>()  // x [n_src, H, C]
-                                  .Arg<AnyBuf>()  // s_src [n_src, H]
-                                  .Arg<AnyBuf>()  // s_edge [E, H] or [0]
-                                  .Arg<AnyBuf>()  // dst_info [n_dst, 3, H]
-                                  .Arg<AnyBuf>()  // grad of out [n_dst, H, C]
-                                  .Ret<AnyBuf>()  // grad_s_dst [n_dst, H]
-                                  .Ret<AnyBuf>()  // grad_s_edge [E, H] or [0]
-                                  .Attr<double>("negative_slope")
-                                  .Attr<bool>("has_edge"),
-                              {xla::ffi::Traits::kCmdBufferCompatible});
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoGatBwdSrcCuda, jgo::GatBwdSrcCuda,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<Stream>()
-                                  .Arg<AnyBuf>()  // csr offsets
-                                  .Arg<AnyBuf>()  // csr destinations
-                                  .Arg<AnyBuf>()  // csr edge ids
-                                  .Arg<AnyBuf>()  // x [n_src, H, C]
-                                  .Arg<AnyBuf>()  // s_src [n_src, H]
-                                  .Arg<AnyBuf>()  // s_edge [E, H] or [0]
-                                  .Arg<AnyBuf>()  // dst_info [n_dst, 3, H]
-                                  .Arg<AnyBuf>()  // grad of out [n_dst, H, C]
-                                  .Ret<AnyBuf>()  // grad_x [n_src, H, C]
-                                  .Ret<AnyBuf>()  // grad_s_src [n_src, H]
-                                  .Attr<double>("negative_slope")
-                                  .Attr<bool>("has_edge"),
-                              {xla::ffi::Traits::kCmdBufferCompatible});
+JGO_CUDA_HANDLER(GatFwd, jgo::GatFwdCuda, jgo::BindGatFwd<jgo::CudaStream>());
+JGO_CUDA_HANDLER(GatBwdDst, jgo::GatBwdDstCuda, jgo::BindGatBwdDst<jgo::CudaStream>());
+JGO_CUDA_HANDLER(GatBwdSrc, jgo::GatBwdSrcCuda, jgo::BindGatBwdSrc<jgo::CudaStream>());

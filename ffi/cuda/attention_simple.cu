@@ -288,57 +288,6 @@ ffi::Error BwdSrcCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffe
 }  // namespace
 }  // namespace jgo
 
-using AnyBuf = xla::ffi::AnyBuffer;
-using Stream = xla::ffi::PlatformStream<cudaStream_t>;
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoMhaSimpleFwdCuda, jgo::FwdCuda,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<Stream>()
-                                  .Arg<AnyBuf>()  // csc offsets
-                                  .Arg<AnyBuf>()  // csc sources
-                                  .Arg<AnyBuf>()  // csc edge ids
-                                  .Arg<AnyBuf>()  // query [n_dst, H, C]
-                                  .Arg<AnyBuf>()  // key [n_src, H, C]
-                                  .Arg<AnyBuf>()  // value [n_src, H, C]
-                                  .Arg<AnyBuf>()  // edge_feat [E, H, C] or [0]
-                                  .Ret<AnyBuf>()  // out [n_dst, H, C]
-                                  .Ret<AnyBuf>()  // lse [n_dst, H] (float32 for half features)
-                                  .Attr<double>("scale")
-                                  .Attr<bool>("has_edge"),
-                              {xla::ffi::Traits::kCmdBufferCompatible});
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoMhaSimpleBwdDstCuda, jgo::BwdDstCuda,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<Stream>()
-                                  .Arg<AnyBuf>()  // csc offsets
-                                  .Arg<AnyBuf>()  // csc sources
-                                  .Arg<AnyBuf>()  // csc edge ids
-                                  .Arg<AnyBuf>()  // query [n_dst, H, C]
-                                  .Arg<AnyBuf>()  // key [n_src, H, C]
-                                  .Arg<AnyBuf>()  // value [n_src, H, C]
-                                  .Arg<AnyBuf>()  // edge_feat [E, H, C] or [0]
-                                  .Arg<AnyBuf>()  // dst_info [n_dst, 2, H] = (lse, delta)
-                                  .Arg<AnyBuf>()  // grad of out [n_dst, H, C]
-                                  .Ret<AnyBuf>()  // grad_query [n_dst, H, C]
-                                  .Ret<AnyBuf>()  // grad_edge_feat [E, H, C] or [0]
-                                  .Attr<double>("scale")
-                                  .Attr<bool>("has_edge"),
-                              {xla::ffi::Traits::kCmdBufferCompatible});
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoMhaSimpleBwdSrcCuda, jgo::BwdSrcCuda,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<Stream>()
-                                  .Arg<AnyBuf>()  // csr offsets
-                                  .Arg<AnyBuf>()  // csr destinations
-                                  .Arg<AnyBuf>()  // csr edge ids
-                                  .Arg<AnyBuf>()  // query [n_dst, H, C]
-                                  .Arg<AnyBuf>()  // key [n_src, H, C]
-                                  .Arg<AnyBuf>()  // value [n_src, H, C]
-                                  .Arg<AnyBuf>()  // edge_feat [E, H, C] or [0]
-                                  .Arg<AnyBuf>()  // dst_info [n_dst, 2, H] = (lse, delta)
-                                  .Arg<AnyBuf>()  // grad of out [n_dst, H, C]
-                                  .Ret<AnyBuf>()  // grad_key [n_src, H, C]
-                                  .Ret<AnyBuf>()  // grad_value [n_src, H, C]
-                                  .Attr<double>("scale")
-                                  .Attr<bool>("has_edge"),
-                              {xla::ffi::Traits::kCmdBufferCompatible});
+JGO_CUDA_HANDLER(MhaSimpleFwd, jgo::FwdCuda, jgo::BindMhaSimpleFwd<jgo::CudaStream>());
+JGO_CUDA_HANDLER(MhaSimpleBwdDst, jgo::BwdDstCuda, jgo::BindMhaSimpleBwdDst<jgo::CudaStream>());
+JGO_CUDA_HANDLER(MhaSimpleBwdSrc, jgo::BwdSrcCuda, jgo::BindMhaSimpleBwdSrc<jgo::CudaStream>());

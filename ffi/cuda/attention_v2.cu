@@ -274,57 +274,6 @@ ffi::Error BwdSrcCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffe
 }  // namespace
 }  // namespace jgo
 
-using AnyBuf = xla::ffi::AnyBuffer;
-using Stream = xla::ffi::PlatformStream<cudaStream_t>;
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoGatv2FwdCuda, jgo::FwdCuda,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<Stream>()
-                                  .Arg<AnyBuf>()  // csc offsets
-                                  .Arg<AnyBuf>()  // csc sources
-                                  .Arg<AnyBuf>()  // csc edge ids
-                                  .Arg<AnyBuf>()  // x_src [n_src, H, C]
-                                  .Arg<AnyBuf>()  // x_dst [n_dst, H, C]
-                                  .Arg<AnyBuf>()  // attn_weights [H, C]
-                                  .Arg<AnyBuf>()  // edge_feat [E, H, C] or [0]
-                                  .Ret<AnyBuf>()  // out [n_dst, H, C]
-                                  .Ret<AnyBuf>()  // lse [n_dst, H]
-                                  .Attr<double>("negative_slope")
-                                  .Attr<bool>("has_edge"),
-                              {xla::ffi::Traits::kCmdBufferCompatible});
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoGatv2BwdDstCuda, jgo::BwdDstCuda,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<Stream>()
-                                  .Arg<AnyBuf>()  // csc offsets
-                                  .Arg<AnyBuf>()  // csc sources
-                                  .Arg<AnyBuf>()  // csc edge ids
-                                  .Arg<AnyBuf>()  // x_src [n_src, H, C]
-                                  .Arg<AnyBuf>()  // x_dst [n_dst, H, C]
-                                  .Arg<AnyBuf>()  // attn_weights [H, C]
-                                  .Arg<AnyBuf>()  // edge_feat [E, H, C] or [0]
-                                  .Arg<AnyBuf>()  // dst_info [n_dst, 2, H] = (lse, delta)
-                                  .Arg<AnyBuf>()  // grad of out [n_dst, H, C]
-                                  .Ret<AnyBuf>()  // grad_x_dst [n_dst, H, C]
-                                  .Ret<AnyBuf>()  // grad_attn_rows [n_dst, H, C]
-                                  .Ret<AnyBuf>()  // grad_edge_feat [E, H, C] or [0]
-                                  .Attr<double>("negative_slope")
-                                  .Attr<bool>("has_edge"),
-                              {xla::ffi::Traits::kCmdBufferCompatible});
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoGatv2BwdSrcCuda, jgo::BwdSrcCuda,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<Stream>()
-                                  .Arg<AnyBuf>()  // csr offsets
-                                  .Arg<AnyBuf>()  // csr destinations
-                                  .Arg<AnyBuf>()  // csr edge ids
-                                  .Arg<AnyBuf>()  // x_src [n_src, H, C]
-                                  .Arg<AnyBuf>()  // x_dst [n_dst, H, C]
-                                  .Arg<AnyBuf>()  // attn_weights [H, C]
-                                  .Arg<AnyBuf>()  // edge_feat [E, H, C] or [0]
-                                  .Arg<AnyBuf>()  // dst_info [n_dst, 2, H] = (lse, delta)
-                                  .Arg<AnyBuf>()  // grad of out [n_dst, H, C]
-                                  .Ret<AnyBuf>()  // grad_x_src [n_src, H, C]
-                                  .Attr<double>("negative_slope")
-                                  .Attr<bool>("has_edge"),
-                              {xla::ffi::Traits::kCmdBufferCompatible});
+JGO_CUDA_HANDLER(Gatv2Fwd, jgo::FwdCuda, jgo::BindGatv2Fwd<jgo::CudaStream>());
+JGO_CUDA_HANDLER(Gatv2BwdDst, jgo::BwdDstCuda, jgo::BindGatv2BwdDst<jgo::CudaStream>());
+JGO_CUDA_HANDLER(Gatv2BwdSrc, jgo::BwdSrcCuda, jgo::BindGatv2BwdSrc<jgo::CudaStream>());

@@ -157,7 +157,7 @@ __global__ void DimenetOutKernel(DimenetArgs a, const I* offsets, const I* nbr, 
 }
 
 template <typename T, typename I>
-ffi::Error InTyped(cudaStream_t stream, ffi::ScratchAllocator& scratch, const DimenetArgs& a,
+ffi::Error InTyped(cudaStream_t stream, CudaScratch& scratch, const DimenetArgs& a,
                    const ffi::AnyBuffer& offsets, const ffi::AnyBuffer& nbr, const ffi::AnyBuffer& pos,
                    const ffi::AnyBuffer* ops, ffi::AnyBuffer* res) {
   const DimenetOperands<T> o = OperandsOf<T>(ops, a);
@@ -181,7 +181,7 @@ ffi::Error InTyped(cudaStream_t stream, ffi::ScratchAllocator& scratch, const Di
                 kWeightThreads, a.C * a.M, res[3].typed_data<T>());
 }
 
-ffi::Error DimenetInCuda(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::AnyBuffer offsets,
+ffi::Error DimenetInCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuffer offsets,
                          ffi::AnyBuffer nbr, ffi::AnyBuffer pos, ffi::AnyBuffer vec, ffi::AnyBuffer A,
                          ffi::AnyBuffer emb, ffi::AnyBuffer wb, ffi::AnyBuffer wbt, ffi::AnyBuffer grad,
                          ffi::AnyBuffer dvec, ffi::AnyBuffer dA, ffi::AnyBuffer demb, ffi::AnyBuffer dwb,
@@ -241,36 +241,5 @@ ffi::Error DimenetOutCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyB
 }  // namespace
 }  // namespace jgo
 
-using AnyBuf = xla::ffi::AnyBuffer;
-
-// Float operands of both handlers, the point u then the direction u' (absent: [0]):
-// vec [E,3], A [E,7*M], emb [E,C], W_b [C,M], W_b^T [M,C], grad [E,C].
-#define JGO_DIMENET_FLOAT_OPERANDS                                                                          \
-  .Arg<AnyBuf>().Arg<AnyBuf>().Arg<AnyBuf>().Arg<AnyBuf>().Arg<AnyBuf>().Arg<AnyBuf>() /* the point */    \
-      .Arg<AnyBuf>().Arg<AnyBuf>().Arg<AnyBuf>().Arg<AnyBuf>().Arg<AnyBuf>().Arg<AnyBuf>() /* direction */
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoDimenetInCuda, jgo::DimenetInCuda,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<xla::ffi::PlatformStream<cudaStream_t>>()
-                                  .Ctx<xla::ffi::ScratchAllocator>()
-                                  .Arg<AnyBuf>()  // in_offsets [E+1]
-                                  .Arg<AnyBuf>()  // in_out [T]
-                                  .Arg<AnyBuf>()  // in_pos [T]
-                                  JGO_DIMENET_FLOAT_OPERANDS
-                                  .Ret<AnyBuf>()  // vec component, e_in part [E,3] or [0]
-                                  .Ret<AnyBuf>()  // A component [E,7*M] or [0]
-                                  .Ret<AnyBuf>()  // emb component [E,C] or [0]
-                                  .Ret<AnyBuf>()  // W_b component [C,M] or [0]
-                                  .Ret<AnyBuf>()  // coef [T,2] or [0]
-                                  .Attr<int64_t>("outputs"));
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoDimenetOutCuda, jgo::DimenetOutCuda,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<xla::ffi::PlatformStream<cudaStream_t>>()
-                                  .Arg<AnyBuf>()  // out_offsets [E+1]
-                                  .Arg<AnyBuf>()  // out_in [T]
-                                  JGO_DIMENET_FLOAT_OPERANDS
-                                  .Arg<AnyBuf>()  // coef [T,2] or [0]
-                                  .Ret<AnyBuf>()  // grad component [E,C] or [0]
-                                  .Ret<AnyBuf>()  // vec component, e_out part [E,3] or [0]
-                                  .Attr<int64_t>("outputs"));
+JGO_CUDA_HANDLER_NO_TRAITS(DimenetIn, jgo::DimenetInCuda, jgo::BindDimenetIn<jgo::CudaStream, jgo::CudaScratch>());
+JGO_CUDA_HANDLER_NO_TRAITS(DimenetOut, jgo::DimenetOutCuda, jgo::BindDimenetOut<jgo::CudaStream>());

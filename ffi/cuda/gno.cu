@@ -98,7 +98,7 @@ __global__ void SumPartialsKernel(const T* part, int64_t blocks, int64_t stride,
 
 // Per-block scratch of `count` elements of T, zeroed on the stream.
 template <typename T>
-ffi::ErrorOr<T*> Scratch(ffi::ScratchAllocator& scratch, int64_t count, cudaStream_t stream, const char* name) {
+ffi::ErrorOr<T*> Scratch(CudaScratch& scratch, int64_t count, cudaStream_t stream, const char* name) {
   if (count == 0) return static_cast<T*>(nullptr);
   auto p = scratch.Allocate(sizeof(T) * count, alignof(T));
   if (!p.has_value()) return ffi::Unexpected(ffi::Error::Internal(std::string("jaxgraphops: ") + name + ": out of scratch memory"));
@@ -156,7 +156,7 @@ size_t SharedBytes(const GnoArgs& a, int64_t features) {
 }
 
 template <typename T, typename I>
-ffi::Error GnoFwdTyped(cudaStream_t stream, ffi::ScratchAllocator& scratch, const GnoArgs& a, ffi::AnyBuffer offsets,
+ffi::Error GnoFwdTyped(cudaStream_t stream, CudaScratch& scratch, const GnoArgs& a, ffi::AnyBuffer offsets,
                        ffi::AnyBuffer nbr, ffi::AnyBuffer eid, ffi::AnyBuffer f, ffi::AnyBuffer dx, ffi::AnyBuffer U,
                        ffi::AnyBuffer b_u, ffi::AnyBuffer Vb, ffi::AnyBuffer w, ffi::AnyBuffer out) {
   const int64_t blocks = Blocks(a.n_rows);
@@ -170,7 +170,7 @@ ffi::Error GnoFwdTyped(cudaStream_t stream, ffi::ScratchAllocator& scratch, cons
                       a.has_weight ? w.typed_data<T>() : nullptr, out.typed_data<T>(), *work);
 }
 
-ffi::Error GnoFwdCuda(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr,
+ffi::Error GnoFwdCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr,
                       ffi::AnyBuffer eid, ffi::AnyBuffer f, ffi::AnyBuffer dx, ffi::AnyBuffer U, ffi::AnyBuffer b_u,
                       ffi::AnyBuffer Vb, ffi::AnyBuffer w, ffi::Result<ffi::AnyBuffer> out, bool diagonal,
                       bool has_weight) {
@@ -301,7 +301,7 @@ __global__ void GnoBwdDstKernel(GnoArgs a, const I* offsets, const I* nbr, const
 }
 
 template <typename T, typename I>
-ffi::Error GnoBwdTyped(cudaStream_t stream, ffi::ScratchAllocator& scratch, const GnoArgs& a, bool by_src,
+ffi::Error GnoBwdTyped(cudaStream_t stream, CudaScratch& scratch, const GnoArgs& a, bool by_src,
                        ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid, ffi::AnyBuffer f,
                        ffi::AnyBuffer dx, ffi::AnyBuffer U, ffi::AnyBuffer b_u, ffi::AnyBuffer Vb, ffi::AnyBuffer w,
                        ffi::AnyBuffer G, ffi::AnyBuffer* results) {
@@ -345,7 +345,7 @@ ffi::Error GnoBwdTyped(cudaStream_t stream, ffi::ScratchAllocator& scratch, cons
                 results[2].typed_data<T>());
 }
 
-ffi::Error GnoBwdSrcCuda(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::AnyBuffer offsets,
+ffi::Error GnoBwdSrcCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuffer offsets,
                          ffi::AnyBuffer nbr, ffi::AnyBuffer eid, ffi::AnyBuffer f, ffi::AnyBuffer dx, ffi::AnyBuffer U,
                          ffi::AnyBuffer b_u, ffi::AnyBuffer Vb, ffi::AnyBuffer w, ffi::AnyBuffer G,
                          ffi::Result<ffi::AnyBuffer> grad_f, ffi::Result<ffi::AnyBuffer> grad_vb, bool diagonal,
@@ -360,7 +360,7 @@ ffi::Error GnoBwdSrcCuda(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi
   });
 }
 
-ffi::Error GnoBwdDstCuda(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::AnyBuffer offsets,
+ffi::Error GnoBwdDstCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuffer offsets,
                          ffi::AnyBuffer nbr, ffi::AnyBuffer eid, ffi::AnyBuffer f, ffi::AnyBuffer dx, ffi::AnyBuffer U,
                          ffi::AnyBuffer b_u, ffi::AnyBuffer Vb, ffi::AnyBuffer w, ffi::AnyBuffer G,
                          ffi::Result<ffi::AnyBuffer> grad_dx, ffi::Result<ffi::AnyBuffer> grad_u,
@@ -380,62 +380,6 @@ ffi::Error GnoBwdDstCuda(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi
 }  // namespace
 }  // namespace jgo
 
-using AnyBuf = xla::ffi::AnyBuffer;
-using Stream = xla::ffi::PlatformStream<cudaStream_t>;
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoGnoFwdCuda, jgo::GnoFwdCuda,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<Stream>()
-                                  .Ctx<xla::ffi::ScratchAllocator>()
-                                  .Arg<AnyBuf>()  // csc offsets
-                                  .Arg<AnyBuf>()  // csc sources
-                                  .Arg<AnyBuf>()  // csc edge ids
-                                  .Arg<AnyBuf>()  // f [n_src, c_in]
-                                  .Arg<AnyBuf>()  // dx [E, d]
-                                  .Arg<AnyBuf>()  // U [H, d]
-                                  .Arg<AnyBuf>()  // b_u [H]
-                                  .Arg<AnyBuf>()  // Vb [c_in, H+1, c_out] or [c, H+1]
-                                  .Arg<AnyBuf>()  // w [E] or [0]
-                                  .Ret<AnyBuf>()  // out [n_dst, c_out]
-                                  .Attr<bool>("diagonal")
-                                  .Attr<bool>("has_weight"));
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoGnoBwdSrcCuda, jgo::GnoBwdSrcCuda,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<Stream>()
-                                  .Ctx<xla::ffi::ScratchAllocator>()
-                                  .Arg<AnyBuf>()  // csr offsets
-                                  .Arg<AnyBuf>()  // csr destinations
-                                  .Arg<AnyBuf>()  // csr edge ids
-                                  .Arg<AnyBuf>()  // f [n_src, c_in]
-                                  .Arg<AnyBuf>()  // dx [E, d]
-                                  .Arg<AnyBuf>()  // U [H, d]
-                                  .Arg<AnyBuf>()  // b_u [H]
-                                  .Arg<AnyBuf>()  // Vb [c_out, H+1, c_in] or [c, H+1]
-                                  .Arg<AnyBuf>()  // w [E] or [0]
-                                  .Arg<AnyBuf>()  // G [n_dst, c_out]
-                                  .Ret<AnyBuf>()  // grad_f [n_src, c_in]
-                                  .Ret<AnyBuf>()  // grad_Vb [c_in, c_out, H+1] or [c, H+1]
-                                  .Attr<bool>("diagonal")
-                                  .Attr<bool>("has_weight"));
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoGnoBwdDstCuda, jgo::GnoBwdDstCuda,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<Stream>()
-                                  .Ctx<xla::ffi::ScratchAllocator>()
-                                  .Arg<AnyBuf>()  // csc offsets
-                                  .Arg<AnyBuf>()  // csc sources
-                                  .Arg<AnyBuf>()  // csc edge ids
-                                  .Arg<AnyBuf>()  // f [n_src, c_in]
-                                  .Arg<AnyBuf>()  // dx [E, d]
-                                  .Arg<AnyBuf>()  // U [H, d]
-                                  .Arg<AnyBuf>()  // b_u [H]
-                                  .Arg<AnyBuf>()  // Vb [c_out, c_in, H+1] or [c, H+1]
-                                  .Arg<AnyBuf>()  // w [E] or [0]
-                                  .Arg<AnyBuf>()  // G [n_dst, c_out]
-                                  .Ret<AnyBuf>()  // grad_dx [E, d]
-                                  .Ret<AnyBuf>()  // grad_U [H, d]
-                                  .Ret<AnyBuf>()  // grad_b_u [H]
-                                  .Ret<AnyBuf>()  // grad_w [E] or [0]
-                                  .Attr<bool>("diagonal")
-                                  .Attr<bool>("has_weight"));
+JGO_CUDA_HANDLER_NO_TRAITS(GnoFwd, jgo::GnoFwdCuda, jgo::BindGnoFwd<jgo::CudaStream, jgo::CudaScratch>());
+JGO_CUDA_HANDLER_NO_TRAITS(GnoBwdSrc, jgo::GnoBwdSrcCuda, jgo::BindGnoBwdSrc<jgo::CudaStream, jgo::CudaScratch>());
+JGO_CUDA_HANDLER_NO_TRAITS(GnoBwdDst, jgo::GnoBwdDstCuda, jgo::BindGnoBwdDst<jgo::CudaStream, jgo::CudaScratch>());

@@ -1,4 +1,5 @@
-// CUDA helpers shared by the handlers: grid-stride indexing, lane groups and a checked launch.
+// CUDA helpers shared by the handlers: grid-stride indexing, lane groups, a checked launch and the
+// handler definition.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,6 +12,10 @@
 
 namespace jgo {
 namespace ffi = xla::ffi;
+
+// The context types of the CUDA handlers.
+using CudaStream = ffi::PlatformStream<cudaStream_t>;
+using CudaScratch = ffi::ScratchAllocator;
 
 constexpr int kBlock = 256;              // threads per block, a multiple of the warp size
 constexpr int64_t kMaxBlocks = 1 << 16;  // grid-stride loops cover the rest
@@ -55,3 +60,19 @@ ffi::Error Launch(const char* name, void (*kernel)(Params...), int64_t threads, 
 }
 
 }  // namespace jgo
+
+// The handler symbol of a target: Jgo<Stem>Cuda, or Jgo<Stem>CudaEmulation where these files are
+// compiled as host C++ (-DJGO_CUDA_EMULATION).
+#ifdef JGO_CUDA_EMULATION
+#define JGO_CUDA_SYMBOL(Stem) Jgo##Stem##CudaEmulation
+#else
+#define JGO_CUDA_SYMBOL(Stem) Jgo##Stem##Cuda
+#endif
+
+// Defines the handler symbol JGO_CUDA_SYMBOL(Stem) of `impl`, command-buffer compatible. `...` is its
+// binding: a jgo::Bind<Op> factory given jgo::CudaStream (and jgo::CudaScratch, hence the variadic).
+#define JGO_CUDA_HANDLER(Stem, impl, ...) \
+  XLA_FFI_DEFINE_HANDLER_SYMBOL(JGO_CUDA_SYMBOL(Stem), impl, (__VA_ARGS__), {xla::ffi::Traits::kCmdBufferCompatible})
+// The same without traits (the gno and dimenet handlers).
+#define JGO_CUDA_HANDLER_NO_TRAITS(Stem, impl, ...) \
+  XLA_FFI_DEFINE_HANDLER_SYMBOL(JGO_CUDA_SYMBOL(Stem), impl, (__VA_ARGS__))

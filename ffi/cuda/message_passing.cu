@@ -245,54 +245,6 @@ ffi::Error EdgeSoftmaxCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::Any
 }  // namespace
 }  // namespace jgo
 
-using AnyBuf = xla::ffi::AnyBuffer;
-using I64Span = xla::ffi::Span<const int64_t>;
-using Stream = xla::ffi::PlatformStream<cudaStream_t>;
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoSpmmCuda, jgo::SpmmCuda,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<Stream>()
-                                  .Arg<AnyBuf>()  // offsets
-                                  .Arg<AnyBuf>()  // neighbours
-                                  .Arg<AnyBuf>()  // edge ids
-                                  .Arg<AnyBuf>()  // node data
-                                  .Arg<AnyBuf>()  // edge data
-                                  .Arg<AnyBuf>()  // mask arg
-                                  .Ret<AnyBuf>()  // out
-                                  .Ret<AnyBuf>()  // arg out
-                                  .Attr<int64_t>("op")
-                                  .Attr<int64_t>("reduce")
-                                  .Attr<int64_t>("mask")
-                                  .Attr<I64Span>("dims")
-                                  .Attr<I64Span>("node_strides")
-                                  .Attr<I64Span>("edge_strides"),
-                              {xla::ffi::Traits::kCmdBufferCompatible});
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoSddmmCuda, jgo::SddmmCuda,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<Stream>()
-                                  .Arg<AnyBuf>()  // offsets
-                                  .Arg<AnyBuf>()  // neighbours
-                                  .Arg<AnyBuf>()  // edge ids
-                                  .Arg<AnyBuf>()  // lhs
-                                  .Arg<AnyBuf>()  // rhs
-                                  .Arg<AnyBuf>()  // mask arg
-                                  .Ret<AnyBuf>()  // out
-                                  .Attr<int64_t>("op")
-                                  .Attr<int64_t>("lhs_target")
-                                  .Attr<int64_t>("rhs_target")
-                                  .Attr<bool>("dot")
-                                  .Attr<int64_t>("mask")
-                                  .Attr<I64Span>("dims")
-                                  .Attr<I64Span>("lhs_strides")
-                                  .Attr<I64Span>("rhs_strides"),
-                              {xla::ffi::Traits::kCmdBufferCompatible});
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JgoEdgeSoftmaxCuda, jgo::EdgeSoftmaxCuda,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<Stream>()
-                                  .Arg<AnyBuf>()  // offsets (CSC)
-                                  .Arg<AnyBuf>()  // edge ids
-                                  .Arg<AnyBuf>()  // logits
-                                  .Ret<AnyBuf>(),
-                              {xla::ffi::Traits::kCmdBufferCompatible});
+JGO_CUDA_HANDLER(Spmm, jgo::SpmmCuda, jgo::BindSpmm<jgo::CudaStream>());
+JGO_CUDA_HANDLER(Sddmm, jgo::SddmmCuda, jgo::BindSddmm<jgo::CudaStream>());
+JGO_CUDA_HANDLER(EdgeSoftmax, jgo::EdgeSoftmaxCuda, jgo::BindEdgeSoftmax<jgo::CudaStream>());

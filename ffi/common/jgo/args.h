@@ -1,4 +1,4 @@
-// Argument decoding and validation shared by the CPU and CUDA handlers.
+// Argument decoding, validation and bindings shared by the CPU and CUDA handlers.
 //
 // Shapes and attributes are checked here, identically on both platforms; index *values*
 // are checked by the CPU kernels (the CUDA kernels skip out-of-range indices instead, so
@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "jgo/math.h"
 #include "xla/ffi/api/ffi.h"
@@ -20,6 +21,24 @@ inline ffi::Error InvalidArgument(const std::string& msg) {
 }
 // The same error, as the failed value of an ffi::ErrorOr.
 inline ffi::Unexpected<ffi::Error> Fail(const std::string& msg) { return ffi::Unexpected(InvalidArgument(msg)); }
+
+namespace detail {
+template <typename C, typename... Rest, typename B>
+auto WithCtx(B&& b) {
+  if constexpr (sizeof...(Rest) == 0) {
+    return std::move(b).template Ctx<C>();
+  } else {
+    return WithCtx<Rest...>(std::move(b).template Ctx<C>());
+  }
+}
+}  // namespace detail
+
+// ffi::Ffi::Bind() with .Ctx<C>() applied for each C in order: the platform's context types (at
+// least one), which the binding factories (Bind<Op><Ctx...>()) put before the operands.
+template <typename... Ctx>
+auto BindWith() {
+  return detail::WithCtx<Ctx...>(ffi::Ffi::Bind());
+}
 
 // Calls fn(T{}, I{}) with T the float type (float/double) and I the index type (int32/int64) of
 // the buffers, so a handler instantiates its typed body once per pair.
@@ -145,6 +164,25 @@ inline ffi::ErrorOr<SpmmArgs> CheckSpmm(const ffi::AnyBuffer& offsets, const ffi
   return a;
 }
 
+template <typename... Ctx>
+auto BindSpmm() {
+  return BindWith<Ctx...>()
+      .template Arg<ffi::AnyBuffer>()  // offsets
+      .template Arg<ffi::AnyBuffer>()  // neighbours
+      .template Arg<ffi::AnyBuffer>()  // edge ids
+      .template Arg<ffi::AnyBuffer>()  // node data
+      .template Arg<ffi::AnyBuffer>()  // edge data
+      .template Arg<ffi::AnyBuffer>()  // mask arg
+      .template Ret<ffi::AnyBuffer>()  // out
+      .template Ret<ffi::AnyBuffer>()  // arg out
+      .template Attr<int64_t>("op")
+      .template Attr<int64_t>("reduce")
+      .template Attr<int64_t>("mask")
+      .template Attr<ffi::Span<const int64_t>>("dims")
+      .template Attr<ffi::Span<const int64_t>>("node_strides")
+      .template Attr<ffi::Span<const int64_t>>("edge_strides");
+}
+
 // jgo_sddmm: out[e, .] = op(lhs[target_l(k), .], rhs[target_r(k), .]) for every position k of a
 // compressed structure (e = eid[k]), summed over d2 when dot. Targets: the walked row, the
 // neighbour nbr[k], or the edge e.
@@ -231,6 +269,26 @@ inline ffi::ErrorOr<SddmmArgs> CheckSddmm(const ffi::AnyBuffer& offsets, const f
   return s;
 }
 
+template <typename... Ctx>
+auto BindSddmm() {
+  return BindWith<Ctx...>()
+      .template Arg<ffi::AnyBuffer>()  // offsets
+      .template Arg<ffi::AnyBuffer>()  // neighbours
+      .template Arg<ffi::AnyBuffer>()  // edge ids
+      .template Arg<ffi::AnyBuffer>()  // lhs
+      .template Arg<ffi::AnyBuffer>()  // rhs
+      .template Arg<ffi::AnyBuffer>()  // mask arg
+      .template Ret<ffi::AnyBuffer>()  // out
+      .template Attr<int64_t>("op")
+      .template Attr<int64_t>("lhs_target")
+      .template Attr<int64_t>("rhs_target")
+      .template Attr<bool>("dot")
+      .template Attr<int64_t>("mask")
+      .template Attr<ffi::Span<const int64_t>>("dims")
+      .template Attr<ffi::Span<const int64_t>>("lhs_strides")
+      .template Attr<ffi::Span<const int64_t>>("rhs_strides");
+}
+
 inline ffi::Error CheckSoftmax(const ffi::AnyBuffer& offsets, const ffi::AnyBuffer& eid,
                                const ffi::AnyBuffer& logits, const ffi::AnyBuffer& out) {
   if (!IsIndexType(offsets.element_type()) || eid.element_type() != offsets.element_type())
@@ -241,6 +299,15 @@ inline ffi::Error CheckSoftmax(const ffi::AnyBuffer& offsets, const ffi::AnyBuff
   if (Rows(logits) != static_cast<int64_t>(eid.element_count()) || out.element_count() != logits.element_count())
     return InvalidArgument("edge_softmax: logits must be [n_edges, H]");
   return ffi::Error::Success();
+}
+
+template <typename... Ctx>
+auto BindEdgeSoftmax() {
+  return BindWith<Ctx...>()
+      .template Arg<ffi::AnyBuffer>()  // offsets (CSC)
+      .template Arg<ffi::AnyBuffer>()  // edge ids
+      .template Arg<ffi::AnyBuffer>()  // logits
+      .template Ret<ffi::AnyBuffer>();
 }
 
 }  // namespace jgo

@@ -1,4 +1,4 @@
-// Argument decoding and shape checks of the attention handlers, identical on CPU and CUDA.
+// Argument decoding, shape checks and bindings of the attention handlers, identical on CPU and CUDA.
 //
 // jgo_gat_fwd      (csc_offsets, csc_src, csc_eid, x [Ns,H,C], s_src [Ns,H], s_dst [Nd,H],
 //                   s_edge [E,H] | [0]) -> out [Nd,H,C], lse [Nd,H]
@@ -116,6 +116,22 @@ inline ffi::ErrorOr<GatArgs> CheckGatFwd(const ffi::AnyBuffer& offsets, const ff
   return a;
 }
 
+template <typename... Ctx>
+auto BindGatFwd() {
+  return BindWith<Ctx...>()
+      .template Arg<ffi::AnyBuffer>()  // csc offsets
+      .template Arg<ffi::AnyBuffer>()  // csc sources
+      .template Arg<ffi::AnyBuffer>()  // csc edge ids
+      .template Arg<ffi::AnyBuffer>()  // x [n_src, H, C]
+      .template Arg<ffi::AnyBuffer>()  // s_src [n_src, H]
+      .template Arg<ffi::AnyBuffer>()  // s_dst [n_dst, H]
+      .template Arg<ffi::AnyBuffer>()  // s_edge [E, H] or [0]
+      .template Ret<ffi::AnyBuffer>()  // out [n_dst, H, C]
+      .template Ret<ffi::AnyBuffer>()  // lse [n_dst, H]
+      .template Attr<double>("negative_slope")
+      .template Attr<bool>("has_edge");
+}
+
 // Both backward handlers: `by_src` is the CSR pass (grad_x, grad_s_src), else the CSC pass
 // (grad_s_dst, grad_s_edge). `out_a` and `out_b` are the two results in that order.
 inline ffi::ErrorOr<GatArgs> CheckGatBwd(const ffi::AnyBuffer& offsets, const ffi::AnyBuffer& nbr,
@@ -151,6 +167,40 @@ inline ffi::ErrorOr<GatArgs> CheckGatBwd(const ffi::AnyBuffer& offsets, const ff
     }
   }
   return a;
+}
+
+template <typename... Ctx>
+auto BindGatBwdDst() {
+  return BindWith<Ctx...>()
+      .template Arg<ffi::AnyBuffer>()  // csc offsets
+      .template Arg<ffi::AnyBuffer>()  // csc sources
+      .template Arg<ffi::AnyBuffer>()  // csc edge ids
+      .template Arg<ffi::AnyBuffer>()  // x [n_src, H, C]
+      .template Arg<ffi::AnyBuffer>()  // s_src [n_src, H]
+      .template Arg<ffi::AnyBuffer>()  // s_edge [E, H] or [0]
+      .template Arg<ffi::AnyBuffer>()  // dst_info [n_dst, 3, H]
+      .template Arg<ffi::AnyBuffer>()  // grad of out [n_dst, H, C]
+      .template Ret<ffi::AnyBuffer>()  // grad_s_dst [n_dst, H]
+      .template Ret<ffi::AnyBuffer>()  // grad_s_edge [E, H] or [0]
+      .template Attr<double>("negative_slope")
+      .template Attr<bool>("has_edge");
+}
+
+template <typename... Ctx>
+auto BindGatBwdSrc() {
+  return BindWith<Ctx...>()
+      .template Arg<ffi::AnyBuffer>()  // csr offsets
+      .template Arg<ffi::AnyBuffer>()  // csr destinations
+      .template Arg<ffi::AnyBuffer>()  // csr edge ids
+      .template Arg<ffi::AnyBuffer>()  // x [n_src, H, C]
+      .template Arg<ffi::AnyBuffer>()  // s_src [n_src, H]
+      .template Arg<ffi::AnyBuffer>()  // s_edge [E, H] or [0]
+      .template Arg<ffi::AnyBuffer>()  // dst_info [n_dst, 3, H]
+      .template Arg<ffi::AnyBuffer>()  // grad of out [n_dst, H, C]
+      .template Ret<ffi::AnyBuffer>()  // grad_x [n_src, H, C]
+      .template Ret<ffi::AnyBuffer>()  // grad_s_src [n_src, H]
+      .template Attr<double>("negative_slope")
+      .template Attr<bool>("has_edge");
 }
 
 // The CPU kernels compute in the features' own float32/float64 (the lowering converts half

@@ -1,5 +1,5 @@
-// TransformerConv attention (mha_simple): the per-element math and the argument checks shared by
-// the CPU and CUDA handlers (cpu/attention_simple.cc, cuda/attention_simple.cu).
+// TransformerConv attention (mha_simple): the per-element math, the argument checks and the
+// bindings shared by the CPU and CUDA handlers (cpu/attention_simple.cc, cuda/attention_simple.cu).
 //
 // Per head h and edge e = (j -> i), with k'_e = k[j,h,:] (+ ef[e,h,:]), v'_e = v[j,h,:] (+ ef[e,h,:]):
 //   z_e   = scale <q[i,h,:], k'_e>                    logit (scale = 1 / sqrt(C))
@@ -143,6 +143,58 @@ inline ffi::Error CheckMhaSimpleResults(const char* fn, const SimpleArgs& a, ffi
   }
   if (auto e = CheckResult(fn, "grad_key", r0, ft, {a.n_src, H, C}); e.failure()) return e;
   return CheckResult(fn, "grad_value", r1, ft, {a.n_src, H, C});
+}
+
+template <typename... Ctx>
+auto BindMhaSimpleFwd() {
+  return BindWith<Ctx...>()
+      .template Arg<ffi::AnyBuffer>()  // csc offsets
+      .template Arg<ffi::AnyBuffer>()  // csc sources
+      .template Arg<ffi::AnyBuffer>()  // csc edge ids
+      .template Arg<ffi::AnyBuffer>()  // query [n_dst, H, C]
+      .template Arg<ffi::AnyBuffer>()  // key [n_src, H, C]
+      .template Arg<ffi::AnyBuffer>()  // value [n_src, H, C]
+      .template Arg<ffi::AnyBuffer>()  // edge_feat [E, H, C] or [0]
+      .template Ret<ffi::AnyBuffer>()  // out [n_dst, H, C]
+      .template Ret<ffi::AnyBuffer>()  // lse [n_dst, H] (float32 for half features)
+      .template Attr<double>("scale")
+      .template Attr<bool>("has_edge");
+}
+
+template <typename... Ctx>
+auto BindMhaSimpleBwdDst() {
+  return BindWith<Ctx...>()
+      .template Arg<ffi::AnyBuffer>()  // csc offsets
+      .template Arg<ffi::AnyBuffer>()  // csc sources
+      .template Arg<ffi::AnyBuffer>()  // csc edge ids
+      .template Arg<ffi::AnyBuffer>()  // query [n_dst, H, C]
+      .template Arg<ffi::AnyBuffer>()  // key [n_src, H, C]
+      .template Arg<ffi::AnyBuffer>()  // value [n_src, H, C]
+      .template Arg<ffi::AnyBuffer>()  // edge_feat [E, H, C] or [0]
+      .template Arg<ffi::AnyBuffer>()  // dst_info [n_dst, 2, H] = (lse, delta)
+      .template Arg<ffi::AnyBuffer>()  // grad of out [n_dst, H, C]
+      .template Ret<ffi::AnyBuffer>()  // grad_query [n_dst, H, C]
+      .template Ret<ffi::AnyBuffer>()  // grad_edge_feat [E, H, C] or [0]
+      .template Attr<double>("scale")
+      .template Attr<bool>("has_edge");
+}
+
+template <typename... Ctx>
+auto BindMhaSimpleBwdSrc() {
+  return BindWith<Ctx...>()
+      .template Arg<ffi::AnyBuffer>()  // csr offsets
+      .template Arg<ffi::AnyBuffer>()  // csr destinations
+      .template Arg<ffi::AnyBuffer>()  // csr edge ids
+      .template Arg<ffi::AnyBuffer>()  // query [n_dst, H, C]
+      .template Arg<ffi::AnyBuffer>()  // key [n_src, H, C]
+      .template Arg<ffi::AnyBuffer>()  // value [n_src, H, C]
+      .template Arg<ffi::AnyBuffer>()  // edge_feat [E, H, C] or [0]
+      .template Arg<ffi::AnyBuffer>()  // dst_info [n_dst, 2, H] = (lse, delta)
+      .template Arg<ffi::AnyBuffer>()  // grad of out [n_dst, H, C]
+      .template Ret<ffi::AnyBuffer>()  // grad_key [n_src, H, C]
+      .template Ret<ffi::AnyBuffer>()  // grad_value [n_src, H, C]
+      .template Attr<double>("scale")
+      .template Attr<bool>("has_edge");
 }
 
 }  // namespace jgo

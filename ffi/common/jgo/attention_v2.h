@@ -1,5 +1,5 @@
-// GATv2 (mha_gat_v2): the per-element math and the argument checks shared by the CPU and CUDA
-// handlers (cpu/attention_v2.cc, cuda/attention_v2.cu).
+// GATv2 (mha_gat_v2): the per-element math, the argument checks and the bindings shared by the CPU
+// and CUDA handlers (cpu/attention_v2.cc, cuda/attention_v2.cu).
 //
 // Per head h and edge e = (j -> i), with t_e = x_src[j,h,:] + x_dst[i,h,:] (+ edge_feat[e,h,:]):
 //   z_e   = <a[h], leaky_relu(t_e)>                     logit (t_e is never stored)
@@ -100,6 +100,58 @@ inline ffi::ErrorOr<GatArgs> CheckGatv2(const char* fn, const ffi::AnyBuffer& of
     if (auto e = detail::Expect(fn, "grad", *grad, {r.n_dst, r.heads, r.dim}); e.failure()) return ffi::Unexpected(e);
   }
   return r;
+}
+
+template <typename... Ctx>
+auto BindGatv2Fwd() {
+  return BindWith<Ctx...>()
+      .template Arg<ffi::AnyBuffer>()  // csc offsets
+      .template Arg<ffi::AnyBuffer>()  // csc sources
+      .template Arg<ffi::AnyBuffer>()  // csc edge ids
+      .template Arg<ffi::AnyBuffer>()  // x_src [n_src, H, C]
+      .template Arg<ffi::AnyBuffer>()  // x_dst [n_dst, H, C]
+      .template Arg<ffi::AnyBuffer>()  // attn_weights [H, C]
+      .template Arg<ffi::AnyBuffer>()  // edge_feat [E, H, C] or [0]
+      .template Ret<ffi::AnyBuffer>()  // out [n_dst, H, C]
+      .template Ret<ffi::AnyBuffer>()  // lse [n_dst, H]
+      .template Attr<double>("negative_slope")
+      .template Attr<bool>("has_edge");
+}
+
+template <typename... Ctx>
+auto BindGatv2BwdDst() {
+  return BindWith<Ctx...>()
+      .template Arg<ffi::AnyBuffer>()  // csc offsets
+      .template Arg<ffi::AnyBuffer>()  // csc sources
+      .template Arg<ffi::AnyBuffer>()  // csc edge ids
+      .template Arg<ffi::AnyBuffer>()  // x_src [n_src, H, C]
+      .template Arg<ffi::AnyBuffer>()  // x_dst [n_dst, H, C]
+      .template Arg<ffi::AnyBuffer>()  // attn_weights [H, C]
+      .template Arg<ffi::AnyBuffer>()  // edge_feat [E, H, C] or [0]
+      .template Arg<ffi::AnyBuffer>()  // dst_info [n_dst, 2, H] = (lse, delta)
+      .template Arg<ffi::AnyBuffer>()  // grad of out [n_dst, H, C]
+      .template Ret<ffi::AnyBuffer>()  // grad_x_dst [n_dst, H, C]
+      .template Ret<ffi::AnyBuffer>()  // grad_attn_rows [n_dst, H, C] (summed over rows by JAX)
+      .template Ret<ffi::AnyBuffer>()  // grad_edge_feat [E, H, C] or [0]
+      .template Attr<double>("negative_slope")
+      .template Attr<bool>("has_edge");
+}
+
+template <typename... Ctx>
+auto BindGatv2BwdSrc() {
+  return BindWith<Ctx...>()
+      .template Arg<ffi::AnyBuffer>()  // csr offsets
+      .template Arg<ffi::AnyBuffer>()  // csr destinations
+      .template Arg<ffi::AnyBuffer>()  // csr edge ids
+      .template Arg<ffi::AnyBuffer>()  // x_src [n_src, H, C]
+      .template Arg<ffi::AnyBuffer>()  // x_dst [n_dst, H, C]
+      .template Arg<ffi::AnyBuffer>()  // attn_weights [H, C]
+      .template Arg<ffi::AnyBuffer>()  // edge_feat [E, H, C] or [0]
+      .template Arg<ffi::AnyBuffer>()  // dst_info [n_dst, 2, H] = (lse, delta)
+      .template Arg<ffi::AnyBuffer>()  // grad of out [n_dst, H, C]
+      .template Ret<ffi::AnyBuffer>()  // grad_x_src [n_src, H, C]
+      .template Attr<double>("negative_slope")
+      .template Attr<bool>("has_edge");
 }
 
 }  // namespace jgo

@@ -1,4 +1,4 @@
-// Shape checks of the DimeNet++ triplet handlers, shared by the CPU and CUDA twins.
+// Shape checks and bindings of the DimeNet++ triplet handlers, shared by the CPU and CUDA twins.
 //
 // Float operands, the point then the direction: vec [E,3], A [E,7*M], emb [E,C] or [0],
 // W_b [C,M], W_b^T [M,C], grad [E,C] or [0]; the direction has the same shapes or is [0] (absent;
@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "jgo/args.h"
 #include "jgo/dimenet.h"
@@ -70,6 +71,46 @@ DimenetOperands<T> OperandsOf(const ffi::AnyBuffer* ops, const DimenetArgs& a) {
   auto ptr = [&](int i) -> const T* { return ops[i].element_count() ? ops[i].typed_data<T>() : nullptr; };
   return DimenetOperands<T>{ptr(0), ptr(1), ptr(2), ptr(3), ptr(4),  ptr(5),
                             ptr(6), ptr(7), ptr(8), ptr(9), ptr(10), ptr(11), a.C, a.M};
+}
+
+namespace detail {
+// b followed by the last N of the float operands: the point u then the direction u' (absent: [0]),
+// each vec [E,3], A [E,7*M], emb [E,C], W_b [C,M], W_b^T [M,C], grad [E,C].
+template <int N = kDimenetOperands, typename B>
+auto WithDimenetOperands(B&& b) {
+  if constexpr (N == 1) {
+    return std::move(b).template Arg<ffi::AnyBuffer>();
+  } else {
+    return WithDimenetOperands<N - 1>(std::move(b).template Arg<ffi::AnyBuffer>());
+  }
+}
+}  // namespace detail
+
+template <typename... Ctx>
+auto BindDimenetIn() {
+  auto indices = BindWith<Ctx...>()
+                     .template Arg<ffi::AnyBuffer>()   // in_offsets [E+1]
+                     .template Arg<ffi::AnyBuffer>()   // in_out [T]
+                     .template Arg<ffi::AnyBuffer>();  // in_pos [T]
+  return detail::WithDimenetOperands(std::move(indices))
+      .template Ret<ffi::AnyBuffer>()  // vec component, e_in part [E,3] or [0]
+      .template Ret<ffi::AnyBuffer>()  // A component [E,7*M] or [0]
+      .template Ret<ffi::AnyBuffer>()  // emb component [E,C] or [0]
+      .template Ret<ffi::AnyBuffer>()  // W_b component [C,M] or [0]
+      .template Ret<ffi::AnyBuffer>()  // coef [T,2] or [0]
+      .template Attr<int64_t>("outputs");
+}
+
+template <typename... Ctx>
+auto BindDimenetOut() {
+  auto indices = BindWith<Ctx...>()
+                     .template Arg<ffi::AnyBuffer>()   // out_offsets [E+1]
+                     .template Arg<ffi::AnyBuffer>();  // out_in [T]
+  return detail::WithDimenetOperands(std::move(indices))
+      .template Arg<ffi::AnyBuffer>()  // coef [T,2] or [0]
+      .template Ret<ffi::AnyBuffer>()  // grad component [E,C] or [0]
+      .template Ret<ffi::AnyBuffer>()  // vec component, e_out part [E,3] or [0]
+      .template Attr<int64_t>("outputs");
 }
 
 }  // namespace jgo

@@ -1,4 +1,4 @@
-// Argument decoding and shape checks of the gno_conv handlers, identical on CPU and CUDA.
+// Argument decoding, shape checks and bindings of the gno_conv handlers, identical on CPU and CUDA.
 //
 // jgo_gno_fwd      (csc_offsets, csc_src, csc_eid, f [Ns,Cin], dx [E,d], U [H,d], b_u [H], Vb, w [E] | [0])
 //                  -> out [Nd,Cout]                    Vb: matrix [Cin, H+1, Cout], diagonal [C, H+1]
@@ -98,6 +98,23 @@ inline ffi::Error CheckGnoFwdResult(const GnoArgs& a, const ffi::AnyBuffer& out,
   return detail::Expect("gno_fwd", "out", out, {a.n_dst, a.c_out});
 }
 
+template <typename... Ctx>
+auto BindGnoFwd() {
+  return BindWith<Ctx...>()
+      .template Arg<ffi::AnyBuffer>()  // csc offsets
+      .template Arg<ffi::AnyBuffer>()  // csc sources
+      .template Arg<ffi::AnyBuffer>()  // csc edge ids
+      .template Arg<ffi::AnyBuffer>()  // f [n_src, c_in]
+      .template Arg<ffi::AnyBuffer>()  // dx [E, d]
+      .template Arg<ffi::AnyBuffer>()  // U [H, d]
+      .template Arg<ffi::AnyBuffer>()  // b_u [H]
+      .template Arg<ffi::AnyBuffer>()  // Vb [c_in, H+1, c_out] or [c, H+1]
+      .template Arg<ffi::AnyBuffer>()  // w [E] or [0]
+      .template Ret<ffi::AnyBuffer>()  // out [n_dst, c_out]
+      .template Attr<bool>("diagonal")
+      .template Attr<bool>("has_weight");
+}
+
 inline ffi::Error CheckGnoBwdSrcResults(const GnoArgs& a, const ffi::AnyBuffer& grad_f, const ffi::AnyBuffer& grad_vb,
                                         ffi::DataType ft) {
   if (grad_f.element_type() != ft || grad_vb.element_type() != ft)
@@ -105,6 +122,25 @@ inline ffi::Error CheckGnoBwdSrcResults(const GnoArgs& a, const ffi::AnyBuffer& 
   if (auto e = detail::Expect("gno_bwd_src", "grad_f", grad_f, {a.n_src, a.c_in}); e.failure()) return e;
   if (a.diagonal) return detail::Expect("gno_bwd_src", "grad_Vb", grad_vb, {a.c_in, a.units()});
   return detail::Expect("gno_bwd_src", "grad_Vb", grad_vb, {a.c_in, a.c_out, a.units()});
+}
+
+template <typename... Ctx>
+auto BindGnoBwdSrc() {
+  return BindWith<Ctx...>()
+      .template Arg<ffi::AnyBuffer>()  // csr offsets
+      .template Arg<ffi::AnyBuffer>()  // csr destinations
+      .template Arg<ffi::AnyBuffer>()  // csr edge ids
+      .template Arg<ffi::AnyBuffer>()  // f [n_src, c_in]
+      .template Arg<ffi::AnyBuffer>()  // dx [E, d]
+      .template Arg<ffi::AnyBuffer>()  // U [H, d]
+      .template Arg<ffi::AnyBuffer>()  // b_u [H]
+      .template Arg<ffi::AnyBuffer>()  // Vb [c_out, H+1, c_in] or [c, H+1]
+      .template Arg<ffi::AnyBuffer>()  // w [E] or [0]
+      .template Arg<ffi::AnyBuffer>()  // G [n_dst, c_out]
+      .template Ret<ffi::AnyBuffer>()  // grad_f [n_src, c_in]
+      .template Ret<ffi::AnyBuffer>()  // grad_Vb [c_in, c_out, H+1] or [c, H+1]
+      .template Attr<bool>("diagonal")
+      .template Attr<bool>("has_weight");
 }
 
 inline ffi::Error CheckGnoBwdDstResults(const GnoArgs& a, const ffi::AnyBuffer& grad_dx, const ffi::AnyBuffer& grad_u,
@@ -119,6 +155,27 @@ inline ffi::Error CheckGnoBwdDstResults(const GnoArgs& a, const ffi::AnyBuffer& 
   if (auto e = detail::Expect(fn, "grad_b_u", grad_bu, {a.hidden}); e.failure()) return e;
   if (a.has_weight) return detail::Expect(fn, "grad_w", grad_w, {a.n_edges});
   return ffi::Error::Success();
+}
+
+template <typename... Ctx>
+auto BindGnoBwdDst() {
+  return BindWith<Ctx...>()
+      .template Arg<ffi::AnyBuffer>()  // csc offsets
+      .template Arg<ffi::AnyBuffer>()  // csc sources
+      .template Arg<ffi::AnyBuffer>()  // csc edge ids
+      .template Arg<ffi::AnyBuffer>()  // f [n_src, c_in]
+      .template Arg<ffi::AnyBuffer>()  // dx [E, d]
+      .template Arg<ffi::AnyBuffer>()  // U [H, d]
+      .template Arg<ffi::AnyBuffer>()  // b_u [H]
+      .template Arg<ffi::AnyBuffer>()  // Vb [c_out, c_in, H+1] or [c, H+1]
+      .template Arg<ffi::AnyBuffer>()  // w [E] or [0]
+      .template Arg<ffi::AnyBuffer>()  // G [n_dst, c_out]
+      .template Ret<ffi::AnyBuffer>()  // grad_dx [E, d]
+      .template Ret<ffi::AnyBuffer>()  // grad_U [H, d]
+      .template Ret<ffi::AnyBuffer>()  // grad_b_u [H]
+      .template Ret<ffi::AnyBuffer>()  // grad_w [E] or [0]
+      .template Attr<bool>("diagonal")
+      .template Attr<bool>("has_weight");
 }
 
 }  // namespace jgo
