@@ -1,4 +1,4 @@
-// The extension module: {FFI target name -> handler capsule} for each platform.
+// The extension module: {FFI target name -> handler capsule} for each platform, from targets.h.
 #include <nanobind/nanobind.h>
 
 #include "handlers.h"
@@ -12,48 +12,28 @@ nb::capsule Capsule(Fn* fn) {
 }
 }  // namespace
 
+// d[target name] = the capsule of the target's handler on one platform.
+#define JGO_CPU_ENTRY(target, Stem) d[#target] = Capsule(Jgo##Stem##Cpu);
+#define JGO_CUDA_ENTRY(target, Stem) d[#target] = Capsule(Jgo##Stem##Cuda);
+#define JGO_CUDA_EMULATION_ENTRY(target, Stem) d[#target] = Capsule(Jgo##Stem##CudaEmulation);
+
 NB_MODULE(_ext, m) {
   m.def("cpu_targets", [] {
     nb::dict d;
-    d["jgo_spmm"] = Capsule(JgoSpmmCpu);
-    d["jgo_sddmm"] = Capsule(JgoSddmmCpu);
-    d["jgo_edge_softmax"] = Capsule(JgoEdgeSoftmaxCpu);
-    d["jgo_gat_fwd"] = Capsule(JgoGatFwdCpu);
-    d["jgo_gat_bwd_dst"] = Capsule(JgoGatBwdDstCpu);
-    d["jgo_gat_bwd_src"] = Capsule(JgoGatBwdSrcCpu);
-    d["jgo_gatv2_fwd"] = Capsule(JgoGatv2FwdCpu);
-    d["jgo_gatv2_bwd_dst"] = Capsule(JgoGatv2BwdDstCpu);
-    d["jgo_gatv2_bwd_src"] = Capsule(JgoGatv2BwdSrcCpu);
-    d["jgo_mha_simple_fwd"] = Capsule(JgoMhaSimpleFwdCpu);
-    d["jgo_mha_simple_bwd_dst"] = Capsule(JgoMhaSimpleBwdDstCpu);
-    d["jgo_mha_simple_bwd_src"] = Capsule(JgoMhaSimpleBwdSrcCpu);
-    d["jgo_gno_fwd"] = Capsule(JgoGnoFwdCpu);
-    d["jgo_gno_bwd_src"] = Capsule(JgoGnoBwdSrcCpu);
-    d["jgo_gno_bwd_dst"] = Capsule(JgoGnoBwdDstCpu);
-    d["jgo_dimenet_in"] = Capsule(JgoDimenetInCpu);
-    d["jgo_dimenet_out"] = Capsule(JgoDimenetOutCpu);
+    JGO_TARGETS(JGO_CPU_ENTRY)
     return d;
   });
   m.def("cuda_targets", [] {
     nb::dict d;
 #ifdef JGO_WITH_CUDA
-    d["jgo_spmm"] = Capsule(JgoSpmmCuda);
-    d["jgo_sddmm"] = Capsule(JgoSddmmCuda);
-    d["jgo_edge_softmax"] = Capsule(JgoEdgeSoftmaxCuda);
-    d["jgo_gat_fwd"] = Capsule(JgoGatFwdCuda);
-    d["jgo_gat_bwd_dst"] = Capsule(JgoGatBwdDstCuda);
-    d["jgo_gat_bwd_src"] = Capsule(JgoGatBwdSrcCuda);
-    d["jgo_gatv2_fwd"] = Capsule(JgoGatv2FwdCuda);
-    d["jgo_gatv2_bwd_dst"] = Capsule(JgoGatv2BwdDstCuda);
-    d["jgo_gatv2_bwd_src"] = Capsule(JgoGatv2BwdSrcCuda);
-    d["jgo_mha_simple_fwd"] = Capsule(JgoMhaSimpleFwdCuda);
-    d["jgo_mha_simple_bwd_dst"] = Capsule(JgoMhaSimpleBwdDstCuda);
-    d["jgo_mha_simple_bwd_src"] = Capsule(JgoMhaSimpleBwdSrcCuda);
-    d["jgo_gno_fwd"] = Capsule(JgoGnoFwdCuda);
-    d["jgo_gno_bwd_src"] = Capsule(JgoGnoBwdSrcCuda);
-    d["jgo_gno_bwd_dst"] = Capsule(JgoGnoBwdDstCuda);
-    d["jgo_dimenet_in"] = Capsule(JgoDimenetInCuda);
-    d["jgo_dimenet_out"] = Capsule(JgoDimenetOutCuda);
+    JGO_TARGETS(JGO_CUDA_ENTRY)
+#endif
+    return d;
+  });
+  m.def("cuda_emulation_targets", [] {
+    nb::dict d;
+#ifdef JGO_WITH_CUDA_EMULATION
+    JGO_TARGETS(JGO_CUDA_EMULATION_ENTRY)
 #endif
     return d;
   });
@@ -61,5 +41,10 @@ NB_MODULE(_ext, m) {
   m.attr("with_cuda") = true;
 #else
   m.attr("with_cuda") = false;
+#endif
+#ifdef JGO_WITH_CUDA_EMULATION
+  m.attr("with_cuda_emulation") = true;
+#else
+  m.attr("with_cuda_emulation") = false;
 #endif
 }

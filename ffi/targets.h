@@ -1,0 +1,22 @@
+// Every FFI target, as X(target name, symbol stem): on each platform its handler is the symbol
+// Jgo<Stem>Cpu, Jgo<Stem>Cuda or Jgo<Stem>CudaEmulation (handlers.h), registered by module.cc.
+#pragma once
+
+#define JGO_TARGETS(X)                       \
+  X(jgo_spmm, Spmm)                          \
+  X(jgo_sddmm, Sddmm)                        \
+  X(jgo_edge_softmax, EdgeSoftmax)           \
+  X(jgo_gat_fwd, GatFwd)                     \
+  X(jgo_gat_bwd_dst, GatBwdDst)              \
+  X(jgo_gat_bwd_src, GatBwdSrc)              \
+  X(jgo_gatv2_fwd, Gatv2Fwd)                 \
+  X(jgo_gatv2_bwd_dst, Gatv2BwdDst)          \
+  X(jgo_gatv2_bwd_src, Gatv2BwdSrc)          \
+  X(jgo_mha_simple_fwd, MhaSimpleFwd)        \
+  X(jgo_mha_simple_bwd_dst, MhaSimpleBwdDst) \
+  X(jgo_mha_simple_bwd_src, MhaSimpleBwdSrc) \
+  X(jgo_gno_fwd, GnoFwd)                     \
+  X(jgo_gno_bwd_src, GnoBwdSrc)              \
+  X(jgo_gno_bwd_dst, GnoBwdDst)              \
+  X(jgo_dimenet_in, DimenetIn)               \
+  X(jgo_dimenet_out, DimenetOut)
