@@ -10,7 +10,7 @@ Every op is an XLA FFI kernel (C++ on CPU, CUDA on GPU) wrapped as a JAX primiti
 """
 
 from . import dimenet
-from ._backend import with_cuda
+from ._backend import kernel_platform, with_cuda
 from .graph import BatchedGraph, Graph, batch, pad, padding_masks
 from .neighbors import knn_graph, radius_graph
 from .ops.aggregation import agg_concat, agg_simple, agg_weighted, pool
@@ -34,6 +34,7 @@ __all__ = [
     "gno_conv",
     "gsddmm",
     "gspmm",
+    "kernel_platform",
     "knn_graph",
     "mha_gat",
     "mha_gat_v2",

@@ -1,12 +1,39 @@
-"""Loads the compiled extension and registers its FFI targets with XLA."""
+"""Loads the compiled extension and registers its FFI targets with XLA.
+
+Which handlers serve XLA's CPU platform is chosen once, at import, by the environment variable
+``JGO_KERNELS``:
+
+- unset, ``auto`` or ``cpu``: the C++ CPU handlers;
+- ``cuda-emulation``: the CUDA handlers compiled as host C++ against the project's emulated CUDA
+  runtime (a build with ``JGO_CUDA_EMULATION=ON``), registered under the same target names, so
+  every op on the CPU runs the CUDA code path: CUDA's mixed precision and its policy for malformed
+  indices included;
+- ``cuda``: the real CUDA handlers are required (an error at import if the build has none).
+
+The CUDA handlers, when built, always serve XLA's CUDA platform.
+"""
 
 from __future__ import annotations
+
+import os
 
 import jax
 
 from . import _ext
 
-for _name, _capsule in _ext.cpu_targets().items():
+KERNELS_CHOICES = ("auto", "cpu", "cuda", "cuda-emulation")
+KERNELS = os.environ.get("JGO_KERNELS", "").strip().lower() or "auto"
+if KERNELS not in KERNELS_CHOICES:
+    raise ImportError(f"jaxgraphops: JGO_KERNELS={KERNELS!r} is not one of {', '.join(KERNELS_CHOICES)}")
+if KERNELS == "cuda-emulation" and not _ext.with_cuda_emulation:
+    raise ImportError("jaxgraphops: JGO_KERNELS=cuda-emulation needs a build with the emulated CUDA handlers: "
+                      "reinstall with JGO_CUDA_EMULATION=ON in the environment of pip install")
+if KERNELS == "cuda" and not _ext.with_cuda:
+    raise ImportError("jaxgraphops: JGO_KERNELS=cuda needs a build with the CUDA handlers: "
+                      "reinstall with JGO_CUDA=ON (nvcc required)")
+
+_cpu_targets = _ext.cuda_emulation_targets() if KERNELS == "cuda-emulation" else _ext.cpu_targets()
+for _name, _capsule in _cpu_targets.items():
     jax.ffi.register_ffi_target(_name, _capsule, platform="cpu")
 # Registering for CUDA is lazy and harmless on machines without a GPU or CUDA plugin.
 for _name, _capsule in _ext.cuda_targets().items():
@@ -23,3 +50,28 @@ def with_cuda() -> bool:
     True
     """
     return bool(_ext.with_cuda)
+
+
+def emulating_cuda() -> bool:
+    """Whether the CPU platform runs the emulated CUDA handlers (``JGO_KERNELS=cuda-emulation``)."""
+    return KERNELS == "cuda-emulation"
+
+
+def kernel_platform() -> str:
+    """Which handlers run the ops on JAX's default backend.
+
+    ``"cpu"`` (the C++ CPU kernels), ``"cuda"`` (the CUDA kernels on a GPU), ``"cuda-emulation"``
+    (the CUDA kernels on the emulated CUDA runtime, on the CPU; set ``JGO_KERNELS=cuda-emulation``
+    before import), or ``"xla"`` where no kernel exists for the backend and the ops lower to their
+    pure-JAX reference (a GPU without the CUDA build, a TPU).
+
+    >>> import jaxgraphops as jgo
+    >>> jgo.kernel_platform() in ("cpu", "cuda", "cuda-emulation", "xla")
+    True
+    """
+    backend = jax.default_backend()
+    if backend == "cpu":
+        return "cuda-emulation" if emulating_cuda() else "cpu"
+    if backend in ("gpu", "cuda") and with_cuda():
+        return "cuda"
+    return "xla"

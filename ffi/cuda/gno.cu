@@ -33,18 +33,6 @@ namespace {
 
 constexpr int64_t kGnoBlocks = 256;  // blocks per pass: bounds the per-block scratch
 
-// Launches `blocks` blocks of kBlock threads with `smem` bytes of dynamic shared memory and
-// reports a failed launch (the grid-stride counterpart of Launch in launch.cuh).
-template <typename... Params, typename... Args>
-ffi::Error LaunchBlocks(const char* name, void (*kernel)(Params...), int64_t blocks, size_t smem, cudaStream_t stream,
-                        Args... args) {
-  if (blocks == 0) return ffi::Error::Success();
-  kernel<<<static_cast<unsigned>(blocks), kBlock, smem, stream>>>(args...);
-  const cudaError_t err = cudaGetLastError();
-  if (err == cudaSuccess) return ffi::Error::Success();
-  return ffi::Error::Internal(std::string("jaxgraphops: ") + name + ": " + cudaGetErrorString(err));
-}
-
 // y[o] (= or +=) sum_q W[q * N + o] acc[q] for o < N, by the whole block: thread groups split q,
 // lanes of a group take adjacent o (coalesced reads of W), partial sums meet in `red` [blockDim].
 template <typename T>
@@ -109,15 +97,28 @@ ffi::ErrorOr<T*> Scratch(CudaScratch& scratch, int64_t count, cudaStream_t strea
 
 inline int64_t Blocks(int64_t rows) { return std::min<int64_t>(rows, kGnoBlocks); }
 
+// Elements of the per-block vectors of a pass over rows with `features` gathered features:
+// pre-activations [H], hidden units [H+1], their gradients or the row [H+1], the row or G
+// [features], and the partial sums of BlockContract [kBlock].
+__host__ __device__ inline int64_t VectorLength(const GnoArgs& a, int64_t features) {
+  return a.hidden + 2 * a.units() + features + kBlock;
+}
+
+// The per-block vectors: dynamic shared memory, or this block's slice of `global` when they do not
+// fit in it (hidden widths of thousands).
+template <typename T>
+__device__ __forceinline__ T* BlockVectors(T* global, int64_t len) {
+  return global ? global + blockIdx.x * len : SharedMemory<T>();
+}
+
 // ---------------------------------------------------------------------------------------
 // jgo_gno_fwd: A_i[c, k] = sum_e w_e f_j[c] h~_e[k], out_i = Vb . A_i
 
 template <typename T, typename I, bool kWeight, bool kDiag>
 __global__ void GnoFwdKernel(GnoArgs a, const I* offsets, const I* nbr, const I* eid, const T* f, const T* dx,
-                             const T* U, const T* b_u, const T* Vb, const T* w, T* out, T* work) {
-  extern __shared__ unsigned char smem_raw[];
+                             const T* U, const T* b_u, const T* Vb, const T* w, T* out, T* work, T* vecs) {
   const int64_t P = a.units(), Cin = a.c_in, Q = Cin * P;
-  T* pre = reinterpret_cast<T*>(smem_raw);
+  T* pre = BlockVectors(vecs, VectorLength(a, Cin));
   T* hs = pre + a.hidden;
   T* xs = hs + P;
   T* red = xs + Cin;
@@ -150,9 +151,26 @@ __global__ void GnoFwdKernel(GnoArgs a, const I* offsets, const I* nbr, const I*
   }
 }
 
+// Where a pass keeps its per-block vectors: shared memory (`shared_bytes` > 0) when the device's
+// opt-in maximum per block allows, else global scratch (`global`).
 template <typename T>
-size_t SharedBytes(const GnoArgs& a, int64_t features) {
-  return sizeof(T) * (a.hidden + 2 * a.units() + features + kBlock);
+struct Vectors {
+  T* global;
+  size_t shared_bytes;
+};
+
+template <typename T>
+ffi::ErrorOr<Vectors<T>> PlaceVectors(CudaScratch& scratch, int64_t blocks, int64_t len, cudaStream_t stream,
+                                      const char* name) {
+  int device = 0, max_shared = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&max_shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess)
+    return ffi::Unexpected(ffi::Error::Internal(std::string("jaxgraphops: ") + name + ": no device attributes"));
+  const size_t bytes = sizeof(T) * len;
+  if (bytes <= static_cast<size_t>(max_shared)) return Vectors<T>{nullptr, bytes};
+  auto global = Scratch<T>(scratch, blocks * len, stream, name);
+  if (global.has_error()) return ffi::Unexpected(global.error());
+  return Vectors<T>{*global, 0};
 }
 
 template <typename T, typename I>
@@ -162,12 +180,14 @@ ffi::Error GnoFwdTyped(cudaStream_t stream, CudaScratch& scratch, const GnoArgs&
   const int64_t blocks = Blocks(a.n_rows);
   auto work = Scratch<T>(scratch, blocks * a.c_in * a.units(), stream, "jgo_gno_fwd");
   if (work.has_error()) return work.error();
+  auto vecs = PlaceVectors<T>(scratch, blocks, VectorLength(a, a.c_in), stream, "jgo_gno_fwd");
+  if (vecs.has_error()) return vecs.error();
   auto kernel = a.diagonal ? (a.has_weight ? GnoFwdKernel<T, I, true, true> : GnoFwdKernel<T, I, false, true>)
                            : (a.has_weight ? GnoFwdKernel<T, I, true, false> : GnoFwdKernel<T, I, false, false>);
-  return LaunchBlocks("jgo_gno_fwd", kernel, blocks, SharedBytes<T>(a, a.c_in), stream, a, offsets.typed_data<I>(),
+  return LaunchBlocks("jgo_gno_fwd", kernel, blocks, vecs->shared_bytes, stream, a, offsets.typed_data<I>(),
                       nbr.typed_data<I>(), eid.typed_data<I>(), f.typed_data<T>(), dx.typed_data<T>(),
                       U.typed_data<T>(), b_u.typed_data<T>(), Vb.typed_data<T>(),
-                      a.has_weight ? w.typed_data<T>() : nullptr, out.typed_data<T>(), *work);
+                      a.has_weight ? w.typed_data<T>() : nullptr, out.typed_data<T>(), *work, vecs->global);
 }
 
 ffi::Error GnoFwdCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr,
@@ -192,11 +212,10 @@ ffi::Error GnoFwdCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuffer o
 template <typename T, typename I, bool kWeight, bool kDiag>
 __global__ void GnoBwdSrcKernel(GnoArgs a, const I* offsets, const I* nbr, const I* eid, const T* f, const T* dx,
                                 const T* U, const T* b_u, const T* Vb, const T* w, const T* G, T* grad_f, T* work,
-                                T* part_vb) {
-  extern __shared__ unsigned char smem_raw[];
+                                T* part_vb, T* vecs) {
   const int64_t P = a.units(), Cin = a.c_in, Cout = a.c_out, Q = Cout * P;
   const int64_t L = kDiag ? Q : Cin * Q;
-  T* pre = reinterpret_cast<T*>(smem_raw);
+  T* pre = BlockVectors(vecs, VectorLength(a, Cout));
   T* hs = pre + a.hidden;
   T* xs = hs + P;
   T* red = xs + Cout;
@@ -242,10 +261,9 @@ __global__ void GnoBwdSrcKernel(GnoArgs a, const I* offsets, const I* nbr, const
 template <typename T, typename I, bool kWeight, bool kDiag>
 __global__ void GnoBwdDstKernel(GnoArgs a, const I* offsets, const I* nbr, const I* eid, const T* f, const T* dx,
                                 const T* U, const T* b_u, const T* Vb, const T* w, const T* G, T* grad_dx, T* grad_w,
-                                T* work, T* part_u) {
-  extern __shared__ unsigned char smem_raw[];
+                                T* work, T* part_u, T* vecs) {
   const int64_t H = a.hidden, P = a.units(), Cin = a.c_in, Cout = a.c_out, Q = Cin * P, d = a.dim;
-  T* pre = reinterpret_cast<T*>(smem_raw);
+  T* pre = BlockVectors(vecs, VectorLength(a, Cin));
   T* hs = pre + H;
   T* ts = hs + P;
   T* fs = ts + P;
@@ -313,6 +331,8 @@ ffi::Error GnoBwdTyped(cudaStream_t stream, CudaScratch& scratch, const GnoArgs&
   if (work.has_error()) return work.error();
   auto part = Scratch<T>(scratch, std::max<int64_t>(blocks, 1) * part_len, stream, name);
   if (part.has_error()) return part.error();
+  auto vecs = PlaceVectors<T>(scratch, blocks, VectorLength(a, by_src ? a.c_out : a.c_in), stream, name);
+  if (vecs.has_error()) return vecs.error();
   const I *o = offsets.typed_data<I>(), *n = nbr.typed_data<I>(), *e = eid.typed_data<I>();
   const T *fd = f.typed_data<T>(), *xd = dx.typed_data<T>(), *ud = U.typed_data<T>(), *bd = b_u.typed_data<T>();
   const T *vd = Vb.typed_data<T>(), *gd = G.typed_data<T>();
@@ -321,8 +341,8 @@ ffi::Error GnoBwdTyped(cudaStream_t stream, CudaScratch& scratch, const GnoArgs&
   if (by_src) {
     auto kernel = a.diagonal ? (a.has_weight ? GnoBwdSrcKernel<T, I, true, true> : GnoBwdSrcKernel<T, I, false, true>)
                              : (a.has_weight ? GnoBwdSrcKernel<T, I, true, false> : GnoBwdSrcKernel<T, I, false, false>);
-    err = LaunchBlocks(name, kernel, blocks, SharedBytes<T>(a, a.c_out), stream, a, o, n, e, fd, xd, ud, bd, vd, wd,
-                       gd, results[0].typed_data<T>(), *work, *part);
+    err = LaunchBlocks(name, kernel, blocks, vecs->shared_bytes, stream, a, o, n, e, fd, xd, ud, bd, vd, wd, gd,
+                       results[0].typed_data<T>(), *work, *part, vecs->global);
     if (err.failure()) return err;
     return Launch(name, SumPartialsKernel<T>, part_len, stream, static_cast<const T*>(*part), blocks, part_len,
                   part_len, results[1].typed_data<T>());
@@ -334,8 +354,8 @@ ffi::Error GnoBwdTyped(cudaStream_t stream, CudaScratch& scratch, const GnoArgs&
     return ffi::Error::Internal(std::string("jaxgraphops: ") + name + ": cudaMemsetAsync failed");
   auto kernel = a.diagonal ? (a.has_weight ? GnoBwdDstKernel<T, I, true, true> : GnoBwdDstKernel<T, I, false, true>)
                            : (a.has_weight ? GnoBwdDstKernel<T, I, true, false> : GnoBwdDstKernel<T, I, false, false>);
-  err = LaunchBlocks(name, kernel, blocks, SharedBytes<T>(a, a.c_in), stream, a, o, n, e, fd, xd, ud, bd, vd, wd, gd,
-                     results[0].typed_data<T>(), gw, *work, *part);
+  err = LaunchBlocks(name, kernel, blocks, vecs->shared_bytes, stream, a, o, n, e, fd, xd, ud, bd, vd, wd, gd,
+                     results[0].typed_data<T>(), gw, *work, *part, vecs->global);
   if (err.failure()) return err;
   const T* parts = *part;
   err = Launch(name, SumPartialsKernel<T>, a.hidden * a.dim, stream, parts, blocks, part_len, a.hidden * a.dim,

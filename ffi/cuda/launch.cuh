@@ -1,5 +1,9 @@
-// CUDA helpers shared by the handlers: grid-stride indexing, lane groups, a checked launch and the
-// handler definition.
+// CUDA helpers shared by the handlers: grid-stride indexing, lane groups, shared memory, the FFI
+// contexts and the one checked launch every kernel goes through.
+//
+// With JGO_CUDA_EMULATION the same sources compile as host C++ against ffi/cuda_emulation (the
+// emulated CUDA platform); the launch statement, the dynamic shared memory accessor and the two
+// context types below are the only places where the two builds differ.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -10,17 +14,33 @@
 
 #include "xla/ffi/api/ffi.h"
 
+#ifdef JGO_CUDA_EMULATION
+#include "jgo_emulation/ffi_context.h"
+#define JGO_CUDA_PLATFORM cuda_emulation
+#else
+#define JGO_CUDA_PLATFORM cuda
+#endif
+
 namespace jgo {
 namespace ffi = xla::ffi;
+// The real and the emulated helpers live in one extension: distinct namespaces keep their
+// definitions apart.
+inline namespace JGO_CUDA_PLATFORM {
 
-// The context types of the CUDA handlers.
+// The FFI contexts of the CUDA handlers: the stream, and scratch memory.
+#ifdef JGO_CUDA_EMULATION
+using CudaStream = ::jgo_emulation::StreamContext;
+using CudaScratch = ::jgo_emulation::HostScratch;
+#else
 using CudaStream = ffi::PlatformStream<cudaStream_t>;
 using CudaScratch = ffi::ScratchAllocator;
+#endif
 
 constexpr int kBlock = 256;              // threads per block, a multiple of the warp size
 constexpr int64_t kMaxBlocks = 1 << 16;  // grid-stride loops cover the rest
 constexpr int kWarp = 32;
 constexpr unsigned kFullMask = 0xffffffffu;
+constexpr size_t kDefaultSharedBytes = 48 << 10;  // dynamic shared memory without opting in
 
 __device__ __forceinline__ int64_t ThreadIndex() { return blockIdx.x * int64_t(blockDim.x) + threadIdx.x; }
 __device__ __forceinline__ int64_t ThreadCount() { return gridDim.x * int64_t(blockDim.x); }
@@ -48,17 +68,47 @@ __device__ __forceinline__ T GroupSum(T v, unsigned mask, int group) {
   return v;
 }
 
-// Launches kernel over `threads` threads (none when 0) and reports a failed launch.
+// The block's dynamic shared memory (the launch's `shared_bytes`), as T*.
+template <typename T>
+__device__ __forceinline__ T* SharedMemory() {
+#ifdef JGO_CUDA_EMULATION
+  return static_cast<T*>(::jgo_emulation::DynamicShared());
+#else
+  extern __shared__ __align__(16) unsigned char jgo_dynamic_shared[];
+  return reinterpret_cast<T*>(jgo_dynamic_shared);
+#endif
+}
+
+// Launches kernel on `blocks` blocks of kBlock threads with `shared_bytes` of dynamic shared memory
+// (raising the kernel's limit when above 48 KiB) and reports a failed launch.
 template <typename... Params, typename... Args>
-ffi::Error Launch(const char* name, void (*kernel)(Params...), int64_t threads, cudaStream_t stream, Args... args) {
-  if (threads == 0) return ffi::Error::Success();
-  const int64_t blocks = std::min<int64_t>((threads + kBlock - 1) / kBlock, kMaxBlocks);
-  kernel<<<static_cast<unsigned>(blocks), kBlock, 0, stream>>>(args...);
-  const cudaError_t err = cudaGetLastError();
+ffi::Error LaunchBlocks(const char* name, void (*kernel)(Params...), int64_t blocks, size_t shared_bytes,
+                        cudaStream_t stream, Args... args) {
+  if (blocks == 0) return ffi::Error::Success();
+  cudaError_t err = cudaSuccess;
+  if (shared_bytes > kDefaultSharedBytes)
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes));
+  if (err == cudaSuccess) {
+#ifdef JGO_CUDA_EMULATION
+    ::jgo_emulation::LaunchKernel(name, kernel, dim3(static_cast<unsigned>(blocks)), dim3(kBlock), shared_bytes, stream,
+                                  args...);
+#else
+    kernel<<<static_cast<unsigned>(blocks), kBlock, shared_bytes, stream>>>(args...);
+#endif
+  }
+  const cudaError_t last = cudaGetLastError();  // also clears a failed attribute's error
+  if (err == cudaSuccess) err = last;
   if (err == cudaSuccess) return ffi::Error::Success();
   return ffi::Error::Internal(std::string("jaxgraphops: ") + name + ": " + cudaGetErrorString(err));
 }
 
+// Launches kernel over `threads` threads (none when 0), grid-stride beyond kMaxBlocks blocks.
+template <typename... Params, typename... Args>
+ffi::Error Launch(const char* name, void (*kernel)(Params...), int64_t threads, cudaStream_t stream, Args... args) {
+  return LaunchBlocks(name, kernel, std::min<int64_t>((threads + kBlock - 1) / kBlock, kMaxBlocks), 0, stream, args...);
+}
+
+}  // namespace JGO_CUDA_PLATFORM
 }  // namespace jgo
 
 // The handler symbol of a target: Jgo<Stem>Cuda, or Jgo<Stem>CudaEmulation where these files are

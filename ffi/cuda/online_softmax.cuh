@@ -9,6 +9,7 @@
 #include "jgo/attention.h"
 
 namespace jgo {
+inline namespace JGO_CUDA_PLATFORM {
 
 constexpr int kVec = 4;  // features held in registers per lane; wider heads take several chunks
 
@@ -54,4 +55,5 @@ __device__ void AttendRow(const I* nbr, const I* eid, int64_t begin, int64_t end
   }
 }
 
+}  // namespace JGO_CUDA_PLATFORM
 }  // namespace jgo

@@ -9,9 +9,11 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "cuda/launch.cuh"
 #include "jgo/args.h"
 
 namespace jgo {
+inline namespace JGO_CUDA_PLATFORM {
 
 // The compute type of a storage type: float for the half types, else the type itself.
 template <typename S>
@@ -75,4 +77,5 @@ ffi::Error DispatchStorage(ffi::DataType storage, ffi::DataType score, ffi::Data
   });
 }
 
+}  // namespace JGO_CUDA_PLATFORM
 }  // namespace jgo

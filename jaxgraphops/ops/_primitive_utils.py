@@ -79,14 +79,16 @@ def register_lowerings(prim, reference, ffi, *, multiple_results, abstract=None,
     With ``abstract`` (the primitive's abstract evaluation), half-precision operands are computed
     in float32 (:func:`in_float32`), except by the CUDA handler when ``cuda_half`` says it reads
     them itself. ``cuda_ffi`` replaces ``ffi`` on CUDA (e.g. to route shapes the CUDA kernels do
-    not take to ``reference``).
+    not take to ``reference``). With the emulated CUDA handlers on the CPU
+    (``JGO_KERNELS=cuda-emulation``) the CPU lowering is the CUDA one.
     """
     cuda_ffi = ffi if cuda_ffi is None else cuda_ffi
     if abstract is not None:
         cuda_ffi = cuda_ffi if cuda_half else in_float32(cuda_ffi, abstract)
         reference, ffi = in_float32(reference, abstract), in_float32(ffi, abstract)
     mlir.register_lowering(prim, mlir.lower_fun(reference, multiple_results=multiple_results))
-    mlir.register_lowering(prim, mlir.lower_fun(ffi, multiple_results=multiple_results), platform="cpu")
+    cpu = cuda_ffi if _backend.emulating_cuda() else ffi
+    mlir.register_lowering(prim, mlir.lower_fun(cpu, multiple_results=multiple_results), platform="cpu")
     cuda = cuda_ffi if _backend.with_cuda() else reference
     mlir.register_lowering(prim, mlir.lower_fun(cuda, multiple_results=multiple_results), platform="cuda")
 

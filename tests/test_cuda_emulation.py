@@ -1,0 +1,62 @@
+"""The emulated CUDA platform: the runtime's own tests (C++), the platform switch, and which
+handlers serve the CPU platform. The CUDA kernels themselves are exercised by the whole suite run
+with ``JGO_KERNELS=cuda-emulation``."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import jaxgraphops as jgo
+
+ROOT = Path(__file__).resolve().parent.parent
+EMULATION = ROOT / "ffi" / "cuda_emulation"
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to build the emulated runtime's C++ tests")
+def test_runtime(tmp_path):
+    """Barriers, shuffles (against PTX's definition), ballots, shared memory, atomics, launch limits,
+    half conversions and the misuse the runtime must report (ffi/cuda_emulation/tests/runtime_test.cc)."""
+    exe = tmp_path / "runtime_test"
+    subprocess.run(["g++", "-std=c++17", "-O1", f"-I{EMULATION}", str(EMULATION / "tests" / "runtime_test.cc"),
+                    str(EMULATION / "emulation.cc"), "-o", str(exe)], check=True)
+    run = subprocess.run([str(exe)], capture_output=True, text=True)
+    assert run.returncode == 0 and "0 failed" in run.stdout, run.stdout + run.stderr
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to build the emulated runtime's C++ tests")
+def test_thread_sanitizer_sees_kernel_races(tmp_path):
+    """Under ThreadSanitizer the runtime's fibers are TSan fibers ordered only by what CUDA orders
+    (launches, barriers): of the runtime tests' kernels exactly the two racy ones are reported,
+    a missing __syncthreads and two blocks sharing one global slot."""
+    exe = tmp_path / "runtime_test_tsan"
+    build = subprocess.run(["g++", "-std=c++17", "-O1", "-g", "-fsanitize=thread", f"-I{EMULATION}", "-c",
+                            str(EMULATION / "tests" / "runtime_test.cc"), "-o", str(tmp_path / "t.o")],
+                           capture_output=True, text=True)
+    if build.returncode != 0 and "tsan" in build.stderr.lower():
+        pytest.skip(f"no ThreadSanitizer runtime: {build.stderr[-200:]}")
+    assert build.returncode == 0, build.stderr
+    subprocess.run(["g++", "-std=c++17", "-O1", "-g", "-DJGO_EMULATION_TSAN", f"-I{EMULATION}", "-c",
+                    str(EMULATION / "emulation.cc"), "-o", str(tmp_path / "e.o")], check=True)
+    subprocess.run(["g++", "-fsanitize=thread", str(tmp_path / "t.o"), str(tmp_path / "e.o"), "-o", str(exe)],
+                   check=True)
+    run = subprocess.run([str(exe)], capture_output=True, text=True, env=dict(os.environ, TSAN_OPTIONS="exitcode=0"))
+    assert "0 failed" in run.stdout, run.stdout
+    racy = sorted(set(re.findall(r"WARNING: ThreadSanitizer: data race.*?\n.*?\n\s+#0 (\w+)", run.stderr, re.S)))
+    assert racy == ["RotateNoBarrier", "SharedScratchRace"], run.stderr[-3000:]
+
+
+def test_kernel_platform_follows_the_environment():
+    want = "cuda-emulation" if os.environ.get("JGO_KERNELS", "").strip().lower() == "cuda-emulation" else "cpu"
+    assert jgo.kernel_platform() == want
+
+
+def test_unknown_kernel_choice_is_an_import_error(tmp_path):
+    env = dict(os.environ, JGO_KERNELS="gpu")
+    run = subprocess.run([sys.executable, "-c", "import jaxgraphops"], cwd=tmp_path, env=env, capture_output=True,
+                         text=True)
+    assert run.returncode != 0 and "JGO_KERNELS='gpu' is not one of auto, cpu, cuda, cuda-emulation" in run.stderr

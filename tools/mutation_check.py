@@ -1,0 +1,183 @@
+"""Mutation check of the emulated CUDA platform: plants small bugs in copies of the CUDA sources and
+shows that the test suite, run through the emulated CUDA handlers, fails for every one.
+
+Each mutant is applied to a copy of the repository (never to this checkout); the copy is built
+once as an editable install with the emulated handlers, so a mutant only recompiles the file it
+touches. For each mutant the chosen test files run with ``JGO_KERNELS=cuda-emulation`` and stop
+at the first failure; mutants that plant a race are also replayed under ThreadSanitizer
+(``tools/sanitize.sh``) when ``--cases`` names recorded calls. Prints (and with ``--markdown``
+writes) the table of mutants and what caught each; exits 1 if any mutant survived.
+
+    python tools/mutation_check.py --work /tmp/jgo-mutants [--only ID ...] [--markdown docs/mutation.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclasses.dataclass(frozen=True)
+class Mutant:
+    id: str
+    what: str
+    file: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+    race: bool = False  # a race that only a sanitizer can see for sure
+
+
+MP, GAT, V2, SIMPLE = "tests/test_gspmm.py", "tests/test_attention.py", "tests/test_attention_v2.py", \
+    "tests/test_attention_simple.py"
+GNO, DIMENET, SDDMM = "tests/test_gno.py", "tests/test_dimenet.py", "tests/test_gsddmm_softmax.py"
+
+MUTANTS = (
+    Mutant("row-off-by-one", "spmm: a row stops one edge early (off-by-one in the row loop)",
+           "ffi/cuda/message_passing.cu",
+           "    const int64_t end = Clamp(offsets[r + 1], begin, a.n_edges);\n    for (int64_t f = lane;",
+           "    const int64_t end = Clamp(offsets[r + 1] - 1, begin, a.n_edges);\n    for (int64_t f = lane;", (MP,)),
+    Mutant("shuffle-mask", "GroupMask names lanes 0..g-1 for every group (a wrong shuffle mask)",
+           "ffi/cuda/launch.cuh", "((1u << group) - 1u) << ((threadIdx.x % kWarp) / group * group)",
+           "((1u << group) - 1u)", (GAT,)),
+    Mutant("shuffle-steps", "GroupSum skips the last butterfly step (a partial lane reduction)",
+           "ffi/cuda/launch.cuh", "offset > 0; offset /= 2", "offset > 1; offset /= 2", (GAT,)),
+    Mutant("dropped-syncthreads", "gno forward: the barrier between writing the hidden units and the outer product",
+           "ffi/cuda/gno.cu", "      __syncthreads();\n      BlockOuter(A, xs, Cin, hs, P);",
+           "      BlockOuter(A, xs, Cin, hs, P);", (GNO,)),
+    Mutant("dropped-syncthreads-bwd", "gno backward: the barrier after writing Q_i, read by every thread",
+           "ffi/cuda/gno.cu", "      __syncthreads();  // Qi is written; the previous edge's shared values are consumed\n",
+           "", (GNO,)),
+    Mutant("block-scratch-race", "gno forward: every block accumulates into the same scratch row (a race between blocks)",
+           "ffi/cuda/gno.cu", "  T* A = work + blockIdx.x * Q;", "  T* A = work;", (GNO,), race=True),
+    Mutant("undersized-shared", "gno: the per-block vectors lose BlockContract's kBlock partial sums",
+           "ffi/cuda/gno.cu", "return a.hidden + 2 * a.units() + features + kBlock;",
+           "return a.hidden + 2 * a.units() + features;", (GNO,)),
+    Mutant("sum-identity", "GAT backward: the per-destination sum of logit gradients starts at 1",
+           "ffi/cuda/attention.cu", "    T acc = T(0);\n    for (int64_t k = begin; k < end; ++k) {\n      const int64_t j = nbr[k], e = eid[k];\n      if (!InRange(j, a.n_src)",
+           "    T acc = T(1);\n    for (int64_t k = begin; k < end; ++k) {\n      const int64_t j = nbr[k], e = eid[k];\n      if (!InRange(j, a.n_src)",
+           (GAT,)),
+    Mutant("swapped-view", "sddmm: the row and neighbour of an edge swapped (src/dst views swapped)",
+           "ffi/cuda/message_passing.cu", "OperandRow(lhs, s.a_len, s.a_target, r, j, e)",
+           "OperandRow(lhs, s.a_len, s.a_target, j, r, e)", (SDDMM,)),
+    Mutant("half-format", "bfloat16 features read as float16 (a lost half-precision conversion)",
+           "ffi/cuda/storage.cuh", "if (storage == ffi::DataType::BF16) return fn(__nv_bfloat16{}, t, i);",
+           "if (storage == ffi::DataType::BF16) return fn(__half{}, t, i);", (SIMPLE,)),
+    Mutant("unchecked-index", "spmm: the out-of-range edge check removed (reads out of bounds on malformed graphs)",
+           "ffi/cuda/message_passing.cu",
+           "        if (!InRange(e, a.n_edges) || (kNeedNbr && !InRange(j, a.nbr_bound))) continue;\n",
+           "", (MP,)),
+    Mutant("force-term", "DimeNet++ second order: the dgamma term of the e_out direction gradient dropped",
+           "ffi/cuda/dimenet.cu", "gv[i] += dgamma * t.angle.gb[i] + gamma * t.angle.dgb[i];",
+           "gv[i] += gamma * t.angle.dgb[i];", (DIMENET,)),
+    Mutant("lse-every-lane", "online softmax: every lane of a group writes the row's log-sum-exp (a race)",
+           "ffi/cuda/online_softmax.cuh", "if (c0 == 0 && lane == 0) *lse_rh = SoftmaxLse(m, l);",
+           "if (c0 == 0) *lse_rh = SoftmaxLse(m, l) + T(lane);", (GAT, V2), race=True),
+)
+
+
+def run(cmd, cwd, env=None, timeout=1800):
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def copy_repository(work: Path) -> Path:
+    """A copy of the tracked and untracked (not ignored) files of this checkout."""
+    files = run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], ROOT).stdout.split()
+    dst = work / "repo"
+    if dst.exists():
+        shutil.rmtree(dst)
+    for f in files:
+        src = ROOT / f
+        if src.is_file():
+            (dst / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst / f)
+    return dst
+
+
+def build(repo: Path, python: str) -> None:
+    env = dict(os.environ, JGO_CUDA="OFF", JGO_CUDA_EMULATION="ON", CMAKE_BUILD_PARALLEL_LEVEL="2")
+    out = run([python, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "-Ceditable.rebuild=true",
+               f"-Cbuild-dir={repo / 'build' / 'mutants'}", "-e", "."], repo, env)
+    if out.returncode != 0:
+        sys.exit(f"building the copy failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+
+
+def first_failure(output: str) -> str | None:
+    m = re.search(r"^FAILED (\S+)", output, re.M) or re.search(r"^ERROR (\S+)", output, re.M)
+    return m.group(1) if m else None
+
+
+def check(m: Mutant, repo: Path, python: str, cases: Path | None) -> dict:
+    path = repo / m.file
+    original = path.read_text()
+    if original.count(m.old) != 1:
+        return {"mutant": m, "caught": None, "note": f"pattern found {original.count(m.old)} times"}
+    path.write_text(original.replace(m.old, m.new))
+    start = time.time()
+    try:
+        env = dict(os.environ, JGO_KERNELS="cuda-emulation")
+        out = run([python, "-m", "pytest", "-x", "-q", "-rfE", "-p", "no:cacheprovider", *m.tests], repo, env)
+        text = out.stdout + out.stderr
+        if "Error building" in text or "ninja: build stopped" in text:
+            return {"mutant": m, "caught": None, "note": "did not compile", "seconds": time.time() - start}
+        caught = first_failure(text) if out.returncode != 0 else None
+        sanitizer = None
+        if m.race and cases is not None:
+            san = run(["bash", "tools/sanitize.sh", "--tsan-only", str(cases)], repo)
+            sanitizer = "TSan: data race" if "ThreadSanitizer: data race" in san.stdout + san.stderr else "TSan: clean"
+        return {"mutant": m, "caught": caught, "sanitizer": sanitizer, "seconds": time.time() - start,
+                "note": "" if caught else text[-1500:]}
+    finally:
+        path.write_text(original)
+
+
+def table(results) -> str:
+    lines = ["| mutant | file | planted bug | caught by (first failing test) | sanitizer | s |",
+             "|---|---|---|---|---|---|"]
+    for r in results:
+        m = r["mutant"]
+        caught = f"`{r['caught']}`" if r["caught"] else f"**not caught** {r.get('note', '')[:80]}"
+        lines.append(f"| {m.id} | `{m.file}` | {m.what} | {caught} | {r.get('sanitizer') or ''} | "
+                     f"{r.get('seconds', 0):.0f} |")
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--work", type=Path, default=Path("/tmp/jgo-mutants"))
+    parser.add_argument("--python", default=sys.executable, help="a Python with the test extra installed")
+    parser.add_argument("--only", nargs="*", help="mutant ids")
+    parser.add_argument("--cases", type=Path, help="recorded FFI calls for the TSan replay of race mutants")
+    parser.add_argument("--markdown", type=Path, help="write the table into this file")
+    args = parser.parse_args()
+    mutants = [m for m in MUTANTS if not args.only or m.id in args.only]
+    args.work.mkdir(parents=True, exist_ok=True)
+    repo = copy_repository(args.work)
+    start = time.time()
+    build(repo, args.python)
+    print(f"built the copy in {time.time() - start:.0f} s", flush=True)
+    results = []
+    for m in mutants:
+        r = check(m, repo, args.python, args.cases)
+        results.append(r)
+        print(f"{m.id}: {r['caught'] or 'NOT CAUGHT'} ({r.get('seconds', 0):.0f} s)", flush=True)
+    text = table(results)
+    print(text)
+    if args.markdown:
+        args.markdown.write_text(text + "\n")
+    survivors = [r["mutant"].id for r in results if not r["caught"]]
+    print(f"{len(results) - len(survivors)} caught, {len(survivors)} survived" + (f": {survivors}" if survivors else ""))
+    sys.exit(1 if survivors else 0)
+
+
+if __name__ == "__main__":
+    main()
