@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# The verification that needs an NVIDIA GPU, in one command, on a machine with one (and nvcc):
+#
+#   bash tools/gpu_runbook.sh [LOG_DIR]        # LOG_DIR defaults to gpu-runbook-logs/
+#
+# Builds jaxgraphops with the CUDA handlers (JGO_CUDA=ON) into a fresh venv, shows the GPU and JAX's
+# devices, runs the test suite on the CUDA kernels (JGO_KERNELS=cuda), runs compute-sanitizer's
+# memcheck, racecheck and synccheck over one test file per op family, then writes the static GPU
+# resource table and the GPU peer report into BENCHMARKS.md. Each step logs to LOG_DIR/NN-step.log
+# and prints its time; a failed step does not stop the others; a summary ends the run, which exits
+# 1 if any step failed.
+#
+# Environment: PYTHON (default python3.11, whose CPU/GPU torch wheels the peer report needs),
+# JAX_CUDA (the jax extra that brings the GPU plugin: cuda13, the default, needs a driver for CUDA 13,
+# else cuda12), VENV (default .venv-gpu,
+# removed first), SANITIZE_KERNELS (compute-sanitizer's --kernel-name filter, default kns=jgo: our
+# kernels only; "all" checks XLA's too).
+# shellcheck disable=SC2317  # the step functions are called through step()
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+LOGS=$(mkdir -p "${1:-gpu-runbook-logs}" && cd "${1:-gpu-runbook-logs}" && pwd)
+PYTHON=${PYTHON:-python3.11}
+JAX_CUDA=${JAX_CUDA:-cuda13}
+VENV=${VENV:-$ROOT/.venv-gpu}
+SANITIZE_KERNELS=${SANITIZE_KERNELS:-kns=jgo}
+CONSTRAINTS=$ROOT/benchmarks/constraints.txt
+# One test file per op family for the sanitizers (each kernel runs there on small graphs).
+SANITIZE_TESTS=(tests/test_gspmm.py tests/test_gsddmm_softmax.py tests/test_attention.py tests/test_attention_v2.py
+                tests/test_attention_simple.py tests/test_gno.py tests/test_dimenet.py)
+# JAX would take 75% of the GPU at start-up: the sanitizers and the torch peers need it to grow instead.
+export XLA_PYTHON_CLIENT_PREALLOCATE=false
+cd "$ROOT" || exit 1
+
+results=()
+failed=0
+n=0
+
+# step NAME COMMAND...: runs COMMAND with its output in LOG_DIR/NN-NAME.log (and on the terminal).
+step() {
+  local name=$1 start=$SECONDS rc
+  shift
+  n=$((n + 1))
+  local log
+  log=$LOGS/$(printf '%02d' "$n")-$name.log
+  printf '\n========== %s ==========\n' "$name"
+  "$@" 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  local line
+  line="$(printf '%-24s' "$name") $([[ $rc == 0 ]] && echo ok || echo "FAILED (exit $rc)") in $((SECONDS - start)) s"
+  echo "$line"
+  results+=("$line")
+  [[ $rc == 0 ]] || failed=1
+}
+
+venv() { rm -rf "$VENV" && "$PYTHON" -m venv "$VENV"; }
+
+# One wheel with the CUDA handlers, installed with the test extra now and the bench extra later.
+build() {
+  rm -rf "$LOGS/wheel" && JGO_CUDA=ON "$VENV/bin/pip" wheel --progress-bar off --no-deps -w "$LOGS/wheel" .
+}
+
+wheel() { ls "$LOGS"/wheel/jaxgraphops-*.whl; }
+
+install_test() {
+  "$VENV/bin/pip" install --progress-bar off -c "$CONSTRAINTS" "$(wheel)[test]" "jax[$JAX_CUDA]"
+}
+
+# From outside the checkout, so that the installed package (with its extension) is the one imported.
+devices() {
+  nvidia-smi || return 1
+  (cd "$LOGS" && "$VENV/bin/python" -c '
+import jax, jaxlib, jaxgraphops
+print("jax", jax.__version__, "jaxlib", jaxlib.__version__, "jaxgraphops", jaxgraphops.__version__)
+print("devices:", jax.devices())
+print("jaxgraphops.with_cuda():", jaxgraphops.with_cuda())
+assert jax.default_backend() == "gpu", "JAX sees no GPU"
+assert jaxgraphops.with_cuda(), "the CUDA handlers were not built"')
+}
+
+tests() { JGO_KERNELS=cuda "$VENV/bin/pytest" -q tests; }
+
+sanitizer() {
+  local tool=$1 exe
+  exe=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null) || {
+    echo "compute-sanitizer not found (PATH, /usr/local/cuda/bin)"
+    return 1
+  }
+  local filter=()
+  [[ $SANITIZE_KERNELS == all ]] || filter=(--kernel-name "$SANITIZE_KERNELS")
+  JGO_KERNELS=cuda "$exe" --tool "$tool" --target-processes all --error-exitcode 1 "${filter[@]}" \
+    "$VENV/bin/pytest" -x -q "${SANITIZE_TESTS[@]}"
+}
+
+# python -m MODULE ARGS on the installed package: from outside the checkout, which is appended to
+# the import path for benchmarks/ (as tests/conftest.py does), so its jaxgraphops/ does not shadow it.
+module() {
+  (cd "$LOGS" && "$VENV/bin/python" -c 'import runpy, sys
+sys.path.append(sys.argv[1]); sys.argv = sys.argv[2:]
+runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)' "$ROOT" "$@")
+}
+
+install_bench() { "$VENV/bin/pip" install --progress-bar off -c "$CONSTRAINTS" "$(wheel)[bench]" "jax[$JAX_CUDA]"; }
+
+echo "jaxgraphops GPU run book: $ROOT ($(git rev-parse --short HEAD 2>/dev/null || echo '?')), logs in $LOGS"
+step venv venv
+step build build
+step install-test install_test
+step devices devices
+step tests tests
+for tool in memcheck racecheck synccheck; do
+  step "sanitizer-$tool" sanitizer "$tool"
+done
+step gpu-resources "$VENV/bin/python" -m benchmarks.gpu_resources --markdown BENCHMARKS.md
+step install-bench install_bench
+step peer-report module benchmarks.report
+
+printf '\n========== summary: %d s, logs in %s ==========\n' "$SECONDS" "$LOGS"
+printf '%s\n' "${results[@]}"
+exit "$failed"
