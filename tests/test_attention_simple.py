@@ -378,6 +378,8 @@ def test_out_of_range_index_reaching_the_kernel_is_an_error(rng):
 # threading
 
 
+@pytest.mark.skipif(jgo.kernel_platform() != "cpu", reason="a deadlock of the CPU kernels on XLA's thread pool; "
+                    "the CUDA handlers do not use it (and emulated, this graph takes minutes)")
 def test_concurrent_backward_passes_do_not_deadlock(rng):
     # XLA runs independent kernels at the same time on its intra-op pool (here the CSC and CSR
     # backward passes, next to the parallel elementwise product); each kernel splits its rows over

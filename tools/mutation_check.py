@@ -62,6 +62,8 @@ MUTANTS = (
     Mutant("undersized-shared", "gno: the per-block vectors lose BlockContract's kBlock partial sums",
            "ffi/cuda/gno.cu", "return a.hidden + 2 * a.units() + features + kBlock;",
            "return a.hidden + 2 * a.units() + features;", (GNO,)),
+    Mutant("no-shared-optin", "launches above 48 KiB of dynamic shared memory without raising the kernel's limit",
+           "ffi/cuda/launch.cuh", "  if (shared_bytes > kDefaultSharedBytes)\n", "  if (false)\n", (GNO,)),
     Mutant("sum-identity", "GAT backward: the per-destination sum of logit gradients starts at 1",
            "ffi/cuda/attention.cu", "    T acc = T(0);\n    for (int64_t k = begin; k < end; ++k) {\n      const int64_t j = nbr[k], e = eid[k];\n      if (!InRange(j, a.n_src)",
            "    T acc = T(1);\n    for (int64_t k = begin; k < end; ++k) {\n      const int64_t j = nbr[k], e = eid[k];\n      if (!InRange(j, a.n_src)",
