@@ -2,6 +2,9 @@
 #include <nanobind/nanobind.h>
 
 #include "handlers.h"
+#ifdef JGO_WITH_CUDA_EMULATION
+#include "testing/record.h"
+#endif
 
 namespace nb = nanobind;
 
@@ -12,10 +15,20 @@ nb::capsule Capsule(Fn* fn) {
 }
 }  // namespace
 
+#ifdef JGO_WITH_CUDA_EMULATION
+// The emulated handlers are called through the recorder: with JGO_FFI_RECORD=DIR their calls are
+// written to DIR for tools/sanitize.sh (otherwise the handler is called directly).
+#define JGO_RECORDED(target, Stem)                                                       \
+  extern "C" XLA_FFI_Error* Jgo##Stem##CudaEmulationRecorded(XLA_FFI_CallFrame* frame) { \
+    return jgo::testing::CallAndRecord(#target, Jgo##Stem##CudaEmulation, frame);        \
+  }
+JGO_TARGETS(JGO_RECORDED)
+#endif
+
 // d[target name] = the capsule of the target's handler on one platform.
 #define JGO_CPU_ENTRY(target, Stem) d[#target] = Capsule(Jgo##Stem##Cpu);
 #define JGO_CUDA_ENTRY(target, Stem) d[#target] = Capsule(Jgo##Stem##Cuda);
-#define JGO_CUDA_EMULATION_ENTRY(target, Stem) d[#target] = Capsule(Jgo##Stem##CudaEmulation);
+#define JGO_CUDA_EMULATION_ENTRY(target, Stem) d[#target] = Capsule(Jgo##Stem##CudaEmulationRecorded);
 
 NB_MODULE(_ext, m) {
   m.def("cpu_targets", [] {

@@ -1,0 +1,59 @@
+# Builds the replay driver (ffi/testing/replay.cc) under a sanitizer with g++; tools/sanitize.sh
+# runs it from the repository root:
+#   make -f tools/sanitize.mk VARIANT=tsan|asan XLA_FFI_INCLUDE=<jax.ffi.include_dir()> -j2
+# Objects go to build/sanitize-<variant>/ with their header dependencies, so a re-run recompiles
+# only what changed; a change of flags recompiles everything. The driver holds the CPU handlers and
+# the emulated CUDA handlers (ffi/cuda/*.cu as host C++ on ffi/cuda_emulation). Under TSan the
+# emulated runtime itself is not instrumented: it declares to TSan the ordering CUDA guarantees
+# (-DJGO_EMULATION_TSAN, see ffi/cuda_emulation/emulation.cc).
+
+VARIANT ?= tsan
+
+BASE_FLAGS := -std=c++17 -g -O1 -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter -pthread \
+              -Iffi -Iffi/common -isystem $(XLA_FFI_INCLUDE)
+sanitizer_tsan := -fsanitize=thread
+sanitizer_asan := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+ifndef sanitizer_$(VARIANT)
+  $(error VARIANT must be tsan or asan)
+endif
+CXXFLAGS := $(BASE_FLAGS) $(sanitizer_$(VARIANT))
+CUDA_FLAGS := -x c++ -DJGO_CUDA_EMULATION -Iffi/cuda_emulation -Wno-unknown-pragmas
+RUNTIME_FLAGS_tsan := $(BASE_FLAGS) -DJGO_EMULATION_TSAN -Iffi/cuda_emulation
+RUNTIME_FLAGS_asan := $(CXXFLAGS) -Iffi/cuda_emulation
+TESTING_FLAGS := -DJGO_WITH_CUDA_EMULATION
+
+BUILD := build/sanitize-$(VARIANT)
+OUTPUT := $(BUILD)/replay
+SOURCES := $(wildcard ffi/cpu/*.cc) $(wildcard ffi/testing/*.cc) $(wildcard ffi/cuda/*.cu) \
+           ffi/cuda_emulation/emulation.cc
+OBJECTS := $(SOURCES:%=$(BUILD)/%.o)
+
+$(OUTPUT): $(OBJECTS)
+	$(CXX) $(CXXFLAGS) $^ -o $@
+
+$(BUILD)/ffi/testing/%.cc.o: ffi/testing/%.cc $(BUILD)/flags
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS) $(TESTING_FLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/ffi/cuda_emulation/emulation.cc.o: ffi/cuda_emulation/emulation.cc $(BUILD)/flags
+	@mkdir -p $(@D)
+	$(CXX) $(RUNTIME_FLAGS_$(VARIANT)) -MMD -MP -c $< -o $@
+
+$(BUILD)/%.cc.o: %.cc $(BUILD)/flags
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/%.cu.o: %.cu $(BUILD)/flags
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS) $(CUDA_FLAGS) -MMD -MP -c $< -o $@
+
+# The flags of the last build, rewritten (so recompiling everything) only when they change.
+FLAGS_LINE := $(CXX) $(CXXFLAGS) | $(TESTING_FLAGS) | $(CUDA_FLAGS) | $(RUNTIME_FLAGS_$(VARIANT))
+$(BUILD)/flags: FORCE
+	@mkdir -p $(@D)
+	@echo '$(FLAGS_LINE)' | cmp -s - $@ || echo '$(FLAGS_LINE)' > $@
+
+.PHONY: FORCE
+FORCE:
+
+-include $(OBJECTS:.o=.d)

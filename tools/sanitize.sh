@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Replays recorded FFI calls (ffi/testing/replay.cc) under ThreadSanitizer, then under
+# AddressSanitizer + UndefinedBehaviorSanitizer, outside JAX (whose jaxlib is not instrumented).
+#
+# Usage: tools/sanitize.sh CASE_DIR [replay options]
+#   CASE_DIR   cases recorded by a pytest run on the emulated CUDA handlers (a build with
+#              JGO_CUDA_EMULATION=ON, whose emulated handlers sit behind the recorder, ffi/testing/record.h):
+#              JGO_KERNELS=cuda-emulation JGO_FFI_RECORD=CASE_DIR pytest -q tests
+#   options    --platform cpu|cuda-emulation|both, --threads N, --limit K (cases per target),
+#              --no-malformed (see ffi/testing/replay.cc)
+# Environment: JOBS (parallel compiles, default 2), SANITIZERS (default "tsan asan"), PYTHON (for
+# jax.ffi.include_dir(), default python), CXX (default g++).
+#
+# Builds build/sanitize-tsan/replay and build/sanitize-asan/replay (tools/sanitize.mk: -O1 -g, from
+# ffi/cpu/*.cc, ffi/testing/*.cc, ffi/cuda/*.cu as host C++ and the emulated runtime; re-runs
+# recompile only what changed), runs each on CASE_DIR and prints its times. Fails if a build or a
+# replay fails.
+set -euo pipefail
+if [[ $# -lt 1 || ! -d $1 ]]; then
+  sed -n '2,17p' "$0" >&2
+  exit 2
+fi
+cases=$(cd "$1" && pwd)
+shift
+cd "$(dirname "$0")/.."
+xla_include=$("${PYTHON:-python}" -c 'import jax.ffi; print(jax.ffi.include_dir())')
+
+# TSan replays the well-formed calls (races in correct use); ASan+UBSan also the malformed variants,
+# where the CUDA handlers' policy promises memory safety, not deterministic results: a kernel that
+# scatters through a corrupted index (e.g. dimenet_in's coef through in_pos) may race, in bounds.
+declare -A run_args=([tsan]="--no-malformed" [asan]="")
+declare -A run_env=(
+  [tsan]="TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1"
+  [asan]="ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1"
+)
+seconds_since() { awk -v from="$1" -v now="$EPOCHREALTIME" 'BEGIN { printf "%.1f", now - from }'; }
+
+status=0
+for variant in ${SANITIZERS:-tsan asan}; do
+  start=$EPOCHREALTIME
+  if ! make -s -f tools/sanitize.mk -j"${JOBS:-2}" VARIANT="$variant" XLA_FFI_INCLUDE="$xla_include"; then
+    echo "[$variant] build FAILED"
+    exit 1
+  fi
+  echo "[$variant] build: $(seconds_since "$start") s"
+  start=$EPOCHREALTIME
+  result=passed
+  # shellcheck disable=SC2086  # run_env holds several assignments
+  env ${run_env[$variant]} "build/sanitize-$variant/replay" "$cases" ${run_args[$variant]} "$@" || {
+    result=FAILED
+    status=1
+  }
+  echo "[$variant] replay: $(seconds_since "$start") s, $result"
+done
+exit $status
