@@ -43,7 +43,9 @@ constexpr size_t kStackBytes = 256 << 10;
 constexpr size_t kGuardBytes = 4096;
 constexpr size_t kDefaultShared = 48 << 10;         // without the kernel attribute
 constexpr size_t kMaxShared = 227 << 10;            // per block, H100 opt-in
-constexpr size_t kSharedCanary = 256;               // bytes past the end checked for writes
+// Bytes past the end of dynamic shared memory checked for writes: at least the memory itself, so
+// that an undersized allocation is caught rather than corrupting the heap.
+size_t SharedCanary(size_t bytes) { return std::max<size_t>(4096, bytes); }
 constexpr unsigned char kSharedFill = 0xff;         // uninitialised shared memory reads as NaN
 
 // ---------------------------------------------------------------------------------------
@@ -631,11 +633,12 @@ void RunKernel(const char* kernel_name, const void* kernel_id, dim3 grid, dim3 b
       b.warps.assign((per_block + kWarp - 1) / kWarp, Warp{});
       for (int t = 0; t < per_block; ++t) b.warps[t / kWarp].live |= 1u << (t % kWarp);
       b.shared_bytes = shared_bytes;
-      b.shared = shared_bytes ? static_cast<unsigned char*>(std::malloc(shared_bytes + kSharedCanary)) : nullptr;
+      const size_t allocated = shared_bytes + SharedCanary(shared_bytes);
+      b.shared = shared_bytes ? static_cast<unsigned char*>(std::malloc(allocated)) : nullptr;
       if (b.shared) {
-        std::memset(b.shared, kSharedFill, shared_bytes + kSharedCanary);
+        std::memset(b.shared, kSharedFill, allocated);
 #if JGO_EMULATION_ASAN
-        __asan_poison_memory_region(b.shared + shared_bytes, kSharedCanary);
+        __asan_poison_memory_region(b.shared + shared_bytes, SharedCanary(shared_bytes));
 #endif
       }
       b.statics.clear();
@@ -698,9 +701,9 @@ void RunKernel(const char* kernel_name, const void* kernel_id, dim3 grid, dim3 b
       Block& b = blocks[k];
       if (b.shared) {
 #if JGO_EMULATION_ASAN
-        __asan_unpoison_memory_region(b.shared + shared_bytes, kSharedCanary);
+        __asan_unpoison_memory_region(b.shared + shared_bytes, SharedCanary(shared_bytes));
 #endif
-        for (size_t i = 0; i < kSharedCanary && launch.error.empty(); ++i) {
+        for (size_t i = 0; i < SharedCanary(shared_bytes) && launch.error.empty(); ++i) {
           if (b.shared[shared_bytes + i] != kSharedFill)
             launch.error = std::string(kernel_name) + ": block " + Triple(b.idx.x, b.idx.y, b.idx.z) +
                            " wrote past its " + std::to_string(shared_bytes) + " bytes of dynamic shared memory";
