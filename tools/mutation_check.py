@@ -4,8 +4,8 @@ shows that the test suite, run through the emulated CUDA handlers, fails for eve
 Each mutant is applied to a copy of the repository (never to this checkout); the copy is built
 once as an editable install with the emulated handlers, so a mutant only recompiles the file it
 touches. For each mutant the chosen test files run with ``JGO_KERNELS=cuda-emulation`` and stop
-at the first failure; mutants that plant a race are also replayed under ThreadSanitizer
-(``tools/sanitize.sh``) when ``--cases`` names recorded calls. Prints (and with ``--markdown``
+at the first failure; mutants that plant a race or an out-of-bounds access are also replayed under
+ThreadSanitizer or AddressSanitizer (``tools/sanitize.sh``) when ``--cases`` names recorded calls. Prints (and with ``--markdown``
 writes) the table of mutants and what caught each; exits 1 if any mutant survived.
 
     python tools/mutation_check.py --work /tmp/jgo-mutants [--only ID ...] [--markdown docs/mutation.md]
@@ -34,7 +34,7 @@ class Mutant:
     old: str
     new: str
     tests: tuple[str, ...]
-    race: bool = False  # a race that only a sanitizer can see for sure
+    sanitizer: str | None = None  # "tsan" or "asan": also replayed under it (--cases)
 
 
 MP, GAT, V2, SIMPLE = "tests/test_gspmm.py", "tests/test_attention.py", "tests/test_attention_v2.py", \
@@ -58,7 +58,7 @@ MUTANTS = (
            "ffi/cuda/gno.cu", "      __syncthreads();  // Qi is written; the previous edge's shared values are consumed\n",
            "", (GNO,)),
     Mutant("block-scratch-race", "gno forward: every block accumulates into the same scratch row (a race between blocks)",
-           "ffi/cuda/gno.cu", "  T* A = work + blockIdx.x * Q;", "  T* A = work;", (GNO,), race=True),
+           "ffi/cuda/gno.cu", "  T* A = work + blockIdx.x * Q;", "  T* A = work;", (GNO,), sanitizer="tsan"),
     Mutant("undersized-shared", "gno: the per-block vectors lose BlockContract's kBlock partial sums",
            "ffi/cuda/gno.cu", "return a.hidden + 2 * a.units() + features + kBlock;",
            "return a.hidden + 2 * a.units() + features;", (GNO,)),
@@ -77,13 +77,13 @@ MUTANTS = (
     Mutant("unchecked-index", "spmm: the out-of-range edge check removed (reads out of bounds on malformed graphs)",
            "ffi/cuda/message_passing.cu",
            "        if (!InRange(e, a.n_edges) || (kNeedNbr && !InRange(j, a.nbr_bound))) continue;\n",
-           "", (MP,)),
+           "", (MP,), sanitizer="asan"),
     Mutant("force-term", "DimeNet++ second order: the dgamma term of the e_out direction gradient dropped",
            "ffi/cuda/dimenet.cu", "gv[i] += dgamma * t.angle.gb[i] + gamma * t.angle.dgb[i];",
            "gv[i] += gamma * t.angle.dgb[i];", (DIMENET,)),
     Mutant("lse-every-lane", "online softmax: every lane of a group writes the row's log-sum-exp (a race)",
            "ffi/cuda/online_softmax.cuh", "if (c0 == 0 && lane == 0) *lse_rh = SoftmaxLse(m, l);",
-           "if (c0 == 0) *lse_rh = SoftmaxLse(m, l) + T(lane);", (GAT, V2), race=True),
+           "if (c0 == 0) *lse_rh = SoftmaxLse(m, l) + T(lane);", (GAT, V2), sanitizer="tsan"),
 )
 
 
@@ -133,9 +133,9 @@ def check(m: Mutant, repo: Path, python: str, cases: Path | None) -> dict:
             return {"mutant": m, "caught": None, "note": "did not compile", "seconds": time.time() - start}
         caught = first_failure(text) if out.returncode != 0 else None
         sanitizer = None
-        if m.race and cases is not None:
-            san = run(["bash", "tools/sanitize.sh", "--tsan-only", str(cases)], repo)
-            sanitizer = "TSan: data race" if "ThreadSanitizer: data race" in san.stdout + san.stderr else "TSan: clean"
+        if m.sanitizer and cases is not None:
+            san = run(["bash", "tools/sanitize.sh", str(cases)], repo, dict(os.environ, SANITIZERS=m.sanitizer))
+            sanitizer = f"{m.sanitizer}: " + ("report" if "Sanitizer" in san.stdout + san.stderr else "clean")
         return {"mutant": m, "caught": caught, "sanitizer": sanitizer, "seconds": time.time() - start,
                 "note": "" if caught else text[-1500:]}
     finally:
@@ -176,7 +176,7 @@ def main():
     print(text)
     if args.markdown:
         args.markdown.write_text(text + "\n")
-    survivors = [r["mutant"].id for r in results if not r["caught"]]
+    survivors = [r["mutant"].id for r in results if not r["caught"] and "report" not in (r.get("sanitizer") or "")]
     print(f"{len(results) - len(survivors)} caught, {len(survivors)} survived" + (f": {survivors}" if survivors else ""))
     sys.exit(1 if survivors else 0)
 
