@@ -24,8 +24,8 @@
 #define __restrict__ __restrict
 #define __launch_bounds__(...)
 #define __align__(n) alignas(n)
-// Shared memory is per block: kernels get it through jgo::SharedMemory / JGO_SHARED (launch.cuh).
-#define __shared__ _Pragma("GCC error \"plain __shared__ is not emulated: use JGO_SHARED or jgo::SharedMemory\"")
+// Shared memory is per block: kernels take dynamic shared memory through jgo::SharedMemory (launch.cuh).
+#define __shared__ _Pragma("GCC error \"plain __shared__ is not emulated: use jgo::SharedMemory\"")
 
 // ---- built-in variables ---------------------------------------------------------------
 #define threadIdx (::jgo_emulation::Current().thread_idx)

@@ -204,12 +204,6 @@ struct Block {
   std::vector<Warp> warps;
   unsigned char* shared = nullptr;  // dynamic shared memory, then the canary
   size_t shared_bytes = 0;
-  struct StaticArray {
-    std::unique_ptr<unsigned char[]> data;
-    size_t bytes;
-  };
-  std::unordered_map<const void*, StaticArray> statics;
-  size_t static_bytes = 0;
   int live = 0;     // threads not yet exited
   int arrived = 0;  // threads waiting at the barrier
   int barrier_generation = 0;
@@ -537,22 +531,6 @@ void* DynamicShared() {
   return f ? f->block->shared : nullptr;
 }
 
-void* StaticShared(const void* key, size_t bytes, size_t align) {
-  Fiber* f = Self();
-  if (!f) return nullptr;
-  Block* b = f->block;
-  auto it = b->statics.find(key);
-  if (it == b->statics.end()) {
-    b->static_bytes += (bytes + align - 1) / align * align;
-    if (b->static_bytes + b->shared_bytes > kDefaultShared)
-      Fail(f, "static shared memory of " + std::to_string(b->static_bytes) + " bytes exceeds 48 KiB with the dynamic");
-    Block::StaticArray a{std::unique_ptr<unsigned char[]>(new unsigned char[bytes]), bytes};
-    std::memset(a.data.get(), kSharedFill, bytes);
-    it = b->statics.emplace(key, std::move(a)).first;
-  }
-  return it->second.data.get();
-}
-
 // ---------------------------------------------------------------------------------------
 // Launch
 
@@ -641,8 +619,6 @@ void RunKernel(const char* kernel_name, const void* kernel_id, dim3 grid, dim3 b
         __asan_poison_memory_region(b.shared + shared_bytes, SharedCanary(shared_bytes));
 #endif
       }
-      b.statics.clear();
-      b.static_bytes = 0;
       b.live = per_block;
       b.arrived = 0;
       b.barrier_generation = 0;

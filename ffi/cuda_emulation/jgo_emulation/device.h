@@ -61,11 +61,9 @@ T Shuffle(Collective kind, unsigned mask, T v, int param, int width, const char*
   return FromBits<T>(WarpCollective(kind, mask, ToBits(v), param, width, file, line));
 }
 
-// The block's dynamic shared memory (the launch's byte count; nullptr when 0) and a static
-// shared array identified by `key` (one per declaration), both fresh per block and filled with
-// 0xff bytes (NaN), as uninitialised shared memory.
+// The block's dynamic shared memory (the launch's byte count; nullptr when 0), fresh per block and
+// filled with 0xff bytes (NaN), as uninitialised shared memory.
 void* DynamicShared();
-void* StaticShared(const void* key, size_t bytes, size_t align);
 
 // Runs `invoke(closure)` on every thread of the grid; reports through the last error.
 void RunKernel(const char* kernel_name, const void* kernel_id, dim3 grid, dim3 block, size_t shared_bytes,
