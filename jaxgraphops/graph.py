@@ -89,7 +89,9 @@ class Graph:
 
     ``n_src`` and ``n_dst`` are static (Python ints in the pytree's aux data). Build graphs
     with :meth:`from_edges` or one of the other ``from_*`` constructors; the constructor
-    itself stores its arguments unchecked.
+    itself stores its arguments unchecked. The kernels need ``csc_eid`` and ``csr_eid`` to be
+    permutations of ``[0, E)``: the CPU kernels reject other index data (``INVALID_ARGUMENT``),
+    the CUDA kernels skip out-of-range indices and zero what no edge writes.
     """
 
     __slots__ = (

@@ -2,7 +2,9 @@
 
 They gather, compute per edge and reduce with ``jax.ops.segment_*``; JAX differentiates them.
 The conventions match the kernels: empty neighbourhoods give 0, max/min route the gradient to
-the first maximal (minimal) incoming edge in input edge order.
+the first maximal (minimal) incoming edge in input edge order (NaN being the extreme of a row
+that holds one, as in ``np.max``), a softmax gives a ``-inf`` logit weight 0 (a row of only
+``-inf`` logits gets 0, as an empty one), and half precision is accumulated in float32.
 """
 
 from __future__ import annotations
@@ -13,6 +15,12 @@ import jax.numpy as jnp
 from .ops._layout import align_ranks
 
 _TARGET_INDEX = {"u": "src", "v": "dst"}
+_HALF = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
+
+
+def _wide(x):
+    """``x`` in float32 if it is half precision (what the kernels accumulate it in)."""
+    return x.astype(jnp.float32) if x.dtype in _HALF else x
 
 
 def _messages(g, u, e, op):
@@ -28,12 +36,14 @@ def _messages(g, u, e, op):
 
 
 def _first_extreme(msg, dst, n, reduce):
-    """Value at the first maximal (minimal) in-edge of each row; 0 for empty rows."""
+    """Value at the first maximal (minimal) in-edge of each row, or at its first NaN (``np.max``); 0 for empty rows."""
     seg = jax.ops.segment_max if reduce == "max" else jax.ops.segment_min
     best = jax.lax.stop_gradient(seg(msg, dst, num_segments=n))
+    nan = jnp.isnan(msg)
+    hit = jnp.where(jax.ops.segment_max(nan, dst, num_segments=n)[dst], nan, msg == best[dst])
     n_edges = msg.shape[0]
     eid = jnp.arange(n_edges).reshape((-1,) + (1,) * (msg.ndim - 1))
-    winner = jax.ops.segment_min(jnp.where(msg == best[dst], eid, n_edges), dst, num_segments=n)
+    winner = jax.ops.segment_min(jnp.where(hit, eid, n_edges), dst, num_segments=n)
     empty = winner >= n_edges
     picked = jnp.take_along_axis(msg, jnp.where(empty, 0, winner), axis=0) if n_edges else jnp.zeros(winner.shape, msg.dtype)
     return jnp.where(empty, 0, picked)
@@ -41,15 +51,16 @@ def _first_extreme(msg, dst, n, reduce):
 
 def gspmm(g, u=None, e=None, *, op="copy_u", reduce="sum"):
     """Reference of :func:`jaxgraphops.gspmm`."""
-    msg = _messages(g, u, e, op)
+    dtype = jnp.result_type(*[x for x in (u, e) if x is not None])
+    msg = _messages(g, None if u is None else _wide(u), None if e is None else _wide(e), op)
     n = g.n_dst
     if reduce in ("sum", "mean"):
         out = jax.ops.segment_sum(msg, g.dst, num_segments=n)
         if reduce == "mean":
             deg = jax.ops.segment_sum(jnp.ones(g.dst.shape, msg.dtype), g.dst, num_segments=n)
             out = out / jnp.maximum(deg, 1).reshape((-1,) + (1,) * (msg.ndim - 1))
-        return out
-    return _first_extreme(msg, g.dst, n, reduce)
+        return out.astype(dtype)
+    return _first_extreme(msg, g.dst, n, reduce).astype(dtype)
 
 
 def gsddmm(g, lhs, rhs, *, op="dot", lhs_target="u", rhs_target="v"):
@@ -68,17 +79,23 @@ def gsddmm(g, lhs, rhs, *, op="dot", lhs_target="u", rhs_target="v"):
 def edge_softmax(g, logits):
     """Reference of :func:`jaxgraphops.edge_softmax`."""
     m = jax.lax.stop_gradient(jax.ops.segment_max(logits, g.dst, num_segments=g.n_dst))
+    m = jnp.where(jnp.isneginf(m), 0, m)  # a row of only -inf logits: every exp(-inf - 0) is 0
     z = jnp.exp(logits - m[g.dst])
-    return z / jax.ops.segment_sum(z, g.dst, num_segments=g.n_dst)[g.dst]
+    total = jax.ops.segment_sum(z, g.dst, num_segments=g.n_dst)[g.dst]
+    return z / jnp.where(total > 0, total, 1)
 
 
 def _segment_reduce(msg, ids, n, reduce):
+    dtype, msg = msg.dtype, _wide(msg)
     if reduce == "sum":
-        return jax.ops.segment_sum(msg, ids, num_segments=n)
-    if reduce == "mean":
+        out = jax.ops.segment_sum(msg, ids, num_segments=n)
+    elif reduce == "mean":
         count = jax.ops.segment_sum(jnp.ones(ids.shape, msg.dtype), ids, num_segments=n)
-        return jax.ops.segment_sum(msg, ids, num_segments=n) / jnp.maximum(count, 1).reshape((-1,) + (1,) * (msg.ndim - 1))
-    return _first_extreme(msg, ids, n, reduce)
+        total = jax.ops.segment_sum(msg, ids, num_segments=n)
+        out = total / jnp.maximum(count, 1).reshape((-1,) + (1,) * (msg.ndim - 1))
+    else:
+        out = _first_extreme(msg, ids, n, reduce)
+    return out.astype(dtype)
 
 
 def agg_simple(g, x=None, edge_feat=None, *, reduce="sum"):

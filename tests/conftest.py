@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -42,6 +43,33 @@ def random_graph(rng, n_src=7, n_dst=6, n_edges=24, index_dtype=None):
     if n_src == n_dst:
         src[2] = dst[2]
     return jgo.Graph.from_edges(src, dst, n_src, n_dst, index_dtype=index_dtype)
+
+
+def repeated_edge_id(g):
+    """``g`` hand-built with the id of its last edge replaced by 0 in csc_eid and csr_eid: edge ids in range
+    but not a permutation (edge 0 appears twice, the last edge never). Returns the graph and the missing id."""
+    missing = g.n_edges - 1
+    arrays = [jnp.asarray(getattr(g, n)) for n in ("src", "dst", "csc_offsets", "csc_src", "csc_eid", "csr_offsets",
+                                                   "csr_dst", "csr_eid")]
+    for i in (4, 7):
+        arrays[i] = jnp.where(arrays[i] == missing, 0, arrays[i]).astype(arrays[i].dtype)
+    return jgo.Graph(*arrays, g.n_src, g.n_dst), missing
+
+
+def segment_softmax_np(z, dst, n_dst):
+    """NumPy softmax of ``z [E, ...]`` over each destination's in-edges: ``(alpha [E, ...], lse [n_dst, ...])``.
+    A -inf logit weighs 0; a destination whose logits are all -inf, or that has none, gets 0 and lse 0."""
+    alpha, lse = np.zeros_like(z), np.zeros((n_dst,) + z.shape[1:], z.dtype)
+    for i in range(n_dst):
+        zi = z[dst == i]
+        if zi.size:
+            m = zi.max(axis=0)
+            live = m > -np.inf
+            m = np.where(live, m, 0)
+            total = np.exp(zi - m).sum(axis=0)
+            alpha[dst == i] = np.exp(zi - m) / np.where(live, total, 1)
+            lse[i] = np.where(live, m + np.log(np.where(live, total, 1)), 0)
+    return alpha, lse
 
 
 @pytest.fixture

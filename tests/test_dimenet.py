@@ -226,6 +226,16 @@ def test_bad_inputs(rng):
     bad = Triplets(t.out_offsets, t.out_in.at[0].set(10_000), t.in_offsets, t.in_out, t.in_pos, t.n_edges, t.n_triplets)
     with kernel_index_error(".*out of range"):
         jax.block_until_ready(agg_edge_to_edge(vec, sbf, emb, w, bad))
+    # positions in range but not a permutation: rejected on the CPU; the CUDA kernels zero the coefficients first,
+    # so the one no triplet names is 0 and the forces are the same on every run
+    bad_pos = Triplets(t.out_offsets, t.out_in, t.in_offsets, t.in_out, t.in_pos.at[1].set(t.in_pos[0]), t.n_edges,
+                       t.n_triplets)
+    forces = lambda: jax.grad(energy(None, bad_pos))(vec, sbf, emb, w)  # noqa: E731
+    with kernel_index_error(".*triplet position .* appears twice: in_pos must be a permutation"):
+        first = jax.block_until_ready(forces())
+    if jgo.kernel_platform() != "cpu":
+        assert np.isfinite(first).all()
+        np.testing.assert_array_equal(forces(), first)
 
 
 def test_cuda_lowering_uses_kernels_up_to_32_middle_features():

@@ -128,6 +128,26 @@ def test_larger_sizes_match_reference(rng):
     jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-3), grads, grads_ref)
 
 
+@pytest.mark.parametrize("kernel,weighted", KERNEL_FLAGS)
+def test_nan_in_dx_propagates_like_the_reference(x64, rng, kernel, weighted):
+    # relu(NaN) = NaN in the kernel MLP, as jax.nn.relu: the rows the edge reaches are NaN, nothing else
+    g = random_graph(rng, 7, 6, 24)
+    args = params(rng, g, kernel=kernel, weighted=weighted)
+    args = list(args if weighted else args[:6])
+    args[1][5, 0] = np.nan
+    i = int(g.dst[5])
+    out, ref = conv(g, kernel, "mean")(*args), conv(g, kernel, "mean", "xla")(*args)
+    np.testing.assert_allclose(out, ref, rtol=1e-11, atol=1e-11)
+    assert np.isnan(out[i]).all() and not np.isnan(np.delete(np.asarray(out), i, axis=0)).any()
+    # linear in out, so the cotangent stays finite; relu'(NaN) = 0, and NaN where the chain rule gives it
+    coef = rng.uniform(0.5, 1.5, size=out.shape)
+    loss = lambda impl: lambda *a: jnp.sum(conv(g, kernel, "mean", impl)(*a) * coef)  # noqa: E731
+    got = jax.grad(loss(None), tuple(range(len(args))))(*args)
+    want = jax.grad(loss("xla"), tuple(range(len(args))))(*args)
+    jax.tree_util.tree_map(lambda u, v: np.testing.assert_allclose(u, v, rtol=1e-10, atol=1e-10), got, want)
+    assert np.isfinite(got[1]).all()
+
+
 def test_half_precision_computes_in_float32(rng):
     g = random_graph(rng)
     args = [x.astype(np.float16) for x in params(rng, g, dtype=np.float32)[:6]]

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import jax.test_util
 import numpy as np
 import pytest
-from conftest import random_graph
+from conftest import kernel_index_error, random_graph, repeated_edge_id
 
 import jaxgraphops as jgo
 
@@ -94,6 +94,46 @@ def test_edge_softmax_is_stable_and_literal():
     np.testing.assert_array_equal(y, [0.5, 0.5, 1.0, 1.0])
     y = jgo.edge_softmax(g, jnp.array([0.0, np.log(3.0), 7.0, 7.0]))
     np.testing.assert_allclose(y, [0.25, 0.75, 1.0, 1.0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("order", [[0, 1, 2, 3, 4], [4, 3, 2, 1, 0], [2, 0, 4, 1, 3]])
+def test_edge_softmax_minus_inf_logits_in_any_edge_order(order):
+    # node 0 receives edges 0-2 (edge 0 masked in head 0), node 1 edges 3-4 (all masked in head 0), node 2 nothing
+    inf = np.inf
+    dst = np.array([0, 0, 0, 1, 1])[order]
+    logits = np.array([[-inf, 0.5], [1.0, -2.0], [3.0, 0.0], [-inf, 1.0], [-inf, -inf]], np.float32)[order]
+    g = jgo.Graph.from_edges(np.arange(5), dst, 5, 3)
+    want = np.zeros_like(logits)
+    for i in (0, 1):
+        for h in (0, 1):
+            z = logits[dst == i, h]
+            if np.isfinite(z).any():  # a row of only -inf logits gets 0, as a row without edges
+                want[dst == i, h] = np.exp(z - z.max()) / np.exp(z - z.max()).sum()
+    coef = np.arange(10.0, dtype=np.float32).reshape(5, 2)
+    grads = []
+    for impl in (None, "xla"):
+        np.testing.assert_allclose(jgo.edge_softmax(g, logits, impl=impl), want, rtol=1e-6, atol=1e-7)
+        grads.append(jax.grad(lambda z: jnp.sum(jgo.edge_softmax(g, z, impl=impl) * coef))(logits))
+    assert np.isfinite(grads[0]).all()
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(grads[0][np.isneginf(logits)], 0)
+
+
+def test_edge_ids_that_are_not_a_permutation():
+    """No output element is left unwritten: the CPU kernels reject such a graph, the CUDA kernels zero the
+    outputs first (the missing edge gets 0, the same on every run)."""
+    rng = np.random.default_rng(0)
+    bad, missing = repeated_edge_id(random_graph(rng))
+    x, y = rng.normal(size=(bad.n_src, 3)), rng.normal(size=(bad.n_dst, 3))
+    logits = rng.normal(size=(bad.n_edges, 2))
+    for target, op in (("sddmm", lambda: jgo.gsddmm(bad, x, y, op="add")),
+                       ("sddmm", lambda: jgo.gsddmm(bad, x, y, op="dot")),
+                       ("edge_softmax", lambda: jgo.edge_softmax(bad, logits))):
+        with kernel_index_error(f".*{target}: edge id 0 appears twice .*csc_eid and csr_eid must be permutations"):
+            out = op().block_until_ready()
+        if jgo.kernel_platform() != "cpu":
+            np.testing.assert_array_equal(out[missing], 0)
+            np.testing.assert_array_equal(op(), out)
 
 
 def test_zero_edge_graph():

@@ -89,6 +89,38 @@ def test_literal_table():
     np.testing.assert_array_equal(ge, [0.0, 0.0, 0.0, 1.0, 1.0, 0.0])
 
 
+# Node 0 receives edges 0-3 (two NaN messages in feature 0, one in feature 1), node 1 edges 4-5, node 2
+# nothing; the orders put different NaN edges first.
+NAN_EDGE_ORDERS = [[0, 1, 2, 3, 4, 5], [5, 3, 2, 1, 4, 0], [2, 4, 0, 3, 5, 1]]
+
+
+@pytest.mark.parametrize("reduce", ["max", "min"])
+@pytest.mark.parametrize("order", NAN_EDGE_ORDERS)
+def test_max_min_propagate_nan_in_any_edge_order(reduce, order):
+    nan = np.nan
+    dst = np.array([0, 0, 0, 0, 1, 1])[order]
+    e = np.array([[1.0, 2.0], [nan, 5.0], [7.0, nan], [nan, -1.0], [3.0, 4.0], [3.0, -4.0]], np.float32)[order]
+    g = jgo.Graph.from_edges(np.arange(6), dst, 6, 3)
+    reduce_np, arg_np = (np.max, np.argmax) if reduce == "max" else (np.min, np.argmin)
+    want = np.zeros((3, 2), np.float32)
+    r = np.arange(1.0, 7.0, dtype=np.float32).reshape(3, 2)  # tells the output elements apart in the gradient
+    want_grad = np.zeros_like(e)
+    for i in (0, 1):
+        edges = np.flatnonzero(dst == i)
+        want[i] = reduce_np(e[edges], axis=0)  # NaN if any message is NaN
+        win = edges[arg_np(e[edges], axis=0)]  # the first NaN edge, else the first extreme one
+        want_grad[win, [0, 1]] = r[i]
+    for impl in (None, "xla"):
+        spmm = lambda x: jgo.gspmm(g, e=x, op="copy_e", reduce=reduce, impl=impl)  # noqa: E731
+        np.testing.assert_array_equal(spmm(e), want)
+        np.testing.assert_array_equal(jax.grad(lambda x: jnp.sum(spmm(x) * r))(e), want_grad)
+    # through the node operand and a binary op too (edge k comes from node k)
+    u, w = e[:, :1] + 1, e[:, 1:]
+    want = [reduce_np(u[dst == i] * w[dst == i], axis=0) for i in (0, 1)] + [[0.0]]
+    for impl in (None, "xla"):
+        np.testing.assert_array_equal(jgo.gspmm(g, u, w, op="u_mul_e", reduce=reduce, impl=impl), want)
+
+
 def test_empty_neighbourhood_gradients_are_zero():
     g = jgo.Graph.from_edges(np.array([0, 1]), np.array([1, 1]), 3, 3)
     u = jnp.array([[1.0], [2.0], [5.0]])
@@ -175,6 +207,18 @@ def test_half_precision_inputs(rng):
         assert out.dtype == dt
         ref = jgo.gspmm(g, u.astype(dt).astype(np.float32), e.astype(dt).astype(np.float32), op="u_mul_e")
         np.testing.assert_allclose(out.astype(np.float32), ref.astype(dt).astype(np.float32), rtol=1e-2, atol=1e-2)
+
+
+def test_float16_mean_accumulates_in_float32():
+    # the kernels sum in float32; a float16 sum would overflow (65504) before the division
+    g = jgo.Graph.from_edges(np.array([0, 1, 2]), np.array([0, 0, 0]), 3, 2)
+    u = jnp.full((3, 2), 60000.0, jnp.float16)
+    for impl in (None, "xla"):
+        out = jgo.gspmm(g, u, op="copy_u", reduce="mean", impl=impl)
+        assert out.dtype == jnp.float16
+        np.testing.assert_array_equal(out, [[60000.0, 60000.0], [0.0, 0.0]])
+        np.testing.assert_array_equal(jgo.agg_simple(g, u, reduce="mean", impl=impl), out)
+        np.testing.assert_array_equal(jgo.pool(u, np.array([0, 0, 0]), 2, reduce="mean", impl=impl), out)
 
 
 def test_trace_time_errors(rng):

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import random_graph
+from conftest import kernel_index_error, random_graph, repeated_edge_id, segment_softmax_np
 
 import jaxgraphops as jgo
 from jaxgraphops.ops import _primitives as prim
@@ -117,3 +117,73 @@ def test_attention_forward_primitives_match_fallback(rng, edge):
         want = jax.jit(lambda *a, fallback=fallback, params=params: fallback(*ga, *a, **params))(*args)
         for u, v in zip(got, want):
             np.testing.assert_allclose(u, v, rtol=1e-5, atol=1e-5, err_msg=p.name)
+
+
+@pytest.mark.parametrize("order", [[0, 1, 2, 3, 4], [4, 3, 2, 1, 0], [1, 3, 0, 4, 2]])
+def test_attention_primitives_with_minus_inf_logits(order):
+    """Each fused attention primitive with -inf logits (edge 0 in head 0; every in-edge of node 1): out, lse and
+    the VJP of the kernels against the pure-JAX lowering and NumPy; lse is 0 where all logits are -inf."""
+    from jaxgraphops.ops import _attention_primitives as gat
+    from jaxgraphops.ops import _attention_simple_primitives as simple
+    from jaxgraphops.ops import _attention_v2_primitives as v2
+
+    rng = np.random.default_rng(0)
+    h, c = 2, 3
+    masked = np.array([[True, False], [False, False], [False, False], [True, True], [True, True]])[order]
+    src, dst = np.arange(5)[order], np.array([0, 0, 0, 1, 1])[order]
+    g = jgo.Graph.from_edges(src, dst, 5, 3)
+    ga = graph_arrays(g)
+    f = lambda *s: rng.normal(size=s).astype(np.float32)  # noqa: E731
+    ef = np.where(masked[..., None] & (np.arange(c) == 0), np.float32(-3e38), 0.1 * f(5, h, c))
+    x, s_src, s_dst, s_edge = f(5, h, c), f(5, h), f(3, h), np.where(masked, -np.inf, f(5, h)).astype(np.float32)
+    xs, xd, a = f(5, h, c), f(3, h, c), np.concatenate([np.full((h, 1), 10, np.float32), f(h, c - 1)], axis=1)
+    q, k, v = np.concatenate([np.full((3, h, 1), 10, np.float32), f(3, h, c - 1)], axis=2), f(5, h, c), f(5, h, c)
+    leaky = lambda t: np.where(t > 0, t, 0.2 * t)  # noqa: E731
+    with np.errstate(over="ignore"):
+        cases = [  # (primitive, pure-JAX lowering, operands, params, logits)
+            (gat.gat_fwd_p, gat.gat_fwd_xla, (x, s_src, s_dst, s_edge), dict(negative_slope=0.2, has_edge=True),
+             leaky(s_src[src] + s_dst[dst] + s_edge)),
+            (v2.gatv2_fwd_p, v2.gatv2_fwd_xla, (xs, xd, a, ef), dict(negative_slope=0.2, has_edge=True),
+             (leaky(xs[src] + xd[dst] + ef) * a).sum(-1)),
+            (simple.mha_simple_fwd_p, simple.mha_simple_fwd_xla, (q, k, v, ef), dict(scale=c ** -0.5, has_edge=True),
+             (q[dst] * (k[src] + ef)).sum(-1) * c ** -0.5),
+        ]
+    cts = (0.1 * np.abs(f(3, h, c)), f(3, h))  # small cotangents of out keep <G, v + ef> finite
+    for p, fallback, args, params, z in cases:
+        np.testing.assert_array_equal(np.isneginf(z), masked, err_msg=p.name)
+        fused = jax.jit(lambda *a, p=p, params=params: tuple(p.bind(*ga, *a, **params)))
+        composed = jax.jit(lambda *a, fallback=fallback, params=params: tuple(fallback(*ga, *a, **params)))
+        (out, lse), vjp = jax.vjp(fused, *args)
+        (ref_out, ref_lse), ref_vjp = jax.vjp(composed, *args)
+        np.testing.assert_allclose(out, ref_out, rtol=1e-5, atol=1e-5, err_msg=p.name)
+        np.testing.assert_allclose(lse, segment_softmax_np(z, dst, 3)[1], rtol=1e-5, atol=1e-6, err_msg=p.name)
+        np.testing.assert_allclose(lse, ref_lse, rtol=1e-5, atol=1e-6, err_msg=p.name)
+        np.testing.assert_array_equal(lse[1:], 0)  # all -inf, and no in-edges
+        np.testing.assert_array_equal(out[1:], 0)
+        for u, w in zip(vjp(cts), ref_vjp(cts)):
+            assert np.isfinite(u).all(), p.name
+            np.testing.assert_allclose(u, w, rtol=1e-4, atol=1e-4, err_msg=p.name)
+
+
+def test_edge_gradients_with_edge_ids_that_are_not_a_permutation():
+    """Edge ids in range but not a permutation (a hand-built Graph): the CPU kernels reject them, and the CUDA
+    kernels leave no edge-valued output unwritten (the missing edge's gradients are 0, the same on every run)."""
+    rng = np.random.default_rng(0)
+    bad, missing = repeated_edge_id(random_graph(rng, 7, 7, 24))
+    f = lambda *s: jnp.asarray(rng.normal(size=s).astype(np.float32))  # noqa: E731
+    x, y, z, ef, a2, a3 = f(7, 6), f(7, 6), f(7, 6), f(24, 6), f(6), f(18)
+    gno = (f(7, 3), f(24, 2), f(4, 2), f(4), f(6, 4), f(6), jnp.abs(f(24)))
+    grads = {  # the edge-valued gradients, written by the CSC backward kernels
+        "mha_gat": lambda: jax.grad(lambda e: jgo.mha_gat(bad, x, a3, num_heads=2, edge_feat=e).sum())(ef),
+        "mha_gat_v2": lambda: jax.grad(lambda e: jgo.mha_gat_v2(bad, x, y, a2, num_heads=2, edge_feat=e).sum())(ef),
+        "mha_simple": lambda: jax.grad(lambda e: jgo.mha_simple(bad, x, y, z, num_heads=2, edge_feat=e).sum())(ef),
+        "gno_conv": lambda: jax.grad(lambda *a: jgo.gno_conv(bad, *a[:6], edge_weight=a[6], reduce="sum").sum(),
+                                     (1, 6))(*gno),
+    }
+    for name, grad in grads.items():
+        with kernel_index_error(".*edge id 0 appears twice .*csc_eid and csr_eid must be permutations"):
+            got = jax.block_until_ready(grad())
+        if jgo.kernel_platform() != "cpu":
+            for u, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(grad())):
+                np.testing.assert_array_equal(u[missing], 0, err_msg=name)
+                np.testing.assert_array_equal(u, w, err_msg=name)

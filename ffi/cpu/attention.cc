@@ -133,7 +133,7 @@ void GatBwdDstRows(const GatArgs& a, const I* offsets, const I* nbr, const I* ei
       for (int64_t h = 0; h < H; ++h) dot[h] = Dot(g + h * C, xr + h * C, C);
       T* gse = kEdge ? grad_s_edge + e * H : nullptr;
       for (int64_t h = 0; h < H; ++h) {
-        const T gp = GatLogitGrad(CpuExp(z[h] - lse[h]), dot[h], delta[h], p[h], slope);
+        const T gp = GatLogitGrad(SoftmaxWeight(z[h], lse[h], CpuExpFn{}), dot[h], delta[h], p[h], slope);
         acc[h] += gp;
         if (kEdge) gse[h] = gp;
       }
@@ -175,7 +175,7 @@ void GatBwdSrcRows(const GatArgs& a, const I* offsets, const I* nbr, const I* ei
       EdgeLogits<T, kEdge>(ss, info + DstInfo::kSDst * H, kEdge ? s_edge + e * H : nullptr, slope, H, p, z);
       for (int64_t h = 0; h < H; ++h) dot[h] = Dot(g + h * C, xr + h * C, C);
       for (int64_t h = 0; h < H; ++h) {
-        alpha[h] = CpuExp(z[h] - lse[h]);
+        alpha[h] = SoftmaxWeight(z[h], lse[h], CpuExpFn{});
         acc[h] += GatLogitGrad(alpha[h], dot[h], delta[h], p[h], slope);
       }
       for (int64_t h = 0; h < H; ++h) {

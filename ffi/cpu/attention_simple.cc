@@ -128,7 +128,7 @@ void BwdDstRows(const SimpleArgs& g, const I* offsets, const I* nbr, const I* ei
       HeadDots(qr, kr, H, C, s.prod, s.z);
       HeadDots(gr, EdgeRow<T, kEdge>(v + j * HC, efr, HC, s.val), H, C, s.prod, s.dot);
       for (int64_t h = 0; h < H; ++h) {
-        alpha[h] = CpuExp(SimpleLogit(s.z[h], scale) - lse[h]);
+        alpha[h] = SoftmaxWeight(SimpleLogit(s.z[h], scale), lse[h], CpuExpFn{});
         sds[h] = scale * SimpleLogitGrad(alpha[h], s.dot[h], delta[h]);
       }
       for (int64_t h = 0; h < H; ++h) {
@@ -181,7 +181,7 @@ void BwdSrcRows(const SimpleArgs& g, const I* offsets, const I* nbr, const I* ei
       HeadDots(qi, EdgeRow<T, kEdge>(kj, efr, HC, s.key), H, C, s.prod, s.z);
       HeadDots(gi, EdgeRow<T, kEdge>(vj, efr, HC, s.val), H, C, s.prod, s.dot);
       for (int64_t h = 0; h < H; ++h) {
-        alpha[h] = CpuExp(SimpleLogit(s.z[h], scale) - lse[h]);
+        alpha[h] = SoftmaxWeight(SimpleLogit(s.z[h], scale), lse[h], CpuExpFn{});
         sds[h] = scale * SimpleLogitGrad(alpha[h], s.dot[h], delta[h]);
       }
       for (int64_t h = 0; h < H; ++h) {

@@ -120,7 +120,7 @@ void BwdDstRows(const GatArgs& g, const I* offsets, const I* nbr, const I* eid, 
       const T* xr = xs + static_cast<int64_t>(nbr[k]) * HC;
       EdgeLogitsV2<T, kEdge>(xr, xdr, kEdge ? ef + e * HC : nullptr, a, slope, H, C, s.t, s.w, s.z);
       for (int64_t h = 0; h < H; ++h) {
-        const T alpha = CpuExp(s.z[h] - lse[h]);
+        const T alpha = SoftmaxWeight(s.z[h], lse[h], CpuExpFn{});
         s.dz[h] = alpha * (Dot(gr + h * C, xr + h * C, C) - delta[h]);
       }
       T* gef = kEdge ? grad_ef + e * HC : nullptr;
@@ -167,7 +167,7 @@ void BwdSrcRows(const GatArgs& g, const I* offsets, const I* nbr, const I* eid, 
       const T *lse = info + i * HI + Gatv2Info::kLse * H, *delta = info + i * HI + Gatv2Info::kDelta * H;
       EdgeLogitsV2<T, kEdge>(xr, xd + i * HC, kEdge ? ef + e * HC : nullptr, a, slope, H, C, s.t, s.w, s.z);
       for (int64_t h = 0; h < H; ++h) {
-        const T alpha = CpuExp(s.z[h] - lse[h]);
+        const T alpha = SoftmaxWeight(s.z[h], lse[h], CpuExpFn{});
         s.wt[h] = alpha;
         s.dz[h] = alpha * (Dot(gr + h * C, xr + h * C, C) - delta[h]);
       }

@@ -31,19 +31,25 @@ namespace jgo {
 namespace {
 
 // Validates a triplet grouping: offsets from 0 to T, never decreasing; neighbours in [0, E);
-// positions (if given) in [0, T).
+// positions (if given) a permutation of [0, T), so every coefficient is written exactly once.
 template <typename I>
 ffi::Error CheckGrouping(const char* what, const I* offsets, const I* nbr, const I* pos, int64_t E, int64_t T) {
   if (offsets[0] != 0 || static_cast<int64_t>(offsets[E]) != T)
     return InvalidArgument(std::string(what) + ": triplet offsets must start at 0 and end at n_triplets");
   for (int64_t r = 0; r < E; ++r)
     if (offsets[r + 1] < offsets[r]) return InvalidArgument(std::string(what) + ": triplet offsets decrease");
+  std::vector<bool> seen(pos ? T : 0);
   for (int64_t k = 0; k < T; ++k) {
     if (nbr[k] < 0 || static_cast<int64_t>(nbr[k]) >= E)
       return InvalidArgument(std::string(what) + ": triplet edge " + std::to_string(static_cast<int64_t>(nbr[k])) +
                              " out of range " + Range(0, E));
-    if (pos && (pos[k] < 0 || static_cast<int64_t>(pos[k]) >= T))
-      return InvalidArgument(std::string(what) + ": triplet position out of range");
+    if (!pos) continue;
+    const int64_t q = pos[k];
+    if (q < 0 || q >= T) return InvalidArgument(std::string(what) + ": triplet position out of range");
+    if (seen[q])
+      return InvalidArgument(std::string(what) + ": triplet position " + std::to_string(q) +
+                             " appears twice: in_pos must be a permutation of " + Range(0, T));
+    seen[q] = true;
   }
   return ffi::Error::Success();
 }

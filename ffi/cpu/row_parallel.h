@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "jgo/args.h"
 #include "xla/ffi/api/ffi.h"
@@ -96,7 +97,8 @@ inline std::string Range(int64_t lo, int64_t hi) {
 }
 
 // Validates a compressed neighbourhood structure: offsets start at 0, never decrease and end at
-// n_edges; every edge id lies in [0, n_edges) and, if check_nbr, every neighbour in [0, n_nbr).
+// n_edges; the edge ids are a permutation of [0, n_edges) (so every edge-valued output element is
+// written exactly once, by one task) and, if check_nbr, every neighbour lies in [0, n_nbr).
 template <typename I>
 ffi::Error CheckCompressed(const I* offsets, const I* nbr, const I* eid, int64_t n_rows, int64_t n_edges,
                            int64_t n_nbr, bool check_nbr, const char* what) {
@@ -106,11 +108,17 @@ ffi::Error CheckCompressed(const I* offsets, const I* nbr, const I* eid, int64_t
     if (offsets[r + 1] < offsets[r])
       return InvalidArgument(std::string(what) + ": offsets decrease at row " + std::to_string(r));
   }
+  std::vector<bool> seen(n_edges);
   for (int64_t k = 0; k < n_edges; ++k) {
     const int64_t e = eid[k];
     if (e < 0 || e >= n_edges)
       return InvalidArgument(std::string(what) + ": edge id " + std::to_string(e) + " at position " +
                              std::to_string(k) + " is out of range " + Range(0, n_edges));
+    if (seen[e])
+      return InvalidArgument(std::string(what) + ": edge id " + std::to_string(e) + " appears twice (again at " +
+                             "position " + std::to_string(k) + "): csc_eid and csr_eid must be permutations of " +
+                             Range(0, n_edges));
+    seen[e] = true;
     if (check_nbr) {
       const int64_t j = nbr[k];
       if (j < 0 || j >= n_nbr)

@@ -108,7 +108,7 @@ __global__ void GatBwdDstKernel(GatArgs a, const I* offsets, const I* nbr, const
       for (int64_t c = lane; c < C; c += group) dot += Widen<T>(g[c]) * Widen<T>(xh[c]);
       dot = GroupSum(dot, mask, group);
       const T p = GatPre(s_src[j * H + h], sd, kEdge ? s_edge[e * H + h] : T(0));
-      const T gp = GatLogitGrad(SoftmaxWeight(LeakyRelu(p, slope), lse), dot, delta, p, slope);
+      const T gp = GatLogitGrad(SoftmaxWeight(LeakyRelu(p, slope), lse, ExpFn{}), dot, delta, p, slope);
       acc += gp;
       if (kEdge && lane == 0) grad_s_edge[e * H + h] = gp;
     }
@@ -147,7 +147,7 @@ __global__ void GatBwdSrcKernel(GatArgs a, const I* offsets, const I* nbr, const
         for (int64_t c = lane; c < C; c += group) dot += Widen<T>(gh[c]) * Widen<T>(xh[c]);
         dot = GroupSum(dot, mask, group);
         const T p = GatPre(ss, info[DstInfo::kSDst * H + h], kEdge ? s_edge[e * H + h] : T(0));
-        const T alpha = SoftmaxWeight(LeakyRelu(p, slope), info[DstInfo::kLse * H + h]);
+        const T alpha = SoftmaxWeight(LeakyRelu(p, slope), info[DstInfo::kLse * H + h], ExpFn{});
         acc_s += GatLogitGrad(alpha, dot, info[DstInfo::kDelta * H + h], p, slope);
 #pragma unroll
         for (int v = 0; v < kVec; ++v) {

@@ -133,7 +133,8 @@ __global__ void BwdDstKernel(SimpleArgs g, const I* offsets, const I* nbr, const
         if (!InRange(j, g.n_src) || !InRange(e, g.n_edges)) continue;
         const S* kh = HeadRow(k, j, HC, h, C);
         const S* efh = kEdge ? HeadRow(ef, e, HC, h, C) : nullptr;
-        const A alpha = SoftmaxWeight(SimpleLogit(HeadDot<S, kEdge>(qh, kh, efh, C, lane, group, mask), scale), lse);
+        const A z = SimpleLogit(HeadDot<S, kEdge>(qh, kh, efh, C, lane, group, mask), scale);
+        const A alpha = SoftmaxWeight(z, lse, ExpFn{});
         const A dalpha = HeadDot<S, kEdge>(gh, HeadRow(v, j, HC, h, C), efh, C, lane, group, mask);
         const A sds = scale * SimpleLogitGrad(alpha, dalpha, delta);
 #pragma unroll
@@ -185,7 +186,7 @@ __global__ void BwdSrcKernel(SimpleArgs g, const I* offsets, const I* nbr, const
         const S* gh = HeadRow(grad, i, HC, h, C);
         const S* efh = kEdge ? HeadRow(ef, e, HC, h, C) : nullptr;
         const A z = SimpleLogit(HeadDot<S, kEdge>(qh, kh, efh, C, lane, group, mask), scale);
-        const A alpha = SoftmaxWeight(z, info[i * HI + SimpleInfo::kLse * H + h]);
+        const A alpha = SoftmaxWeight(z, info[i * HI + SimpleInfo::kLse * H + h], ExpFn{});
         const A dalpha = HeadDot<S, kEdge>(gh, vh, efh, C, lane, group, mask);
         const A sds = scale * SimpleLogitGrad(alpha, dalpha, info[i * HI + SimpleInfo::kDelta * H + h]);
 #pragma unroll

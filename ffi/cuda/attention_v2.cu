@@ -110,7 +110,7 @@ __global__ void BwdDstKernel(GatArgs g, const I* offsets, const I* nbr, const I*
         const S* xsh = xs + j * HC + h * C;
         const S* efh = kEdge ? ef + e * HC + h * C : nullptr;
         const T z = Logit<T, kEdge>(xsh, xdh, efh, ah, C, slope, lane, group, mask);
-        const T alpha = SoftmaxWeight(z, lse);
+        const T alpha = SoftmaxWeight(z, lse, ExpFn{});
         const T dz = alpha * (GroupDot<T>(gh, xsh, C, lane, group, mask) - delta);
 #pragma unroll
         for (int v = 0; v < kVec; ++v) {
@@ -163,7 +163,7 @@ __global__ void BwdSrcKernel(GatArgs g, const I* offsets, const I* nbr, const I*
         const S* gh = grad + i * HC + h * C;
         const S* efh = kEdge ? ef + e * HC + h * C : nullptr;
         const T z = Logit<T, kEdge>(xsh, xdh, efh, ah, C, slope, lane, group, mask);
-        const T alpha = SoftmaxWeight(z, info[i * HI + Gatv2Info::kLse * H + h]);
+        const T alpha = SoftmaxWeight(z, info[i * HI + Gatv2Info::kLse * H + h], ExpFn{});
         const T dz = alpha * (GroupDot<T>(gh, xsh, C, lane, group, mask) - info[i * HI + Gatv2Info::kDelta * H + h]);
 #pragma unroll
         for (int v = 0; v < kVec; ++v) {

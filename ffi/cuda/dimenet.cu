@@ -170,6 +170,11 @@ ffi::Error InTyped(cudaStream_t stream, CudaScratch& scratch, const DimenetArgs&
     partials = static_cast<T*>(*mem);
   }
   auto ptr = [&](int i, int64_t bit) { return (out & bit) ? res[i].typed_data<T>() : static_cast<T*>(nullptr); };
+  // A coefficient no triplet reaches (skipped for an out-of-range index, or a position no triplet names) stays 0.
+  if ((out & kOutVec) != 0) {
+    if (auto err = ZeroFill("dimenet_in", res[4].untyped_data(), res[4].size_bytes(), stream); err.failure())
+      return err;
+  }
   const int64_t threads = want_wb ? kWeightThreads : a.E;
   if (auto err = Launch("dimenet_in", DimenetInKernel<T, I>, threads, stream, a, offsets.typed_data<I>(),
                         nbr.typed_data<I>(), pos.typed_data<I>(), o, MakePlan(o), ptr(0, kOutVec), ptr(1, kOutA),

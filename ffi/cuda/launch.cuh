@@ -102,6 +102,15 @@ ffi::Error LaunchBlocks(const char* name, void (*kernel)(Params...), int64_t blo
   return ffi::Error::Internal(std::string("jaxgraphops: ") + name + ": " + cudaGetErrorString(err));
 }
 
+// Zeroes `bytes` bytes at `data` on the stream: the output elements a kernel may leave unwritten
+// (those of edges it skips for an out-of-range index, or that no edge id names).
+inline ffi::Error ZeroFill(const char* name, void* data, size_t bytes, cudaStream_t stream) {
+  if (bytes == 0) return ffi::Error::Success();
+  const cudaError_t err = cudaMemsetAsync(data, 0, bytes, stream);
+  if (err == cudaSuccess) return ffi::Error::Success();
+  return ffi::Error::Internal(std::string("jaxgraphops: ") + name + ": " + cudaGetErrorString(err));
+}
+
 // Launches kernel over `threads` threads (none when 0), grid-stride beyond kMaxBlocks blocks.
 template <typename... Params, typename... Args>
 ffi::Error Launch(const char* name, void (*kernel)(Params...), int64_t threads, cudaStream_t stream, Args... args) {

@@ -114,7 +114,7 @@ ffi::Error SpmmCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer 
 // ---------------------------------------------------------------------------------------
 // jgo_sddmm: a group of lanes per walked row, as in spmm. The lanes stride over the features of
 // each edge (coalesced rows), or, for a dot product, over d2 with a shuffle reduction. An edge
-// whose neighbour or edge id is out of range is skipped; its output is then left unwritten.
+// whose neighbour or edge id is out of range is skipped; its output (zeroed first) stays 0.
 
 template <typename T, typename I, Op op, bool kDot, Mask M>
 __global__ void SddmmKernel(SddmmArgs s, const I* offsets, const I* nbr, const I* eid, const T* lhs, const T* rhs,
@@ -188,6 +188,7 @@ ffi::Error SddmmTyped(cudaStream_t stream, const SddmmArgs& s, ffi::AnyBuffer of
   const int64_t F = s.dims.size();
   const int group = GroupWidth(s.dot ? s.dims.d2 : F);
   const I* m = s.mask == Mask::kNone ? nullptr : mask_arg.typed_data<I>();
+  if (auto err = ZeroFill("jgo_sddmm", out.untyped_data(), out.size_bytes(), stream); err.failure()) return err;
   return Launch("jgo_sddmm", PickSddmm<T, I>(s), F == 0 ? 0 : s.n_rows * group, stream, s,
                 offsets.typed_data<I>(), nbr.typed_data<I>(), eid.typed_data<I>(), lhs.typed_data<T>(),
                 rhs.typed_data<T>(), m, out.typed_data<T>(), group);
@@ -208,7 +209,7 @@ ffi::Error SddmmCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer
 
 // ---------------------------------------------------------------------------------------
 // jgo_edge_softmax: one thread per (row, head); adjacent threads take adjacent heads of a row.
-// A row holding an out-of-range edge id is left unwritten.
+// A row holding an out-of-range edge id is skipped: its outputs (zeroed first) stay 0.
 
 template <typename T, typename I>
 __global__ void EdgeSoftmaxKernel(const I* offsets, const I* eid, const T* logits, T* out, int64_t n_rows,
@@ -229,6 +230,7 @@ ffi::Error SoftmaxTyped(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuf
   const int64_t n_rows = static_cast<int64_t>(offsets.element_count()) - 1;
   const int64_t n_edges = static_cast<int64_t>(eid.element_count());
   const int64_t heads = n_edges == 0 ? 1 : static_cast<int64_t>(logits.element_count()) / n_edges;
+  if (auto err = ZeroFill("jgo_edge_softmax", out.untyped_data(), out.size_bytes(), stream); err.failure()) return err;
   return Launch("jgo_edge_softmax", EdgeSoftmaxKernel<T, I>, n_edges == 0 ? 0 : n_rows * heads, stream,
                 offsets.typed_data<I>(), eid.typed_data<I>(), logits.typed_data<T>(), out.typed_data<T>(), n_rows,
                 n_edges, heads);

@@ -190,12 +190,15 @@ def spmm_xla(*args, op, reduce, reverse, masked, out_shape):
         return out, jnp.zeros((0,), ga[0].dtype)
     best_fn = jax.ops.segment_max if reduce == "max" else jax.ops.segment_min
     best = best_fn(msg, row_ids, num_segments=rows)
+    nan = jnp.isnan(msg)
+    row_nan = jax.ops.segment_max(nan, row_ids, num_segments=rows)  # NaN is the extreme of its row (np.max)
     n_edges = ga[0].shape[0]
     eid = jnp.broadcast_to(jnp.arange(n_edges, dtype=ga[0].dtype).reshape((-1,) + (1,) * len(out_shape)), msg.shape)
-    winner = jnp.where(msg == best[row_ids], eid, n_edges)
+    winner = jnp.where(jnp.where(row_nan[row_ids], nan, msg == best[row_ids]), eid, n_edges)
     arg = jax.ops.segment_min(winner, row_ids, num_segments=rows)
     empty = arg >= n_edges
-    return jnp.where(empty, 0, best).astype(msg.dtype), jnp.where(empty, -1, arg).astype(ga[0].dtype)
+    out = jnp.where(empty, 0, jnp.where(row_nan, jnp.nan, best))
+    return out.astype(msg.dtype), jnp.where(empty, -1, arg).astype(ga[0].dtype)
 
 
 def sddmm_xla(*args, op, lhs_target, rhs_target, dot, masked, out_shape):
@@ -210,8 +213,9 @@ def softmax_xla(*args):
     ga, logits = args[:8], args[8]
     dst, n = ga[1], n_dst_of(ga)
     m = jax.ops.segment_max(logits, dst, num_segments=n)
-    z = jnp.exp(logits - m[dst])
-    return z / jax.ops.segment_sum(z, dst, num_segments=n)[dst]
+    z = jnp.exp(logits - jnp.where(jnp.isneginf(m), 0, m)[dst])  # a row of only -inf logits gets 0
+    total = jax.ops.segment_sum(z, dst, num_segments=n)[dst]
+    return z / jnp.where(total > 0, total, 1)
 
 
 for _prim, _ref, _ffi, _multi in ((spmm_p, spmm_xla, _spmm_ffi, True), (sddmm_p, sddmm_xla, _sddmm_ffi, False),

@@ -35,7 +35,8 @@ def agg_simple(g: Graph, x=None, edge_feat=None, *, reduce: str = "sum", impl: s
       g: the graph.
       x: source-node features ``[n_src, F]`` (node-to-node).
       edge_feat: edge features ``[n_edges, Fe]`` in input edge order (edge-to-node).
-      reduce: ``sum``, ``mean``, ``max`` or ``min`` (empty neighbourhoods give 0).
+      reduce: ``sum``, ``mean``, ``max`` or ``min`` (empty neighbourhoods give 0; max/min
+        propagate NaN as ``np.max`` does, see :func:`gspmm`).
       impl: None for the fused kernels, ``"xla"`` for the pure-JAX reference.
 
     Returns:

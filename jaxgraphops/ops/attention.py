@@ -106,6 +106,8 @@ def mha_gat(g: Graph, x_src, attn_weights, *, x_dst=None, num_heads: int = 1, co
     Returns:
       ``out`` (``[n_dst, H * C]`` or ``[n_dst, C]``), and ``alpha [n_edges, H]`` with
       ``return_attention``. A destination without incoming edges gets 0 (and zero gradients).
+      A ``-inf`` logit (a masked edge) gets weight 0; a destination whose logits are all ``-inf``
+      is treated as one without incoming edges.
       Half-precision features: float32 scores, softmax and sums (on GPU the kernels read and
       write the half-precision arrays themselves), results in the input precision.
 
@@ -180,6 +182,8 @@ def mha_gat_v2(g: Graph, x_src, x_dst, attn_weights, *, num_heads: int = 1, conc
     Returns:
       ``out`` (``[n_dst, H * C]`` or ``[n_dst, C]``), and ``alpha [n_edges, H]`` with
       ``return_attention``. A destination without incoming edges gets 0 (and zero gradients).
+      A ``-inf`` logit (a masked edge) gets weight 0; a destination whose logits are all ``-inf``
+      is treated as one without incoming edges.
       Half-precision features: float32 scores, softmax and sums (on GPU the kernels read and
       write the half-precision arrays themselves), results in the input precision.
 
@@ -250,6 +254,8 @@ def mha_simple(g: Graph, query, key, value, *, num_heads: int = 1, concat_heads:
     Returns:
       ``out`` (``[n_dst, H * C]`` or ``[n_dst, C]``), and ``alpha [n_edges, H]`` with
       ``return_attention``. A destination without incoming edges gets 0 (and zero gradients).
+      A ``-inf`` logit (a masked edge) gets weight 0; a destination whose logits are all ``-inf``
+      is treated as one without incoming edges.
       Half-precision features: float32 scores, softmax and sums (on GPU the kernels read and
       write the half-precision arrays themselves), results in the input precision.
 

@@ -59,7 +59,8 @@ def gspmm(g: Graph, u=None, e=None, *, op: str = "copy_u", reduce: str = "sum", 
       op: ``copy_u``, ``copy_e``, ``u_mul_e``, ``u_add_e``, ``u_sub_e`` or ``u_div_e``.
       reduce: ``sum``, ``mean``, ``max`` or ``min``. An empty neighbourhood gives 0 (and zero
         gradients). max/min send the whole gradient to the first maximal (minimal) incoming
-        edge in input edge order.
+        edge in input edge order; a NaN message makes its output element NaN (as ``np.max``)
+        and gets the gradient (the first NaN edge). Half precision is accumulated in float32.
       impl: None or ``"ffi"`` for the fused kernels, ``"xla"`` for the pure-JAX reference.
 
     Returns:
@@ -163,7 +164,8 @@ def edge_softmax(g: Graph, logits, *, impl: str | None = None):
 
     Returns:
       Attention weights of the shape of ``logits``; the weights of the in-edges of every
-      destination (per head) sum to 1. Numerically stable (the maximum is subtracted).
+      destination (per head) sum to 1. Numerically stable (the maximum is subtracted). A
+      ``-inf`` logit gets weight 0; a destination whose logits are all ``-inf`` gets 0 weights.
 
     >>> import jax.numpy as jnp, jaxgraphops as jgo
     >>> g = jgo.Graph.from_edges(jnp.array([0, 1, 2]), jnp.array([2, 2, 0]))

@@ -45,12 +45,13 @@ JGO_HD T GatLogit(T s_src, T s_dst, T s_edge, T slope) {
 // heads vectorises: the running maximum m and normaliser l take logit z; `scale` is the factor
 // the accumulator must be multiplied by before adding `weight` times the new value. Before the
 // first logit m = -inf and l = 0 (exp(-inf) = 0, or a denormal-sized factor with an exp that
-// clamps its argument: either way the empty accumulator stays 0).
+// clamps its argument: either way the empty accumulator stays 0). A -inf logit weighs exactly 0,
+// so while every logit seen is -inf, m stays -inf and the row stays empty (never exp(-inf - -inf)).
 template <typename T, typename ExpFn>
 JGO_HD void OnlineSoftmaxStep(T& m, T& l, T z, T& scale, T& weight, ExpFn exp_fn) {
   const T m_new = z > m ? z : m;
-  scale = exp_fn(m - m_new);
-  weight = exp_fn(z - m_new);
+  scale = m == m_new ? T(1) : exp_fn(m - m_new);
+  weight = z == -Infinity<T>() ? T(0) : exp_fn(z - m_new);
   l = l * scale + weight;
   m = m_new;
 }
@@ -66,10 +67,11 @@ JGO_HD T SoftmaxLse(T m, T l) {
   return l > T(0) ? m + Log(l) : T(0);
 }
 
-// The softmax weight of an edge from its logit and the destination's log-sum-exp.
-template <typename T>
-JGO_HD T SoftmaxWeight(T z, T lse) {
-  return Exp(z - lse);
+// The softmax weight of an edge from its logit and the destination's log-sum-exp; exactly 0 for
+// a -inf logit (also where lse is 0 because every logit of the row is -inf).
+template <typename T, typename ExpFn>
+JGO_HD T SoftmaxWeight(T z, T lse, ExpFn exp_fn) {
+  return z == -Infinity<T>() ? T(0) : exp_fn(z - lse);
 }
 
 // d loss / d p_e of one (edge, head): alpha (dalpha - delta) leaky_relu'(p).

@@ -33,13 +33,13 @@ JGO_HD T GnoPre(const T* u_row, T b, const T* dx, int64_t d) {
   return a;
 }
 
-// The hidden unit relu(a) (0 at a = 0, as jax.nn.relu).
+// The hidden unit relu(a) (0 at a = 0; NaN at NaN, as jax.nn.relu).
 template <typename T>
 JGO_HD T GnoHidden(T a) {
-  return a > T(0) ? a : T(0);
+  return a < T(0) ? T(0) : a;
 }
 
-// d loss / d a_k = w t_k relu'(a_k); relu'(0) = 0.
+// d loss / d a_k = w t_k relu'(a_k); relu'(0) = relu'(NaN) = 0 (jax.nn.relu's derivative).
 template <typename T>
 JGO_HD T GnoPreGrad(T w, T t, T a) {
   return a > T(0) ? w * t : T(0);

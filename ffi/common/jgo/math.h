@@ -88,7 +88,8 @@ JGO_HD T Infinity() {
 
 // Reducers. `arg` is the winning edge id for max/min (-1 while nothing was seen); ties
 // keep the first edge visited, and rows are visited in input edge order, so the winner is
-// the first maximal (minimal) incoming edge in input order.
+// the first maximal (minimal) incoming edge in input order. NaN beats every number and is
+// never beaten (np.max's NaN), so the winner of a row holding NaN is its first NaN edge.
 template <typename Acc, Reduce R>
 struct Reducer;
 template <typename Acc>
@@ -117,7 +118,7 @@ struct Reducer<Acc, Reduce::kMax> {
   JGO_HD static Acc init() { return -Infinity<Acc>(); }
   template <typename I>
   JGO_HD static void update(Acc& acc, I& arg, Acc v, I e) {  // branch-free, so it vectorises
-    const bool take = (arg < 0) | (v > acc);
+    const bool take = (arg < 0) | ((acc == acc) & !(v <= acc));  // v beats a number when larger or NaN
     acc = take ? v : acc;
     arg = take ? e : arg;
   }
@@ -130,7 +131,7 @@ struct Reducer<Acc, Reduce::kMin> {
   JGO_HD static Acc init() { return Infinity<Acc>(); }
   template <typename I>
   JGO_HD static void update(Acc& acc, I& arg, Acc v, I e) {  // branch-free, so it vectorises
-    const bool take = (arg < 0) | (v < acc);
+    const bool take = (arg < 0) | ((acc == acc) & !(v >= acc));  // v beats a number when smaller or NaN
     acc = take ? v : acc;
     arg = take ? e : arg;
   }
@@ -163,7 +164,8 @@ JGO_HD Acc EdgeElement(const T* a_row, const T* b_row, const Strides3& as, const
 }
 
 // Numerically stable softmax of logits[eid[k], h] over k in [begin, end), written to
-// out[eid[k], h]. Accumulates in Acc.
+// out[eid[k], h]. Accumulates in Acc. A -inf logit gets weight 0; a row of only -inf logits
+// gets 0 everywhere (as a row without edges), not exp(-inf - -inf) = NaN.
 template <typename T, typename Acc, typename I>
 JGO_HD void SegmentSoftmax(const T* logits, const I* eid, int64_t begin, int64_t end, int64_t h,
                            int64_t n_heads, T* out) {
@@ -173,11 +175,12 @@ JGO_HD void SegmentSoftmax(const T* logits, const I* eid, int64_t begin, int64_t
     const Acc v = static_cast<Acc>(logits[static_cast<int64_t>(eid[k]) * n_heads + h]);
     m = v > m ? v : m;
   }
+  if (m == -Infinity<Acc>()) m = Acc(0);  // every exp(-inf - 0) is 0
   Acc total = Acc(0);
   for (int64_t k = begin; k < end; ++k) {
     total += Exp(static_cast<Acc>(logits[static_cast<int64_t>(eid[k]) * n_heads + h]) - m);
   }
-  const Acc inv = Acc(1) / total;
+  const Acc inv = total > Acc(0) ? Acc(1) / total : Acc(0);
   for (int64_t k = begin; k < end; ++k) {
     const int64_t i = static_cast<int64_t>(eid[k]) * n_heads + h;
     out[i] = static_cast<T>(Exp(static_cast<Acc>(logits[i]) - m) * inv);
