@@ -19,4 +19,5 @@
   X(jgo_gno_bwd_src, GnoBwdSrc)              \
   X(jgo_gno_bwd_dst, GnoBwdDst)              \
   X(jgo_dimenet_in, DimenetIn)               \
-  X(jgo_dimenet_out, DimenetOut)
+  X(jgo_dimenet_out, DimenetOut)             \
+  X(jgo_check_edges, CheckEdges)

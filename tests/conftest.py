@@ -53,7 +53,7 @@ def repeated_edge_id(g):
                                                    "csr_dst", "csr_eid")]
     for i in (4, 7):
         arrays[i] = jnp.where(arrays[i] == missing, 0, arrays[i]).astype(arrays[i].dtype)
-    return jgo.Graph(*arrays, g.n_src, g.n_dst), missing
+    return jgo.Graph(*arrays, g.n_src, g.n_dst, validate=False), missing
 
 
 def segment_softmax_np(z, dst, n_dst):

@@ -79,6 +79,12 @@ __device__ __forceinline__ T* SharedMemory() {
 #endif
 }
 
+// The FFI error of a failed CUDA runtime call in handler `name` (success for cudaSuccess).
+inline ffi::Error Status(const char* name, cudaError_t err) {
+  if (err == cudaSuccess) return ffi::Error::Success();
+  return ffi::Error::Internal(std::string("jaxgraphops: ") + name + ": " + cudaGetErrorString(err));
+}
+
 // Launches kernel on `blocks` blocks of kBlock threads with `shared_bytes` of dynamic shared memory
 // (raising the kernel's limit when above 48 KiB) and reports a failed launch.
 template <typename... Params, typename... Args>
@@ -97,18 +103,14 @@ ffi::Error LaunchBlocks(const char* name, void (*kernel)(Params...), int64_t blo
 #endif
   }
   const cudaError_t last = cudaGetLastError();  // also clears a failed attribute's error
-  if (err == cudaSuccess) err = last;
-  if (err == cudaSuccess) return ffi::Error::Success();
-  return ffi::Error::Internal(std::string("jaxgraphops: ") + name + ": " + cudaGetErrorString(err));
+  return Status(name, err == cudaSuccess ? last : err);
 }
 
 // Zeroes `bytes` bytes at `data` on the stream: the output elements a kernel may leave unwritten
 // (those of edges it skips for an out-of-range index, or that no edge id names).
 inline ffi::Error ZeroFill(const char* name, void* data, size_t bytes, cudaStream_t stream) {
   if (bytes == 0) return ffi::Error::Success();
-  const cudaError_t err = cudaMemsetAsync(data, 0, bytes, stream);
-  if (err == cudaSuccess) return ffi::Error::Success();
-  return ffi::Error::Internal(std::string("jaxgraphops: ") + name + ": " + cudaGetErrorString(err));
+  return Status(name, cudaMemsetAsync(data, 0, bytes, stream));
 }
 
 // Launches kernel over `threads` threads (none when 0), grid-stride beyond kMaxBlocks blocks.

@@ -175,7 +175,7 @@ def gat_graph(g: Graph) -> Graph:
 
     src = jnp.concatenate([g.src, nodes])
     dst = jnp.concatenate([jnp.where(g.src == g.dst, jnp.asarray(n_dst, idx), g.dst), nodes])
-    return Graph(src, dst, *csc, *csr, g.n_src, n_dst + 1)
+    return Graph(src, dst, *csc, *csr, g.n_src, n_dst + 1, validate=False)
 
 
 def gat_loop_attr(g: Graph, edge_attr, fill_value):

@@ -51,4 +51,4 @@ def add_self_loops(g: Graph) -> Graph:
     csc = _append_one_per_group(g.csc_offsets, g.csc_src, g.csc_eid, nodes, loop_eids)
     csr = _append_one_per_group(g.csr_offsets, g.csr_dst, g.csr_eid, nodes, loop_eids)
     src, dst = jnp.concatenate([g.src, nodes]), jnp.concatenate([g.dst, nodes])
-    return Graph(src, dst, *csc, *csr, g.n_src, g.n_dst)
+    return Graph(src, dst, *csc, *csr, g.n_src, g.n_dst, validate=False)

@@ -193,4 +193,5 @@ def _membership_graph(fn, ids, n_graphs, ids_are_sorted):
     # (n_graphs log N work; a bincount would be a scatter over all N ids)
     sorted_ids = ids if ids_are_sorted else ids[order]
     csc_offsets = jnp.searchsorted(sorted_ids, jnp.arange(n_graphs + 1, dtype=index_dtype), side="left").astype(index_dtype)
-    return Graph(nodes, ids, csc_offsets, order, order, jnp.arange(n + 1, dtype=index_dtype), ids, nodes, n, n_graphs)
+    return Graph(nodes, ids, csc_offsets, order, order, jnp.arange(n + 1, dtype=index_dtype), ids, nodes, n, n_graphs,
+                 validate=False)
