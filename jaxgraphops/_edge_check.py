@@ -16,12 +16,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _backend
+from ._varying import to_common_varying
 
 
 def _kernel_check(src, dst, n_src: int, n_dst: int):
     call = jax.ffi.ffi_call(
         "jgo_check_edges",
-        (jax.ShapeDtypeStruct(src.shape, src.dtype), jax.ShapeDtypeStruct(dst.shape, dst.dtype)),
+        (jax.typeof(src), jax.typeof(dst)),  # avals: keep the varying axes of shard_map
         input_output_aliases={0: 0, 1: 1},
         vmap_method="broadcast_all",
     )
@@ -51,6 +52,7 @@ def checked_edges(src: jax.Array, dst: jax.Array, n_src: int, n_dst: int) -> tup
 
     ``src`` and ``dst``: int32/int64 arrays of one shape ``[E]`` (``[B, E]`` under ``vmap``).
     """
+    src, dst = to_common_varying(src, dst)
     kernel = lambda s, d: _kernel_check(s, d, n_src, n_dst)  # noqa: E731
     fallback = lambda s, d: _callback_check(s, d, n_src, n_dst)  # noqa: E731
     return jax.lax.platform_dependent(src, dst, cpu=kernel, cuda=kernel if _backend.with_cuda() else fallback,

@@ -39,10 +39,9 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
-from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, xla
 
-from ..ops._primitive_utils import map_over_graphs, register_lowerings, zero_tangent
+from ..ops._primitive_utils import KernelPrimitive, map_over_graphs, register_lowerings, zero_tangent
 from .basis import N_SPHERICAL
 from .reference import triplet_form
 from .triplets import Triplets
@@ -54,7 +53,7 @@ SLOTS = ("vec", "A", "emb", "W_b", "grad")
 LINEAR = (A, EMB, WB, GRAD)
 _BITS = (1, 2, 4, 8, 16)  # jgo/dimenet.h DimenetOutput
 
-dimenet_hvp_p = Primitive("jgo_dimenet_hvp")
+dimenet_hvp_p = KernelPrimitive("jgo_dimenet_hvp")
 dimenet_hvp_p.multiple_results = True
 dimenet_hvp_p.def_impl(partial(xla.apply_primitive, dimenet_hvp_p))
 

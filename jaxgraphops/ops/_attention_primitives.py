@@ -34,18 +34,18 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, xla
 
 from ._calls import sddmm, spmm
+from ._primitive_utils import KernelPrimitive
 from ._primitive_utils import N_GRAPH as _N_GRAPH
 from ._primitive_utils import (all_zero, composed_jvp, empty, fold_batch_into_heads, in_float32, leaky_relu_slope,
                                register_lowerings, segment_lse, shape_dtype, zero_tangent)
 from ._primitives import n_dst_of
 
-gat_fwd_p = Primitive("jgo_gat_fwd")
-gat_jvp_p = Primitive("jgo_gat_jvp")
-gat_vjp_p = Primitive("jgo_gat_vjp")
+gat_fwd_p = KernelPrimitive("jgo_gat_fwd")
+gat_jvp_p = KernelPrimitive("jgo_gat_jvp")
+gat_vjp_p = KernelPrimitive("jgo_gat_vjp")
 for _p in (gat_fwd_p, gat_jvp_p, gat_vjp_p):
     _p.multiple_results = True
     _p.def_impl(partial(xla.apply_primitive, _p))

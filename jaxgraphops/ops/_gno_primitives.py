@@ -28,17 +28,17 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
-from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, xla
 
+from ._primitive_utils import KernelPrimitive
 from ._primitive_utils import N_GRAPH as _N_GRAPH
 from ._primitive_utils import all_zero, composed_jvp, empty, map_over_graphs, register_lowerings, shape_dtype
 from ._primitive_utils import zero_tangent
 from ._primitives import n_dst_of
 
-gno_fwd_p = Primitive("jgo_gno_fwd")
-gno_jvp_p = Primitive("jgo_gno_jvp")
-gno_vjp_p = Primitive("jgo_gno_vjp")
+gno_fwd_p = KernelPrimitive("jgo_gno_fwd")
+gno_jvp_p = KernelPrimitive("jgo_gno_jvp")
+gno_vjp_p = KernelPrimitive("jgo_gno_vjp")
 for _p in (gno_fwd_p, gno_jvp_p, gno_vjp_p):
     _p.multiple_results = True  # one result for the forward and the JVP, to share the scaffolding
     _p.def_impl(partial(xla.apply_primitive, _p))

@@ -8,11 +8,28 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax.extend.core import Primitive
 from jax.interpreters import ad, mlir
 
 from .. import _backend
+from .._varying import to_common_varying
 
 N_GRAPH = 8
+
+
+class KernelPrimitive(Primitive):
+    """A primitive whose operands agree on the manual axes they vary over (``shard_map``).
+
+    ``bind`` casts every operand to the union of the operands' varying axes
+    (:func:`~jaxgraphops._varying.to_common_varying`); the abstract evaluations derive their
+    outputs from an operand's aval, so the outputs vary over that union too. Without the cast a
+    result could be typed replicated although it varies, and ``grad`` inside ``shard_map``
+    failed on mixed replicated/sharded operands or, where no type check caught it, returned
+    gradients that were not summed over the devices.
+    """
+
+    def bind(self, *args, **params):
+        return super().bind(*to_common_varying(*args), **params)
 
 
 def empty(dtype):

@@ -23,21 +23,20 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.extend.core import Primitive
 from jax.interpreters import xla
 
 from ._layout import strided_view
-from ._primitive_utils import register_lowerings
+from ._primitive_utils import KernelPrimitive, register_lowerings
 
 OPS = ("copy_lhs", "copy_rhs", "add", "mul")  # copy_lhs = node / lhs only, copy_rhs = edge / rhs only
 _OP_CODE = {"copy_lhs": 0, "copy_rhs": 1, "add": 2, "mul": 3}
 _REDUCE_CODE = {"sum": 0, "mean": 1, "max": 2, "min": 3}
 _WALK_TARGET_CODE = {"row": 0, "nbr": 1, "edge": 2}
 
-spmm_p = Primitive("jgo_spmm")
+spmm_p = KernelPrimitive("jgo_spmm")
 spmm_p.multiple_results = True
-sddmm_p = Primitive("jgo_sddmm")
-softmax_p = Primitive("jgo_edge_softmax")
+sddmm_p = KernelPrimitive("jgo_sddmm")
+softmax_p = KernelPrimitive("jgo_edge_softmax")
 
 for _p in (spmm_p, sddmm_p, softmax_p):
     _p.def_impl(partial(xla.apply_primitive, _p))
