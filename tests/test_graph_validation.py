@@ -33,6 +33,7 @@ def _ops(impl):
         "mha_simple": lambda g: jgo.mha_simple(g, X, X, X, num_heads=2, impl=impl),
         "gno_conv": lambda g: jgo.gno_conv(g, X, jnp.ones((SRC.size, 2)), jnp.ones((3, 2)), jnp.zeros(3),
                                            jnp.ones((16, 3)), jnp.zeros(16), impl=impl),
+        "edge_vectors": lambda g: jgo.edge_vectors(g, X[:, :3]),
         "in_degrees": lambda g: g.in_degrees(),
     }
 
