@@ -4,13 +4,17 @@ They gather, compute per edge and reduce with ``jax.ops.segment_*``; JAX differe
 The conventions match the kernels: empty neighbourhoods give 0, max/min route the gradient to
 the first maximal (minimal) incoming edge in input edge order (NaN being the extreme of a row
 that holds one, as in ``np.max``), a softmax gives a ``-inf`` logit weight 0 (a row of only
-``-inf`` logits gets 0, as an empty one), and half precision is accumulated in float32.
+``-inf`` logits gets 0, as an empty one; a NaN or ``+inf`` logit makes its row NaN), and half
+precision is computed and accumulated in float32. ``docs/semantics.md`` has the whole table.
 """
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .ops._layout import align_ranks
 
@@ -23,46 +27,80 @@ def _wide(x):
     return x.astype(jnp.float32) if x.dtype in _HALF else x
 
 
-def _messages(g, u, e, op):
-    """Per-edge messages ``op(u[src], e)`` with the library's broadcasting of feature axes."""
+def _in_float32(fn):
+    """``fn`` with half-precision operands computed in float32 and its results cast back to their common dtype,
+    as the kernels compute them (scores, softmax, MLPs and sums in float32)."""
+    def is_float_array(x):
+        return isinstance(x, (jax.Array, np.ndarray)) and jnp.issubdtype(x.dtype, jnp.floating)
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        dtype = jnp.result_type(*[x for x in (*args, *kwargs.values()) if is_float_array(x)])
+        if dtype not in _HALF:
+            return fn(*args, **kwargs)
+        wide = lambda x: x.astype(jnp.float32) if is_float_array(x) else x  # noqa: E731
+        out = fn(*map(wide, args), **{k: wide(v) for k, v in kwargs.items()})
+        return jax.tree_util.tree_map(lambda y: y.astype(dtype), out)
+    return wrapped
+
+
+def _operands(g, u, e, op):
+    """The per-edge operands of ``op`` (``u[src]`` and/or ``e``) with the library's broadcasting of feature axes."""
     if op == "copy_u":
-        return u[g.src]
+        return (u[g.src],)
     if op == "copy_e":
-        return e
+        return (e,)
     fu, fe = align_ranks(u.shape[1:], e.shape[1:], "reference.gspmm")
-    a = u.reshape((u.shape[0],) + fu)[g.src]
-    b = e.reshape((e.shape[0],) + fe)
-    return {"u_mul_e": a * b, "u_add_e": a + b, "u_sub_e": a - b, "u_div_e": a / b}[op]
+    return u.reshape((u.shape[0],) + fu)[g.src], e.reshape((e.shape[0],) + fe)
 
 
-def _first_extreme(msg, dst, n, reduce):
-    """Value at the first maximal (minimal) in-edge of each row, or at its first NaN (``np.max``); 0 for empty rows."""
+_COMBINE = {"copy_u": lambda a: a, "copy_e": lambda b: b, "u_mul_e": lambda a, b: a * b,
+            "u_add_e": lambda a, b: a + b, "u_sub_e": lambda a, b: a - b, "u_div_e": lambda a, b: a / b}
+
+
+def _winners(msg, ids, n, reduce):
+    """The first maximal (minimal) in-edge of each row and element in input edge order, or its first NaN one
+    (``np.argmax``'s choice); ``n_edges`` for an empty row."""
     seg = jax.ops.segment_max if reduce == "max" else jax.ops.segment_min
-    best = jax.lax.stop_gradient(seg(msg, dst, num_segments=n))
+    best = seg(msg, ids, num_segments=n)
     nan = jnp.isnan(msg)
-    hit = jnp.where(jax.ops.segment_max(nan, dst, num_segments=n)[dst], nan, msg == best[dst])
+    hit = jnp.where(jax.ops.segment_max(nan, ids, num_segments=n)[ids], nan, msg == best[ids])
     n_edges = msg.shape[0]
     eid = jnp.arange(n_edges).reshape((-1,) + (1,) * (msg.ndim - 1))
-    winner = jax.ops.segment_min(jnp.where(hit, eid, n_edges), dst, num_segments=n)
+    return jax.ops.segment_min(jnp.where(hit, eid, n_edges), ids, num_segments=n)
+
+
+def _first_extreme(operands, combine, ids, n, reduce):
+    """max/min over each row of the messages ``combine(*operands)``: the message of the winning edge
+    (:func:`_winners`), 0 for an empty row. The message is recomputed from the winners' operands, so only they
+    get a gradient (a losing edge's operands get exactly 0, never ``0 * NaN``), as from the kernels."""
+    msg = combine(*operands)
+    winner = _winners(jax.lax.stop_gradient(msg), ids, n, reduce)
+    n_edges = msg.shape[0]
+    if n_edges == 0:
+        return jnp.zeros(winner.shape, msg.dtype)
     empty = winner >= n_edges
-    picked = jnp.take_along_axis(msg, jnp.where(empty, 0, winner), axis=0) if n_edges else jnp.zeros(winner.shape, msg.dtype)
-    return jnp.where(empty, 0, picked)
+    idx = jnp.where(empty, 0, winner)
+    picked = [jnp.where(empty, 1, jnp.take_along_axis(jnp.broadcast_to(x, msg.shape), idx, axis=0)) for x in operands]
+    return jnp.where(empty, 0, combine(*picked))
 
 
 def gspmm(g, u=None, e=None, *, op="copy_u", reduce="sum"):
     """Reference of :func:`jaxgraphops.gspmm`."""
     dtype = jnp.result_type(*[x for x in (u, e) if x is not None])
-    msg = _messages(g, None if u is None else _wide(u), None if e is None else _wide(e), op)
+    operands = _operands(g, None if u is None else _wide(u), None if e is None else _wide(e), op)
     n = g.n_dst
     if reduce in ("sum", "mean"):
+        msg = _COMBINE[op](*operands)
         out = jax.ops.segment_sum(msg, g.dst, num_segments=n)
         if reduce == "mean":
             deg = jax.ops.segment_sum(jnp.ones(g.dst.shape, msg.dtype), g.dst, num_segments=n)
             out = out / jnp.maximum(deg, 1).reshape((-1,) + (1,) * (msg.ndim - 1))
         return out.astype(dtype)
-    return _first_extreme(msg, g.dst, n, reduce).astype(dtype)
+    return _first_extreme(operands, _COMBINE[op], g.dst, n, reduce).astype(dtype)
 
 
+@_in_float32
 def gsddmm(g, lhs, rhs, *, op="dot", lhs_target="u", rhs_target="v"):
     """Reference of :func:`jaxgraphops.gsddmm`."""
     def at_edges(x, target):
@@ -76,13 +114,15 @@ def gsddmm(g, lhs, rhs, *, op="dot", lhs_target="u", rhs_target="v"):
     return {"add": a + b, "sub": a - b, "mul": a * b, "div": a / b}[op]
 
 
+@_in_float32
 def edge_softmax(g, logits):
-    """Reference of :func:`jaxgraphops.edge_softmax`."""
+    """Reference of :func:`jaxgraphops.edge_softmax`: ``scipy.special.softmax`` per destination (a NaN or ``+inf``
+    logit makes its row NaN), except that a ``-inf`` logit weighs 0 even where the whole row is ``-inf``."""
     m = jax.lax.stop_gradient(jax.ops.segment_max(logits, g.dst, num_segments=g.n_dst))
     m = jnp.where(jnp.isneginf(m), 0, m)  # a row of only -inf logits: every exp(-inf - 0) is 0
     z = jnp.exp(logits - m[g.dst])
     total = jax.ops.segment_sum(z, g.dst, num_segments=g.n_dst)[g.dst]
-    return z / jnp.where(total > 0, total, 1)
+    return z / jnp.where(total == 0, 1, total)  # a NaN total (a NaN or +inf logit) stays NaN
 
 
 def _segment_reduce(msg, ids, n, reduce):
@@ -94,7 +134,7 @@ def _segment_reduce(msg, ids, n, reduce):
         total = jax.ops.segment_sum(msg, ids, num_segments=n)
         out = total / jnp.maximum(count, 1).reshape((-1,) + (1,) * (msg.ndim - 1))
     else:
-        out = _first_extreme(msg, ids, n, reduce)
+        out = _first_extreme((msg,), lambda m: m, ids, n, reduce)
     return out.astype(dtype)
 
 
@@ -105,10 +145,13 @@ def agg_simple(g, x=None, edge_feat=None, *, reduce="sum"):
     return jnp.concatenate(parts, axis=-1)
 
 
+@_in_float32
 def agg_weighted(g, x, edge_weight, *, reduce="sum"):
     """Reference of :func:`jaxgraphops.agg_weighted` (mean divides by the sum of incoming weights)."""
+    if reduce in ("max", "min"):
+        return _first_extreme((edge_weight[:, None], x[g.src]), jnp.multiply, g.dst, g.n_dst, reduce)
     msg = edge_weight[:, None] * x[g.src]
-    if reduce != "mean":
+    if reduce == "sum":
         return _segment_reduce(msg, g.dst, g.n_dst, reduce)
     total = jax.ops.segment_sum(msg, g.dst, num_segments=g.n_dst)
     weight_sum = jax.ops.segment_sum(edge_weight, g.dst, num_segments=g.n_dst)[:, None]
@@ -129,6 +172,7 @@ def pool(x, graph_ids, n_graphs, *, reduce="sum"):
     return _segment_reduce(x, jnp.asarray(graph_ids), n_graphs, reduce)
 
 
+@_in_float32
 def mha_gat(g, x_src, attn_weights, *, x_dst=None, num_heads=1, concat_heads=True, negative_slope=0.2,
             edge_feat=None, return_attention=False):
     """Reference of :func:`jaxgraphops.mha_gat`: per-node scores, gathered logits, segment softmax, segment sum."""
@@ -147,6 +191,7 @@ def mha_gat(g, x_src, attn_weights, *, x_dst=None, num_heads=1, concat_heads=Tru
     return (out, alpha) if return_attention else out
 
 
+@_in_float32
 def mha_gat_v2(g, x_src, x_dst, attn_weights, *, num_heads=1, concat_heads=True, negative_slope=0.2,
                edge_feat=None, return_attention=False):
     """Reference of :func:`jaxgraphops.mha_gat_v2`: gathered per-edge vectors, segment softmax, segment sum."""
@@ -165,6 +210,7 @@ def mha_gat_v2(g, x_src, x_dst, attn_weights, *, num_heads=1, concat_heads=True,
     return (out, alpha) if return_attention else out
 
 
+@_in_float32
 def mha_simple(g, query, key, value, *, num_heads=1, concat_heads=True, edge_feat=None, return_attention=False):
     """Reference of :func:`jaxgraphops.mha_simple`: gathered queries, keys and values, segment softmax, segment sum."""
     h = num_heads
@@ -180,11 +226,14 @@ def mha_simple(g, query, key, value, *, num_heads=1, concat_heads=True, edge_fea
     out = jax.ops.segment_sum(alpha[..., None] * v, g.dst, num_segments=g.n_dst)
     out = out.reshape(g.n_dst, h * c) if concat_heads else out.mean(axis=1)
     return (out, alpha) if return_attention else out
+
+
 def edge_vectors(g, pos_src, pos_dst):
     """Reference of :func:`jaxgraphops.edge_vectors`: ``pos_dst[dst] - pos_src[src]``."""
     return pos_dst[g.dst] - pos_src[g.src]
 
 
+@_in_float32
 def gno_conv(g, f_src, dx, U, b_u, V, b_v, *, kernel="matrix", reduce="mean", edge_weight=None):
     """Reference of :func:`jaxgraphops.gno_conv`: materialises kappa ``[E, c_out * c_in]`` (or ``[E, c]``)."""
     hi = jax.lax.Precision.HIGHEST

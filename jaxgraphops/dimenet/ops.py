@@ -39,9 +39,9 @@ def agg_edge_to_edge(vec, sbf_rad, emb, weights, triplets: Triplets, *, impl: st
       triplets: from :func:`triplets` of the graph whose edges index the rows.
       impl: None (fused kernels) or ``"xla"`` (the pure-JAX reference).
 
-    Returns ``out [E, n_emb]`` in the common float dtype. Differentiable to any order in
-    every float argument (fused kernels up to the second order; on GPU for ``n_mid <= 32``,
-    beyond which the pure-JAX composition runs).
+    Returns ``out [E, n_emb]`` in the common float dtype (half precision is computed in float32).
+    Differentiable to any order in every float argument (fused kernels up to the second order; on
+    GPU for ``n_mid <= 32``, beyond which the pure-JAX composition runs).
 
     >>> import jax.numpy as jnp, numpy as np, jaxgraphops as jgo
     >>> g = jgo.Graph.from_edges(np.array([0, 1, 1, 2]), np.array([1, 0, 2, 1]))
@@ -61,7 +61,9 @@ def agg_edge_to_edge(vec, sbf_rad, emb, weights, triplets: Triplets, *, impl: st
     emb = _float("emb", emb, (e, None))
     weights = _float("weights", weights, (_K + emb.shape[1], None))
     dtype = jnp.result_type(vec, sbf_rad, emb, weights)
-    vec, sbf_rad, emb, weights = (x.astype(dtype) for x in (vec, sbf_rad, emb, weights))
+    work = jnp.float32 if dtype in (jnp.float16, jnp.bfloat16) else dtype  # half precision computed in float32
+    vec, sbf_rad, emb, weights = (x.astype(work) for x in (vec, sbf_rad, emb, weights))
     if impl == "xla":
-        return agg_edge_to_edge_ref(vec, sbf_rad, emb, weights, triplets)
-    return aggregate(triplets.arrays(), vec, fold_first_projection(sbf_rad, weights[:_K]), emb, weights[_K:])
+        return agg_edge_to_edge_ref(vec, sbf_rad, emb, weights, triplets).astype(dtype)
+    return aggregate(triplets.arrays(), vec, fold_first_projection(sbf_rad, weights[:_K]), emb,
+                     weights[_K:]).astype(dtype)

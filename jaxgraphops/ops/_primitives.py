@@ -214,7 +214,7 @@ def softmax_xla(*args):
     m = jax.ops.segment_max(logits, dst, num_segments=n)
     z = jnp.exp(logits - jnp.where(jnp.isneginf(m), 0, m)[dst])  # a row of only -inf logits gets 0
     total = jax.ops.segment_sum(z, dst, num_segments=n)[dst]
-    return z / jnp.where(total > 0, total, 1)
+    return z / jnp.where(total == 0, 1, total)  # a NaN total (a NaN or +inf logit) stays NaN, as in NumPy
 
 
 for _prim, _ref, _ffi, _multi in ((spmm_p, spmm_xla, _spmm_ffi, True), (sddmm_p, sddmm_xla, _sddmm_ffi, False),

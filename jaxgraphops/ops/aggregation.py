@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import reference
 from ..graph import Graph
+from ._primitive_utils import HALF_TYPES
 from .message_passing import REDUCES, _as_float_array, _check_choice, _check_graph, gspmm
 
 
@@ -93,9 +94,13 @@ def agg_weighted(g: Graph, x, edge_weight, *, reduce: str = "sum", impl: str | N
         return reference.agg_weighted(g, jnp.asarray(x), w, reduce=reduce)
     if reduce != "mean":
         return gspmm(g, x, w, op="u_mul_e", reduce=reduce, impl=impl)
+    x = jnp.asarray(x)
+    dtype = jnp.result_type(x, w)
+    if dtype in HALF_TYPES:  # the sums in float32, as the kernels accumulate them: a float16 sum may overflow
+        x, w = x.astype(jnp.float32), w.astype(jnp.float32)
     total = gspmm(g, x, w, op="u_mul_e", reduce="sum", impl=impl)
     weight_sum = gspmm(g, e=w, op="copy_e", reduce="sum", impl=impl)
-    return total * _safe_inverse(weight_sum)[:, None].astype(total.dtype)
+    return (total * _safe_inverse(weight_sum)[:, None].astype(total.dtype)).astype(dtype)
 
 
 def agg_concat(g: Graph, x, *, x_dst=None, edge_feat=None, edge_weight=None, reduce: str = "sum",

@@ -165,7 +165,8 @@ def edge_softmax(g: Graph, logits, *, impl: str | None = None):
     Returns:
       Attention weights of the shape of ``logits``; the weights of the in-edges of every
       destination (per head) sum to 1. Numerically stable (the maximum is subtracted). A
-      ``-inf`` logit gets weight 0; a destination whose logits are all ``-inf`` gets 0 weights.
+      ``-inf`` logit gets weight 0; a destination whose logits are all ``-inf`` gets 0 weights; a
+      NaN or ``+inf`` logit makes its destination's weights NaN, as NumPy (``docs/semantics.md``).
 
     >>> import jax.numpy as jnp, jaxgraphops as jgo
     >>> g = jgo.Graph.from_edges(jnp.array([0, 1, 2]), jnp.array([2, 2, 0]))

@@ -180,7 +180,8 @@ JGO_HD void SegmentSoftmax(const T* logits, const I* eid, int64_t begin, int64_t
   for (int64_t k = begin; k < end; ++k) {
     total += Exp(static_cast<Acc>(logits[static_cast<int64_t>(eid[k]) * n_heads + h]) - m);
   }
-  const Acc inv = total > Acc(0) ? Acc(1) / total : Acc(0);
+  // 0 for a row of -inf logits; NaN (the whole row, as in NumPy) when a logit is NaN or +inf
+  const Acc inv = total != Acc(0) ? Acc(1) / total : Acc(0);
   for (int64_t k = begin; k < end; ++k) {
     const int64_t i = static_cast<int64_t>(eid[k]) * n_heads + h;
     out[i] = static_cast<T>(Exp(static_cast<Acc>(logits[i]) - m) * inv);
