@@ -36,6 +36,11 @@ NB_MODULE(_ext, m) {
     JGO_TARGETS(JGO_CPU_ENTRY)
     return d;
   });
+  m.def("host_targets", [] {
+    nb::dict d;
+    JGO_HOST_TARGETS(JGO_CPU_ENTRY)
+    return d;
+  });
   m.def("cuda_targets", [] {
     nb::dict d;
 #ifdef JGO_WITH_CUDA

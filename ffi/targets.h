@@ -21,3 +21,7 @@
   X(jgo_dimenet_in, DimenetIn)               \
   X(jgo_dimenet_out, DimenetOut)             \
   X(jgo_check_edges, CheckEdges)
+
+// Targets with a CPU handler only (Jgo<Stem>Cpu), registered for the CPU platform whichever
+// handlers serve the targets above: on a GPU these ops are XLA's own.
+#define JGO_HOST_TARGETS(X) X(jgo_rows_dot, RowsDot)

@@ -35,6 +35,10 @@ if KERNELS == "cuda" and not _ext.with_cuda:
 _cpu_targets = _ext.cuda_emulation_targets() if KERNELS == "cuda-emulation" else _ext.cpu_targets()
 for _name, _capsule in _cpu_targets.items():
     jax.ffi.register_ffi_target(_name, _capsule, platform="cpu")
+# Host-only targets (no CUDA twin, e.g. the fixed-order reductions of jgo_rows_dot) serve the CPU
+# platform under every JGO_KERNELS choice.
+for _name, _capsule in _ext.host_targets().items():
+    jax.ffi.register_ffi_target(_name, _capsule, platform="cpu")
 # Registering for CUDA is lazy and harmless on machines without a GPU or CUDA plugin.
 for _name, _capsule in _ext.cuda_targets().items():
     jax.ffi.register_ffi_target(_name, _capsule, platform="CUDA")

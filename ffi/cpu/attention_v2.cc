@@ -6,8 +6,8 @@
 // it is computed into a per-thread scratch row of H*C elements and never written out, so nothing
 // of size E x H x C is stored (the edge-feature gradient, an output, excepted). The forward keeps
 // an online softmax per head; the backward recomputes the attention from the log-sum-exp. Every
-// output element is owned by one row (the weight gradient is a per-destination partial that JAX
-// sums), so results are bitwise reproducible run to run.
+// output element is owned by one row (the weight gradient is a per-destination partial, summed
+// by jgo_rows_dot in a fixed order), so results are bitwise the same on any number of threads.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

@@ -12,8 +12,9 @@
 // Q2[m,:] += mid[m] X[a] when dW_b is present; the row's result, sum_m W_b^T[m] * Q1[m] +
 // dW_b^T[m] * Q2[m], and the row's W_b term X[a] * Q1 + dX[a] * Q2 are formed once per row.
 // Nothing triplet-sized is materialised but two coefficients per triplet. W_b is a reduction over
-// all triplets: each task sums its rows into its own partial, and the partials are added in task
-// order (reproducible for a given thread count).
+// all triplets: each chunk of rows sums into its own partial, and the partials are added in chunk
+// order; the chunks depend on the problem size only (ReductionChunks, cpu/row_parallel.h), so W_b
+// is bitwise the same on any number of threads.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -52,18 +53,6 @@ ffi::Error CheckGrouping(const char* what, const I* offsets, const I* nbr, const
     seen[q] = true;
   }
   return ffi::Error::Success();
-}
-
-// Splits rows into chunks of about equal work (triplets + rows) and runs body(task, r0, r1).
-template <typename I, typename Body>
-int64_t RunChunks(ffi::ThreadPool& pool, const I* offsets, int64_t E, int64_t T, int64_t cost, Body&& body) {
-  const int64_t total = T + E;
-  const int64_t threads = std::max<int64_t>(1, pool.num_threads());
-  const int64_t n_tasks = std::max<int64_t>(1, std::min<int64_t>(threads, total * cost / kMinWorkPerTask));
-  ParallelFor(pool, n_tasks, [&](int64_t t) {
-    body(t, RowAtWork(offsets, E, total * t / n_tasks), RowAtWork(offsets, E, total * (t + 1) / n_tasks));
-  });
-  return n_tasks;
 }
 
 // The unit vector and inverse length of every edge vector.
@@ -293,18 +282,20 @@ ffi::Error InTyped(ffi::ThreadPool& pool, const DimenetArgs& a, const I* offsets
   T* gemb = (out & kOutEmb) ? res[2].typed_data<T>() : nullptr;
   T* coef = (out & kOutVec) ? res[4].typed_data<T>() : nullptr;
   const bool want_wb = (out & kOutWb) != 0;
-  const int64_t max_tasks = std::max<int64_t>(1, pool.num_threads());
-  std::vector<T> partials(want_wb ? max_tasks * C * M : 0, T(0));
-  const int64_t n_tasks = RunChunks(pool, offsets, a.E, a.T, 2 * C * M, [&](int64_t task, int64_t r0, int64_t r1) {
-    T* pwb = want_wb ? partials.data() + task * C * M : nullptr;
+  // W_b sums over every row: its chunks depend on the problem size only (not on the pool), and
+  // their partials are added in chunk order, so it is bitwise the same on any number of threads.
+  const int64_t n_chunks = ReductionChunks(a.E + a.T, 2 * C * M, C * M);
+  std::vector<T> partials(want_wb ? n_chunks * C * M : 0, T(0));
+  ForEachRowChunk(pool, n_chunks, offsets, a.E, a.T, [&](int64_t chunk, int64_t r0, int64_t r1) {
+    T* pwb = want_wb ? partials.data() + chunk * C * M : nullptr;
     if (M == 8) InRowsDispatch<T, I, 8>(a, o, p, dirs.data(), offsets, nbr, pos, gvec, ga, gemb, coef, pwb, r0, r1);
     else InRowsDispatch<T, I, 0>(a, o, p, dirs.data(), offsets, nbr, pos, gvec, ga, gemb, coef, pwb, r0, r1);
   });
   if (want_wb) {
     T* wb = res[3].typed_data<T>();
     std::fill(wb, wb + C * M, T(0));
-    for (int64_t task = 0; task < n_tasks; ++task) {
-      const T* pw = partials.data() + task * C * M;
+    for (int64_t chunk = 0; chunk < n_chunks; ++chunk) {
+      const T* pw = partials.data() + chunk * C * M;
       for (int64_t i = 0; i < C * M; ++i) wb[i] += pw[i];
     }
   }
@@ -318,7 +309,7 @@ ffi::Error OutTyped(ffi::ThreadPool& pool, const DimenetArgs& a, const I* offset
   const DimenetOperands<T> o = OperandsOf<T>(ops, a);
   const DimenetPlan p = MakePlan(o);
   const std::vector<EdgeDir<T>> dirs = Directions(pool, o.vec, a.E);
-  RunChunks(pool, offsets, a.E, a.T, gout ? a.C * a.M : 8, [&](int64_t, int64_t r0, int64_t r1) {
+  ForRowChunks(pool, offsets, a.E, a.T, gout ? a.C * a.M : 8, [&](int64_t r0, int64_t r1) {
     if (a.M == 8) OutRowsDispatch<T, I, 8>(a, o, p, dirs.data(), offsets, nbr, coef, gout, gvec, r0, r1);
     else OutRowsDispatch<T, I, 0>(a, o, p, dirs.data(), offsets, nbr, coef, gout, gvec, r0, r1);
   });

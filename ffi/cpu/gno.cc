@@ -7,8 +7,10 @@
 // scratch, and the per-edge outer products summed over the chunk are one small matrix product
 // (X^T times the hidden layers, cpu/small_gemm.h) whose accumulators stay in registers. The
 // per-row [features, units] blocks are contracted with Vb per row (diagonal) or per tile of kTile
-// rows (matrix, again a small matrix product). Parameter gradients are accumulated per task and
-// summed in task order (reproducible for a given thread count).
+// rows (matrix, again a small matrix product). Parameter gradients are accumulated per range of
+// rows and summed in range order; the ranges depend on the problem size only, not on the thread
+// count (ReductionChunks, cpu/row_parallel.h), so the sums are bitwise the same on any number of
+// threads.
 //
 // Units are stored padded to whole vectors: the H hidden units, zeros up to Hp (H rounded up to
 // whole vectors), then the bias unit at Hp, Ps = Hp + 1 in all. Vb, U and b_u are repacked into
@@ -100,22 +102,6 @@ Packed<T> Pack(const GnoArgs& a, GnoPass pass, const T* U, const T* b_u, const T
       PackUnits(Vb + o * Cin * (H + 1), Cin, 1, H, p.Hp, p.vb.data() + o * p.ld, p.Ps, 1);
   }
   return p;
-}
-
-// The number of tasks for rows of `row_len` work per edge (as ForRowChunks in row_parallel.h).
-inline int64_t TaskCount(ffi::ThreadPool& pool, int64_t n_rows, int64_t n_edges, int64_t row_len) {
-  const int64_t total = n_edges + n_rows;
-  const int64_t threads = std::max<int64_t>(1, pool.num_threads());
-  return std::max<int64_t>(1, std::min<int64_t>(threads, total * std::max<int64_t>(1, row_len) / kMinWorkPerTask));
-}
-
-// Runs body(task, r0, r1) over chunks of equal work (edges + rows), one per task.
-template <typename I, typename Body>
-void RunTasks(ffi::ThreadPool& pool, int64_t n_tasks, const I* offsets, int64_t n_rows, int64_t n_edges, Body&& body) {
-  const int64_t total = n_edges + n_rows;
-  ParallelFor(pool, n_tasks, [&](int64_t t) {
-    body(t, RowAtWork(offsets, n_rows, total * t / n_tasks), RowAtWork(offsets, n_rows, total * (t + 1) / n_tasks));
-  });
 }
 
 template <typename T, typename I>
@@ -260,8 +246,7 @@ ffi::Error GnoFwdTyped(ffi::ThreadPool& pool, const GnoArgs& a, ffi::AnyBuffer o
   const T* wd = a.has_weight ? w.typed_data<T>() : nullptr;
   T* od = out.typed_data<T>();
   const Packed<T> p = Pack(a, GnoPass::kFwd, U.typed_data<T>(), b_u.typed_data<T>(), Vb.typed_data<T>());
-  const int64_t tasks = TaskCount(pool, a.n_rows, a.n_edges, a.c_in * a.units());
-  RunTasks(pool, tasks, o, a.n_rows, a.n_edges, [&](int64_t, int64_t r0, int64_t r1) {
+  ForRowChunks(pool, o, a.n_rows, a.n_edges, a.c_in * a.units(), [&](int64_t r0, int64_t r1) {
     DispatchFlags(a.has_weight, a.diagonal, [&](auto weight, auto diag) {
       RunRows<FwdRows, T, I, decltype(weight)::value, decltype(diag)::value>(&a, &p, o, n, e, fd, xd, wd, od, r0, r1);
     });
@@ -409,12 +394,13 @@ ffi::Error GnoBwdTyped(ffi::ThreadPool& pool, const GnoArgs& a, bool by_src, ffi
   const Packed<T> p = Pack(a, by_src ? GnoPass::kBwdSrc : GnoPass::kBwdDst, U.typed_data<T>(), b_u.typed_data<T>(),
                            Vb.typed_data<T>());
   const int64_t row_len = (by_src ? a.c_out : a.c_in) * a.units();
-  const int64_t tasks = TaskCount(pool, a.n_rows, a.n_edges, row_len);
-  // Per-task partial parameter gradients (padded), summed in task order below.
+  // Per-chunk partial parameter gradients (padded), summed in chunk order below; the chunks
+  // depend on the problem size only (ReductionChunks), so the sums do not depend on the pool.
   const int64_t part_len = by_src ? a.c_in * GradVbRow(a, p) : (a.dim + 1) * p.Hp;
-  std::vector<T> partial(tasks * part_len, T(0));
-  RunTasks(pool, tasks, o, a.n_rows, a.n_edges, [&](int64_t task, int64_t r0, int64_t r1) {
-    T* part = partial.data() + task * part_len;
+  const int64_t chunks = ReductionChunks(a.n_rows + a.n_edges, row_len, part_len);
+  std::vector<T> partial(chunks * part_len, T(0));
+  ForEachRowChunk(pool, chunks, o, a.n_rows, a.n_edges, [&](int64_t chunk, int64_t r0, int64_t r1) {
+    T* part = partial.data() + chunk * part_len;
     if (by_src) {
       T* gf = results[0].typed_data<T>();
       DispatchFlags(a.has_weight, a.diagonal, [&](auto weight, auto diag) {
@@ -431,7 +417,8 @@ ffi::Error GnoBwdTyped(ffi::ThreadPool& pool, const GnoArgs& a, bool by_src, ffi
     }
   });
   std::vector<T> total(part_len, T(0));
-  for (int64_t task = 0; task < tasks; ++task) Axpy(total.data(), T(1), partial.data() + task * part_len, part_len);
+  for (int64_t chunk = 0; chunk < chunks; ++chunk)
+    Axpy(total.data(), T(1), partial.data() + chunk * part_len, part_len);
   if (by_src) {  // grad_Vb: diagonal [C, P], matrix [c_in, c_out, P]
     T* gvb = results[1].typed_data<T>();
     const int64_t rs = GradVbRow(a, p), R = a.diagonal ? 1 : a.c_in, per = a.diagonal ? a.c_in : a.c_out;

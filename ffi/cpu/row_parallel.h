@@ -79,17 +79,41 @@ int64_t RowAtWork(const I* offsets, int64_t n_rows, int64_t target) {
   return lo;
 }
 
+// Runs body(chunk, r0, r1) for the n_chunks chunks of equal work (edges + rows) of a compressed
+// structure, on the pool and the calling thread.
+template <typename I, typename Body>
+void ForEachRowChunk(ffi::ThreadPool& pool, int64_t n_chunks, const I* offsets, int64_t n_rows, int64_t n_edges,
+                     Body&& body) {
+  const int64_t total = n_edges + n_rows;
+  ParallelFor(pool, n_chunks, [&](int64_t t) {
+    body(t, RowAtWork(offsets, n_rows, total * t / n_chunks), RowAtWork(offsets, n_rows, total * (t + 1) / n_chunks));
+  });
+}
+
 // Runs rows(r0, r1) over chunks of equal work (edges + rows, times the row length) of a
-// compressed structure, one chunk per pool thread.
+// compressed structure, one chunk per pool thread. Only for outputs owned by rows: where the
+// split lands does not change a bit of them (a reduction over rows uses ReductionChunks).
 template <typename I, typename Rows>
 void ForRowChunks(ffi::ThreadPool& pool, const I* offsets, int64_t n_rows, int64_t n_edges, int64_t row_len,
                   Rows&& rows) {
   const int64_t total = n_edges + n_rows;
   const int64_t threads = std::max<int64_t>(1, pool.num_threads());
   const int64_t n_tasks = std::max<int64_t>(1, std::min<int64_t>(threads, total * std::max<int64_t>(1, row_len) / kMinWorkPerTask));
-  ParallelFor(pool, n_tasks, [&](int64_t t) {
-    rows(RowAtWork(offsets, n_rows, total * t / n_tasks), RowAtWork(offsets, n_rows, total * (t + 1) / n_tasks));
-  });
+  ForEachRowChunk(pool, n_tasks, offsets, n_rows, n_edges, [&](int64_t, int64_t r0, int64_t r1) { rows(r0, r1); });
+}
+
+// The number of chunks of a reduction over rows (parameter gradients): `units` rows and edges of
+// `unit_work` elements each, summed into partials of `partial_len` elements per chunk. It depends
+// on the problem size only, never on the pool, and the chunks' partials are added in chunk order,
+// so the sums are bitwise identical on any number of threads (the pool still runs the chunks in
+// parallel). A chunk does at least kMinWorkPerTask and 8 partials' worth of work, and the cap
+// bounds the partials' memory.
+constexpr int64_t kMaxReductionChunks = 64;
+constexpr int64_t kWorkPerPartial = 8;
+inline int64_t ReductionChunks(int64_t units, int64_t unit_work, int64_t partial_len) {
+  const int64_t work = units * std::max<int64_t>(1, unit_work);
+  const int64_t by_partial = work / (kWorkPerPartial * std::max<int64_t>(1, partial_len));
+  return std::clamp<int64_t>(std::min(work / kMinWorkPerTask, by_partial), 1, kMaxReductionChunks);
 }
 
 inline std::string Range(int64_t lo, int64_t hi) {

@@ -29,7 +29,8 @@ multilinear, gradients are Hessian-vector products too: if slot ``z`` is linear 
 * the JVP of any other call (third and higher derivatives) is taken from the pure-JAX
   composition (``reference.triplet_form``), which is also the lowering off CPU/CUDA.
 
-Gradients for ``sbf_rad`` and ``W_a`` flow through the einsum that forms ``A``. Batching runs the
+Gradients for ``sbf_rad`` and ``W_a`` flow through the einsum that forms ``A`` (``rows_matmul``,
+whose ``W_a`` gradient is the fixed-order sum over edges ``rows_dot``). Batching runs the
 batch one element after another (``lax.map``).
 """
 

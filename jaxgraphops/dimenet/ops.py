@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from ..ops._rows_primitives import rows_matmul
 from ._primitives import aggregate
 from .basis import N_RADIAL, N_SPHERICAL
-from .reference import agg_edge_to_edge_ref, fold_first_projection
+from .reference import agg_edge_to_edge_ref
 from .triplets import Triplets
 
 _K = N_SPHERICAL * N_RADIAL
+
+
+def _fold_first_projection(sbf_rad, w_a):
+    """``reference.fold_first_projection`` (``A [E, 7 * n_mid]``) whose gradient for ``W_a``, a
+    sum over all edges, is the fixed-order ``rows_dot`` (bitwise the same on any thread count)."""
+    e, m = sbf_rad.shape[0], w_a.shape[1]
+    a = rows_matmul(sbf_rad.reshape(e, N_SPHERICAL, N_RADIAL), w_a.reshape(N_SPHERICAL, N_RADIAL, m))
+    return a.reshape(e, N_SPHERICAL * m)
 
 
 def _float(name, x, shape):
@@ -65,5 +74,5 @@ def agg_edge_to_edge(vec, sbf_rad, emb, weights, triplets: Triplets, *, impl: st
     vec, sbf_rad, emb, weights = (x.astype(work) for x in (vec, sbf_rad, emb, weights))
     if impl == "xla":
         return agg_edge_to_edge_ref(vec, sbf_rad, emb, weights, triplets).astype(dtype)
-    return aggregate(triplets.arrays(), vec, fold_first_projection(sbf_rad, weights[:_K]), emb,
+    return aggregate(triplets.arrays(), vec, _fold_first_projection(sbf_rad, weights[:_K]), emb,
                      weights[_K:]).astype(dtype)

@@ -16,7 +16,8 @@ Per head ``h`` and edge ``e = (j -> i)``, with ``t_e = xs[j] + xd[i] (+ ef[e])``
                  with ``dz_e = alpha_e (<G[i], xs[j]> - delta[i])`` and ``dt_e = dz_e a leaky_relu'(t_e)``:
                  ``part="src"`` (reverse CSR, no atomics): ``grad_xs[j] = sum alpha G[i] + dt``;
                  ``part="dst"`` (CSC): ``grad_xd[i] = sum dt``, ``grad_a = sum dz leaky_relu(t)``
-                 (per-destination partials from the kernel, summed here), ``grad_ef[e] = dt``.
+                 (per-destination partials from the kernel, summed here in a fixed order by
+                 ``rows_dot``), ``grad_ef[e] = dt``.
 
 So first-order reverse mode runs the fused kernels. ``gatv2_jvp_p`` is lowered as a composition of
 the message-passing primitives (``spmm``/``sddmm``, ``E x H x C`` intermediates), and the JVPs of
@@ -45,6 +46,7 @@ from ._primitive_utils import N_GRAPH as _N_GRAPH
 from ._primitive_utils import (all_zero, composed_jvp, empty, fold_batch_into_heads, in_float32, leaky_relu,
                                leaky_relu_slope, register_lowerings, segment_lse, shape_dtype, zero_tangent)
 from ._primitives import n_dst_of
+from ._rows_primitives import rows_dot
 
 gatv2_fwd_p = KernelPrimitive("jgo_gatv2_fwd")
 gatv2_jvp_p = KernelPrimitive("jgo_gatv2_jvp")
@@ -140,7 +142,7 @@ def gatv2_vjp_composed(*args, negative_slope, has_edge, part):
                + spmm(ga, None, dt, op="copy_rhs", reverse=True, out_shape=hc)[0])
         return (gxs,)
     gxd = spmm(ga, None, dt, op="copy_rhs", out_shape=hc)[0]
-    g_a = jnp.sum(dz[..., None] * u, axis=0)
+    g_a = rows_dot(u, dz[..., None])[..., 0]  # a sum over the edges in a fixed order
     return gxd, g_a, (dt if has_edge else empty(dt.dtype))
 
 
@@ -167,7 +169,8 @@ def _gatv2_vjp_ffi(*args, negative_slope, has_edge, part):
     rows = jax.ShapeDtypeStruct(xd.shape, a.dtype)
     call = jax.ffi.ffi_call("jgo_gatv2_bwd_dst", (shape_dtype(xd), rows, shape_dtype(ef)))
     gxd, ga_rows, gef = call(*ga[2:5], xs, xd, a, ef, info, grad, **attrs)
-    return gxd, jnp.sum(ga_rows, axis=0), gef  # the per-destination weight-gradient partials
+    # the per-destination weight-gradient partials, summed in a fixed order (any thread count)
+    return gxd, rows_dot(ga_rows)[..., 0], gef
 
 
 for _p, _ref, _ffi, _abstract, _cuda_half in (

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 
 from .. import reference
 from ..graph import Graph
 from ._calls import graph_arrays
 from ._gno_primitives import gno
-from .message_passing import IMPLS, _as_float_array, _check_choice, _check_graph, _compute_dtype
+from .message_passing import IMPLS, _as_float_array, _check_choice, _check_graph, _compute_dtype, gspmm
 
 KERNELS = ("matrix", "diagonal")
 REDUCES = ("sum", "mean")
@@ -82,7 +81,8 @@ def normalise(g: Graph, total, reduce, edge_weight):
     if edge_weight is None:
         count = g.in_degrees().astype(total.dtype)
         return total / jnp.maximum(count, 1)[:, None]
-    weight_sum = jax.ops.segment_sum(edge_weight, g.dst, num_segments=g.n_dst)[:, None]
+    # the fused sum (no scatter: XLA's scatter-add on a GPU is atomic, its order varies run to run)
+    weight_sum = gspmm(g, e=edge_weight, op="copy_e", reduce="sum")[:, None]
     safe = jnp.where(weight_sum == 0, 1, weight_sum)
     return jnp.where(weight_sum == 0, 0, total / safe)
 

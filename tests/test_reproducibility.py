@@ -1,0 +1,211 @@
+"""Bitwise reproducibility across thread counts: the forward and every gradient (inputs and
+weights) of every op family, computed in a subprocess pinned to one CPU and in one on two CPUs
+(and on all of them where there are more), must agree bit for bit.
+
+XLA sizes its intra-op thread pool (which the kernels split their rows over) from the CPUs the
+process may run on, so pinning the subprocess before jax is imported changes the thread count.
+The graphs are large enough that every kernel splits its work into several tasks (above
+``kMinWorkPerTask`` in ffi/cpu/row_parallel.h), and the dense weight gradients XLA computes
+(attention scores, DimeNet's first projection) contract over thousands of rows.
+
+Run as a script (``python test_reproducibility.py CPUS OUT``) this file is the worker: it pins
+itself to the comma-separated CPUs, computes every case and saves the results to ``OUT`` (.npz).
+"""
+
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+N_NODES, N_EDGES, F, HEADS = 16000, 64000, 32, 4
+
+
+def _cases():
+    """``{name: (fn, args)}``: ``fn(*args)`` returns an array; every float arg is differentiated."""
+    import jax.numpy as jnp
+
+    import jaxgraphops as jgo
+    from jaxgraphops.dimenet import agg_edge_to_edge, triplets
+
+    rng = np.random.default_rng(0)
+    src, dst = rng.integers(0, N_NODES, N_EDGES), rng.integers(0, N_NODES, N_EDGES)
+    g = jgo.Graph.from_edges(src, dst, N_NODES, N_NODES)
+
+    def normal(*shape, scale=1.0):
+        return jnp.asarray(rng.normal(size=shape) * scale, jnp.float32)
+
+    x, x2, ef = normal(N_NODES, F), normal(N_NODES, F), normal(N_EDGES, F)
+    w_pos = jnp.asarray(rng.uniform(0.5, 1.5, N_EDGES), jnp.float32)
+    w_pos_f = jnp.asarray(rng.uniform(0.5, 1.5, (N_EDGES, F)), jnp.float32)
+    cases = {}
+    for op in ("copy_u", "copy_e", "u_mul_e", "u_add_e", "u_sub_e", "u_div_e"):
+        for reduce in ("sum", "mean", "max", "min"):
+            u = None if op == "copy_e" else x
+            e = None if op == "copy_u" else (w_pos_f if op == "u_div_e" else ef)
+            cases[f"gspmm_{op}_{reduce}"] = (lambda u, e, o=op, r=reduce: jgo.gspmm(g, u, e, op=o, reduce=r), (u, e))
+    # one weight per edge and head, broadcast over the features (its gradient sums over them)
+    cases["gspmm_u_mul_e_heads"] = (lambda u, e: jgo.gspmm(g, u, e, op="u_mul_e", reduce="sum"),
+                                    (x.reshape(N_NODES, HEADS, -1), normal(N_EDGES, HEADS)))
+    for op in ("dot", "add", "mul", "div"):
+        rhs = w_pos_f[:N_NODES] if op == "div" else x2
+        cases[f"gsddmm_{op}"] = (lambda a, b, op=op: jgo.gsddmm(g, a, b, op=op), (x, rhs))
+    cases["gsddmm_u_e_sub"] = (lambda a, b: jgo.gsddmm(g, a, b, op="sub", lhs_target="u", rhs_target="e"), (x, ef))
+    cases["edge_softmax"] = (lambda z: jgo.edge_softmax(g, z), (normal(N_EDGES, HEADS),))
+    for reduce in ("sum", "mean", "max"):
+        cases[f"agg_simple_{reduce}"] = (lambda a, b, r=reduce: jgo.agg_simple(g, a, b, reduce=r), (x, ef))
+        cases[f"agg_weighted_{reduce}"] = (lambda a, w, r=reduce: jgo.agg_weighted(g, a, w, reduce=r), (x, w_pos))
+        cases[f"agg_concat_{reduce}"] = (lambda a, b, w, r=reduce: jgo.agg_concat(g, a, edge_feat=b, edge_weight=w,
+                                                                                   reduce=r), (x, ef, w_pos))
+    ids = jnp.asarray(np.sort(rng.integers(0, 16, N_NODES)), jnp.int32)
+    for reduce in ("sum", "mean", "max", "min"):
+        cases[f"pool_{reduce}"] = (lambda a, r=reduce: jgo.pool(a, ids, 16, reduce=r), (x,))
+
+    hc = F  # HEADS heads of F // HEADS channels
+    cases["mha_gat"] = (lambda xs, a: jgo.mha_gat(g, xs, a, num_heads=HEADS), (x, normal(2 * hc, scale=0.3)))
+    cases["mha_gat_edge_bipartite"] = (
+        lambda xs, xd, a, e: jgo.mha_gat(g, xs, a, x_dst=xd, num_heads=HEADS, edge_feat=e),
+        (x, x2, normal(3 * hc, scale=0.3), ef))
+    cases["mha_gat_v2"] = (lambda xs, xd, a: jgo.mha_gat_v2(g, xs, xd, a, num_heads=HEADS),
+                           (x, x2, normal(hc, scale=0.3)))
+    cases["mha_gat_v2_edge"] = (lambda xs, xd, a, e: jgo.mha_gat_v2(g, xs, xd, a, num_heads=HEADS, edge_feat=e),
+                                (x, x2, normal(hc, scale=0.3), ef))
+    cases["mha_simple"] = (lambda q, k, v, e: jgo.mha_simple(g, q, k, v, num_heads=HEADS, edge_feat=e),
+                           (x2 * 0.3, x * 0.3, x, ef))
+
+    dx = normal(N_EDGES, 3)
+    hidden, c_in, c_out = 16, 8, 8
+    f8 = x[:, :c_in]
+    for kernel, v_rows in (("matrix", c_out * c_in), ("diagonal", c_in)):
+        ops = (f8, dx, normal(hidden, 3), normal(hidden, scale=0.1), normal(v_rows, hidden, scale=0.3),
+               normal(v_rows, scale=0.1))
+        cases[f"gno_conv_{kernel}"] = (lambda *a, k=kernel: jgo.gno_conv(g, *a, kernel=k, reduce="sum"), ops)
+        cases[f"gno_conv_{kernel}_weighted"] = (
+            lambda *a, k=kernel: jgo.gno_conv(g, *a[:-1], kernel=k, reduce="mean", edge_weight=a[-1]), ops + (w_pos,))
+
+    # DimeNet++: a molecule-like graph (bounded degree keeps the triplet count ~ E * degree)
+    n_at, deg = 7000, 8
+    d_src = np.repeat(np.arange(n_at), deg)
+    d_dst = (d_src + rng.integers(1, n_at, d_src.size)) % n_at
+    dg = jgo.Graph.from_edges(d_src, d_dst, n_at, n_at)
+    tri = triplets(dg)
+    pos = rng.normal(size=(n_at, 3))
+    e = d_src.size
+    n_emb, n_mid = 32, 8
+    dn = (jnp.asarray(pos[d_src] - pos[d_dst], jnp.float32), normal(e, 42), normal(e, n_emb),
+          normal(42 + n_emb, n_mid, scale=0.25))
+    cases["dimenet_agg_edge_to_edge"] = (lambda *a: agg_edge_to_edge(*a, tri), dn)
+    return cases
+
+
+def _worker(cpus, out):
+    os.sched_setaffinity(0, cpus)  # before jax creates its thread pools
+    import jax
+    import jax.numpy as jnp
+
+    cases = _cases()
+    results = {}
+    for name, (fn, args) in cases.items():
+        wrt = [i for i, a in enumerate(args) if a is not None]
+
+        def loss(*diff, fn=fn, args=args, wrt=wrt):
+            full = list(args)
+            for i, a in zip(wrt, diff):
+                full[i] = a
+            y = fn(*full)
+            # a fixed cotangent that is not symmetric, so that every gradient path is exercised
+            ct = jnp.sin(jnp.arange(y.size, dtype=y.dtype).reshape(y.shape))
+            return jnp.sum(y * ct), y
+
+        step = jax.jit(jax.value_and_grad(loss, argnums=tuple(range(len(wrt))), has_aux=True))
+        (_, y), grads = step(*[args[i] for i in wrt])
+        results[f"{name}/out"] = np.asarray(y)
+        for i, gr in zip(wrt, grads):
+            results[f"{name}/grad{i}"] = np.asarray(gr)
+
+    # DimeNet++ is trained on forces: the weight gradient of a loss on d(energy)/d(positions)
+    # runs the second-order kernels (Hessian-vector products).
+    fn, (vec, sbf, emb, w) = cases["dimenet_agg_edge_to_edge"]
+
+    def force_loss(vec, sbf, emb, w):
+        forces = jax.grad(lambda v: jnp.sum(jnp.tanh(fn(v, sbf, emb, w))))(vec)
+        return jnp.sum(forces ** 2)
+
+    grads = jax.jit(jax.grad(force_loss, argnums=(0, 1, 2, 3)))(vec, sbf, emb, w)
+    for i, gr in enumerate(grads):
+        results[f"dimenet_forces/grad{i}"] = np.asarray(gr)
+    np.savez(out, **results)
+
+
+def _run(cpus, out):
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env.pop("XLA_FLAGS", None)  # the default CPU client: thread pool sized from the affinity mask
+    cmd = [sys.executable, __file__, ",".join(map(str, sorted(cpus))), str(out)]
+    subprocess.run(cmd, check=True, env=env, timeout=300)
+    with np.load(out) as z:
+        return {k: z[k] for k in z.files}
+
+
+def _bits(a):
+    return a.view(np.dtype(f"u{a.dtype.itemsize}"))
+
+
+def test_bitwise_identical_across_thread_counts(tmp_path):
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip(f"needs at least 2 CPUs to compare thread counts; this process may use {len(cpus)}")
+    configs = [cpus[:1], cpus[:2]] + ([cpus] if len(cpus) > 2 else [])
+    start = time.perf_counter()
+    runs = [_run(c, tmp_path / f"cpus{len(c)}.npz") for c in configs]
+    base = runs[0]
+    assert len(base) > 100
+    failures = []
+    for cfg, run in zip(configs[1:], runs[1:]):
+        assert run.keys() == base.keys()
+        for key, want in base.items():
+            got = run[key]
+            assert got.shape == want.shape and got.dtype == want.dtype, key
+            if not np.array_equal(_bits(got), _bits(want)):
+                diff = np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))
+                failures.append(f"{key}: 1 CPU vs {len(cfg)} CPUs, max |diff| {diff:.3g}, "
+                                f"{np.count_nonzero(_bits(got) != _bits(want))}/{got.size} elements differ")
+    print(f"{len(base)} arrays compared over {len(configs)} thread counts in {time.perf_counter() - start:.1f} s")
+    assert not failures, "not bitwise reproducible across thread counts:\n" + "\n".join(failures)
+
+
+def test_rows_primitives_match_einsum_to_any_order():
+    """The fixed-order row reductions behind the weight gradients: values, derivatives of order
+    two in both modes, vmap, half precision and zero rows."""
+    import jax
+    import jax.numpy as jnp
+    from jax.test_util import check_grads
+
+    from jaxgraphops.ops._rows_primitives import rows_dot, rows_matmul
+
+    rng = np.random.default_rng(1)
+    x, y, w = (jnp.asarray(rng.normal(size=s), jnp.float32) for s in ((3000, 3, 5), (3000, 3, 2), (3, 5, 2)))
+    np.testing.assert_allclose(rows_dot(x, y), np.einsum("rgk,rgm->gkm", x, y), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(rows_dot(x)[..., 0], np.sum(np.asarray(x, np.float64), 0), rtol=1e-4, atol=1e-3)
+    for block in (False, True):
+        np.testing.assert_allclose(rows_matmul(x, w, block_diagonal=block), np.einsum("rgk,gkm->rgm", x, w),
+                                   rtol=1e-5, atol=1e-5)
+    with jax.enable_x64(True):
+        xs, ys, ws = (jnp.asarray(np.asarray(a, np.float64)) for a in (x[:40], y[:40], w))
+        check_grads(rows_dot, (xs, ys), order=2, modes=("fwd", "rev"))
+        check_grads(lambda a: rows_dot(a), (xs,), order=2, modes=("fwd", "rev"))
+        check_grads(lambda a, b: rows_matmul(a, b, block_diagonal=True), (xs, ws), order=2, modes=("fwd", "rev"))
+    xb = jnp.stack([x, 2 * x])
+    # (a batch folds into the groups: a different problem size, so other chunks and other roundings)
+    np.testing.assert_allclose(jax.vmap(rows_dot, (0, None))(xb, y), np.stack([rows_dot(x, y), rows_dot(2 * x, y)]),
+                               rtol=1e-5, atol=1e-3)
+    np.testing.assert_allclose(jax.vmap(rows_matmul, (None, 0))(x, jnp.stack([w, -w])),
+                               np.stack([rows_matmul(x, w), rows_matmul(x, -w)]), rtol=1e-6)
+    half = rows_dot(x.astype(jnp.bfloat16), y.astype(jnp.bfloat16))
+    assert half.dtype == jnp.bfloat16
+    np.testing.assert_array_equal(rows_dot(x[:0], y[:0]), np.zeros((3, 5, 2), np.float32))
+
+
+if __name__ == "__main__":
+    _worker({int(c) for c in sys.argv[1].split(",")}, sys.argv[2])
