@@ -89,16 +89,23 @@ class Graph:
 
     ``n_src`` and ``n_dst`` are static (Python ints in the pytree's aux data). Build graphs
     with :meth:`from_edges` or one of the other ``from_*`` constructors; the constructor
-    itself stores its arguments unchecked. The kernels need ``csc_eid`` and ``csr_eid`` to be
-    permutations of ``[0, E)``: the CPU kernels reject other index data (``INVALID_ARGUMENT``),
-    the CUDA kernels skip out-of-range indices and zero what no edge writes.
+    itself stores its arguments unchecked. Every op checks the graph it gets: the shapes and
+    the one int32/int64 dtype of the arrays always (also under ``jit``); a graph not built by
+    ``from_edges`` whose arrays are concrete (outside ``jit``) also for its values, once (every id
+    in range, ``csc_eid`` and ``csr_eid`` permutations of ``[0, E)``, the CSC and CSR groupings
+    those of ``src``/``dst``): a ValueError naming the array. A hand-built graph passed into
+    ``jit`` is checked only by the kernels, for the arrays each reads: the CPU kernels reject
+    out-of-range ids and id lists that are not permutations (``INVALID_ARGUMENT``), the CUDA
+    kernels skip out-of-range indices and zero what no edge writes, and the pure-JAX reference
+    (``impl="xla"``) clamps out-of-range gathers and drops out-of-range scatters, as JAX does.
+    Groupings that are in range but disagree with ``src``/``dst`` are not detected there.
     """
 
     __slots__ = (
         "src", "dst",
         "csc_offsets", "csc_src", "csc_eid",
         "csr_offsets", "csr_dst", "csr_eid",
-        "n_src", "n_dst",
+        "n_src", "n_dst", "_checked",
     )
 
     def __init__(self, src, dst, csc_offsets, csc_src, csc_eid,
@@ -107,6 +114,7 @@ class Graph:
         self.csc_offsets, self.csc_src, self.csc_eid = csc_offsets, csc_src, csc_eid
         self.csr_offsets, self.csr_dst, self.csr_eid = csr_offsets, csr_dst, csr_eid
         self.n_src, self.n_dst = n_src, n_dst
+        self._checked = False  # the ops check a concrete graph's values once (jaxgraphops._checks)
 
     # -- pytree ---------------------------------------------------------------------------
 
@@ -143,8 +151,10 @@ class Graph:
 
     def reverse(self) -> Graph:
         """The graph with every edge flipped (``dst -> src``); edge ids are unchanged."""
-        return Graph(self.dst, self.src, self.csr_offsets, self.csr_dst, self.csr_eid,
-                     self.csc_offsets, self.csc_src, self.csc_eid, self.n_dst, self.n_src)
+        g = Graph(self.dst, self.src, self.csr_offsets, self.csr_dst, self.csr_eid,
+                  self.csc_offsets, self.csc_src, self.csc_eid, self.n_dst, self.n_src)
+        g._checked = self._checked
+        return g
 
     def pad(self, n_src: int, n_dst: int, n_edges: int) -> Graph:
         """This graph padded to fixed sizes; see :func:`pad`."""
@@ -211,7 +221,9 @@ class Graph:
             csc = _group_np(dst, src, n_dst)
             csr = _group_np(src, dst, n_src)
         leaves = (src, dst, *csc, *csr)
-        return cls(*(jnp.asarray(x, dtype=idx) for x in leaves), n_src, n_dst)
+        g = cls(*(jnp.asarray(x, dtype=idx) for x in leaves), n_src, n_dst)
+        g._checked = not traced  # valid by construction
+        return g
 
     @classmethod
     def from_scipy(cls, a, *, index_dtype=None) -> Graph:
@@ -358,6 +370,7 @@ def batch(graphs) -> BatchedGraph:
         cat_offsets("csr_offsets"), cat("csr_dst", dst_off), cat("csr_eid", e_off),
         int(n_src.sum()), int(n_dst.sum()),
     )
+    union._checked = all(g._checked for g in graphs)
     ids = np.arange(len(graphs), dtype=np.int32)
     src_ids, dst_ids = jnp.asarray(np.repeat(ids, n_src)), jnp.asarray(np.repeat(ids, n_dst))
     return BatchedGraph(union, src_ids, dst_ids, len(graphs))

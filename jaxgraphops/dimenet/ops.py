@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from .._checks import check_choice
 from ._primitives import aggregate
 from .basis import N_RADIAL, N_SPHERICAL
 from .reference import agg_edge_to_edge_ref, fold_first_projection
@@ -39,7 +40,8 @@ def agg_edge_to_edge(vec, sbf_rad, emb, weights, triplets: Triplets, *, impl: st
       triplets: from :func:`triplets` of the graph whose edges index the rows.
       impl: None (fused kernels) or ``"xla"`` (the pure-JAX reference).
 
-    Returns ``out [E, n_emb]`` in the common float dtype. Differentiable to any order in
+    Returns ``out [E, n_emb]`` in the common float dtype (bfloat16/float16 are computed in
+    float32). Differentiable to any order in
     every float argument (fused kernels up to the second order; on GPU for ``n_mid <= 32``,
     beyond which the pure-JAX composition runs).
 
@@ -53,15 +55,16 @@ def agg_edge_to_edge(vec, sbf_rad, emb, weights, triplets: Triplets, *, impl: st
     """
     if not isinstance(triplets, Triplets):
         raise TypeError(f"agg_edge_to_edge: triplets must be a Triplets (jgo.dimenet.triplets), got {type(triplets).__name__}")
-    if impl not in (None, "xla"):
-        raise ValueError(f"agg_edge_to_edge: impl must be None or 'xla', got {impl!r}")
+    check_choice("agg_edge_to_edge", "impl", impl, (None, "xla"))
     e = triplets.n_edges
     vec = _float("vec", vec, (e, 3))
     sbf_rad = _float("sbf_rad", sbf_rad, (e, _K))
     emb = _float("emb", emb, (e, None))
     weights = _float("weights", weights, (_K + emb.shape[1], None))
     dtype = jnp.result_type(vec, sbf_rad, emb, weights)
-    vec, sbf_rad, emb, weights = (x.astype(dtype) for x in (vec, sbf_rad, emb, weights))
+    work = dtype if dtype in (jnp.float32, jnp.float64) else jnp.dtype(jnp.float32)  # half: in float32
+    vec, sbf_rad, emb, weights = (x.astype(work) for x in (vec, sbf_rad, emb, weights))
     if impl == "xla":
-        return agg_edge_to_edge_ref(vec, sbf_rad, emb, weights, triplets)
-    return aggregate(triplets.arrays(), vec, fold_first_projection(sbf_rad, weights[:_K]), emb, weights[_K:])
+        return agg_edge_to_edge_ref(vec, sbf_rad, emb, weights, triplets).astype(dtype)
+    out = aggregate(triplets.arrays(), vec, fold_first_projection(sbf_rad, weights[:_K]), emb, weights[_K:])
+    return out.astype(dtype)
