@@ -34,13 +34,16 @@ def did_you_mean(value, choices) -> str:
 
 def check_choice(fn: str, name: str, value, choices) -> None:
     """Raises ``ValueError("{fn}: {name} must be one of ...; got ... (did you mean ...?)")``."""
-    try:
-        ok = any(value is c or (type(value) is type(c) and value == c) for c in choices)
-    except Exception:  # noqa: BLE001 - e.g. an array compared to a string
-        ok = False
-    if not ok:
+    if not any(_matches(value, c) for c in choices):
         listed = ", ".join(map(repr, choices))
         raise ValueError(f"{fn}: {name} must be one of {listed}; got {value!r}{did_you_mean(value, choices)}")
+
+
+def _matches(value, choice) -> bool:
+    """``value == choice`` for a string (also a NumPy string) or None; False for arrays and other types."""
+    if choice is None:
+        return value is None
+    return isinstance(value, str) and value == choice
 
 
 def _is_concrete(x) -> bool:

@@ -19,7 +19,9 @@ def edge_vectors(g: Graph, pos_src, pos_dst=None):
     """Edge geometry ``dx_e = pos_dst[dst_e] - pos_src[src_e]``, ``[n_edges, d]`` in input edge order.
 
     ``pos_src [n_src, d]``; ``pos_dst [n_dst, d]`` defaults to ``pos_src`` (needs ``n_src == n_dst``).
-    A plain gather, differentiable in both positions.
+    A plain gather, differentiable in both positions. A hand-built graph with out-of-range ids is an
+    error outside ``jit``; inside ``jit`` the gather clamps them, as every JAX gather does (see
+    :class:`~jaxgraphops.Graph`).
 
     >>> import jax.numpy as jnp, jaxgraphops as jgo
     >>> g = jgo.Graph.from_edges(jnp.array([0, 1]), jnp.array([1, 0]))
