@@ -9,20 +9,26 @@ Every op is an XLA FFI kernel (C++ on CPU, CUDA on GPU) wrapped as a JAX primiti
 (3, 4)
 """
 
-from . import dimenet
-from ._backend import kernel_platform, with_cuda
-from .graph import BatchedGraph, Graph, batch, pad, padding_masks
-from .neighbors import knn_graph, radius_graph
-from .ops.aggregation import agg_concat, agg_simple, agg_weighted, pool
-from .ops.attention import mha_gat, mha_gat_v2, mha_simple
-from .ops.gno import edge_vectors, gno_conv
-from .ops.message_passing import edge_softmax, gsddmm, gspmm
+from . import _versions
+
+_versions.check()  # warns once if jax/jaxlib are outside the tested range
+
+from . import dimenet  # noqa: E402
+from ._backend import kernel_platform, with_cuda  # noqa: E402
+from .graph import BatchedGraph, Graph, batch, pad, padding_masks  # noqa: E402
+from .neighbors import knn_graph, radius_graph  # noqa: E402
+from .ops.aggregation import agg_concat, agg_simple, agg_weighted, pool  # noqa: E402
+from .ops.attention import mha_gat, mha_gat_v2, mha_simple  # noqa: E402
+from .ops.gno import edge_vectors, gno_conv  # noqa: E402
+from .ops.message_passing import edge_softmax, gsddmm, gspmm  # noqa: E402
+from ._versions import UntestedVersionWarning  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BatchedGraph",
     "Graph",
+    "UntestedVersionWarning",
     "__version__",
     "agg_concat",
     "agg_simple",

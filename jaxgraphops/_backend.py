@@ -20,11 +20,13 @@ import os
 import jax
 
 from . import _ext
+from ._checks import did_you_mean
 
 KERNELS_CHOICES = ("auto", "cpu", "cuda", "cuda-emulation")
 KERNELS = os.environ.get("JGO_KERNELS", "").strip().lower() or "auto"
 if KERNELS not in KERNELS_CHOICES:
-    raise ImportError(f"jaxgraphops: JGO_KERNELS={KERNELS!r} is not one of {', '.join(KERNELS_CHOICES)}")
+    raise ImportError(f"jaxgraphops: JGO_KERNELS={KERNELS!r} is not one of {', '.join(KERNELS_CHOICES)}"
+                      f"{did_you_mean(KERNELS, KERNELS_CHOICES)}")
 if KERNELS == "cuda-emulation" and not _ext.with_cuda_emulation:
     raise ImportError("jaxgraphops: JGO_KERNELS=cuda-emulation needs a build with the emulated CUDA handlers: "
                       "reinstall with JGO_CUDA_EMULATION=ON in the environment of pip install")

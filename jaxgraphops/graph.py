@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._checks import check_graph
 from ._edge_check import checked_edges
 
 __all__ = ["Graph", "BatchedGraph", "batch", "pad", "padding_masks"]
@@ -50,13 +51,13 @@ def _check_edge_array(name: str, x) -> None:
         raise ValueError(f"Graph.from_edges: {name} must be 1-D [E], got shape {tuple(x.shape)}")
 
 
-def _size(name: str, n, fn: str = "Graph.from_edges") -> int:
+def _size(name: str, n) -> int:
     try:
         n = operator.index(n)
     except TypeError:
-        raise TypeError(f"{fn}: {name} must be an int, got {type(n).__name__}") from None
+        raise TypeError(f"Graph.from_edges: {name} must be an int, got {type(n).__name__}") from None
     if n < 0:
-        raise ValueError(f"{fn}: {name} must be >= 0, got {n}")
+        raise ValueError(f"Graph.from_edges: {name} must be >= 0, got {n}")
     return n
 
 
@@ -76,50 +77,6 @@ def _group_jnp(keys: jax.Array, values: jax.Array, n: int):
     return offsets, values[order], order
 
 
-def _check_grouping(g, kind: str, src, dst) -> None:
-    """Checks that ``g``'s ``kind`` copy ("csc" or "csr") is the grouping of the edges ``src -> dst``."""
-    by_dst = kind == "csc"
-    keys, values, n_rows = (dst, src, g.n_dst) if by_dst else (src, dst, g.n_src)
-    nbr_name = "csc_src" if by_dst else "csr_dst"
-    offsets = np.asarray(getattr(g, f"{kind}_offsets"))
-    nbr, eid = np.asarray(getattr(g, nbr_name)), np.asarray(getattr(g, f"{kind}_eid"))
-    E = keys.shape[0]
-    if offsets.shape != (n_rows + 1,) or nbr.shape != (E,) or eid.shape != (E,):
-        raise ValueError(f"Graph: {kind}_offsets must be [{n_rows + 1}], {nbr_name} and {kind}_eid [{E}]; got "
-                         f"{list(offsets.shape)}, {list(nbr.shape)} and {list(eid.shape)}")
-    if offsets[0] != 0 or offsets[-1] != E or np.any(np.diff(offsets) < 0):
-        raise ValueError(f"Graph: {kind}_offsets must rise from 0 to n_edges={E}")
-    if not np.array_equal(np.sort(eid), np.arange(E)):
-        raise ValueError(f"Graph: {kind}_eid must be a permutation of [0, {E})")
-    rows = np.repeat(np.arange(n_rows), np.diff(offsets))
-    bad = np.flatnonzero((keys[eid] != rows) | (values[eid] != nbr))
-    if bad.size:
-        k = bad[0]
-        e = eid[k]
-        raise ValueError(f"Graph: the {kind.upper()} copy does not match the edge list at position {k}: it puts "
-                         f"edge {e} in row {rows[k]} with {nbr_name}={nbr[k]}, but edge {e} is "
-                         f"{src[e]} -> {dst[e]}; build graphs with Graph.from_edges, or pass validate=False")
-
-
-def _check_graph(g) -> None:
-    """ValueError unless ``g``'s concrete arrays are a consistent graph (see :class:`Graph`)."""
-    leaves = g.tree_flatten()[0]
-    dtypes = {np.dtype(getattr(x, "dtype", None)) for x in leaves}
-    if len(dtypes) != 1 or dtypes.pop() not in _INDEX_DTYPES:
-        raise TypeError(f"Graph: the index arrays must share one dtype, int32 or int64; got "
-                        f"{[str(getattr(x, 'dtype', type(x).__name__)) for x in leaves]}")
-    n_src, n_dst = _size("n_src", g.n_src, "Graph"), _size("n_dst", g.n_dst, "Graph")
-    src, dst = np.asarray(g.src), np.asarray(g.dst)
-    if src.ndim != 1 or src.shape != dst.shape:
-        raise ValueError(f"Graph: src and dst must be [E]; got {list(src.shape)} and {list(dst.shape)}")
-    for name, x, n in (("src", src, n_src), ("dst", dst, n_dst)):
-        bad = np.flatnonzero((x < 0) | (x >= n))
-        if bad.size:
-            raise ValueError(f"Graph: {name} id {x[bad[0]]} at edge {bad[0]} out of range [0, {n})")
-    _check_grouping(g, "csc", src, dst)
-    _check_grouping(g, "csr", src, dst)
-
-
 @jax.tree_util.register_pytree_node_class
 class Graph:
     """A directed graph with ``n_src`` source nodes, ``n_dst`` destination nodes and ``E`` edges.
@@ -134,21 +91,26 @@ class Graph:
     - ``csr_offsets [n_src+1]``, ``csr_dst [E]``, ``csr_eid [E]``: the same grouped by source.
 
     ``n_src`` and ``n_dst`` are static (Python ints in the pytree's aux data). Build graphs
-    with :meth:`from_edges` or one of the other ``from_*`` constructors. The constructor
-    checks concrete arrays given to it (``ValueError`` unless the CSC and CSR copies are the
-    grouping of ``src``/``dst`` described above, with ids in range); traced arrays (inside
-    ``jit``) cannot be checked there, and ``validate=False`` skips the check. Whatever reaches
-    them, the kernels never read or write out of bounds and never return unwritten memory: the
-    CPU kernels reject out-of-range ids, offsets that are not a partition of ``[0, E)`` and
-    edge ids that are not a permutation (``INVALID_ARGUMENT``); the CUDA kernels skip
-    out-of-range indices and zero what no edge writes.
+    with :meth:`from_edges` or one of the other ``from_*`` constructors. The constructor, and
+    every op given a graph, check it (``jaxgraphops._checks.check_graph``): the shapes and the one
+    int32/int64 dtype of the arrays always (also under ``jit``), and concrete arrays for their
+    values, once per graph (every id in range, ``csc_eid`` and ``csr_eid`` permutations of
+    ``[0, E)``, the CSC and CSR groupings those of ``src``/``dst``): a ValueError naming the
+    function and the array. ``validate=False`` leaves the check to the first op. A hand-built
+    graph passed into ``jit`` is checked only by the kernels, for the arrays each reads: the CPU
+    kernels reject out-of-range ids and id lists that are not permutations
+    (``INVALID_ARGUMENT``), the CUDA kernels skip out-of-range indices and zero what no edge
+    writes, and the pure-JAX reference (``impl="xla"``) clamps out-of-range gathers and drops
+    out-of-range scatters, as JAX does. Groupings that are in range but disagree with
+    ``src``/``dst`` are not detected there. (:meth:`from_edges` checks traced edge lists when the
+    computation runs.)
     """
 
     __slots__ = (
         "src", "dst",
         "csc_offsets", "csc_src", "csc_eid",
         "csr_offsets", "csr_dst", "csr_eid",
-        "n_src", "n_dst",
+        "n_src", "n_dst", "_checked",
     )
 
     def __init__(self, src, dst, csc_offsets, csc_src, csc_eid,
@@ -157,8 +119,9 @@ class Graph:
         self.csc_offsets, self.csc_src, self.csc_eid = csc_offsets, csc_src, csc_eid
         self.csr_offsets, self.csr_dst, self.csr_eid = csr_offsets, csr_dst, csr_eid
         self.n_src, self.n_dst = n_src, n_dst
+        self._checked = False  # the values were checked (here, or by the first op: jaxgraphops._checks)
         if validate and not any(isinstance(x, jax.core.Tracer) for x in self.tree_flatten()[0]):
-            _check_graph(self)
+            check_graph("Graph", self)
 
     # -- pytree ---------------------------------------------------------------------------
 
@@ -195,8 +158,10 @@ class Graph:
 
     def reverse(self) -> Graph:
         """The graph with every edge flipped (``dst -> src``); edge ids are unchanged."""
-        return Graph(self.dst, self.src, self.csr_offsets, self.csr_dst, self.csr_eid,
-                     self.csc_offsets, self.csc_src, self.csc_eid, self.n_dst, self.n_src, validate=False)
+        g = Graph(self.dst, self.src, self.csr_offsets, self.csr_dst, self.csr_eid,
+                  self.csc_offsets, self.csc_src, self.csc_eid, self.n_dst, self.n_src, validate=False)
+        g._checked = self._checked
+        return g
 
     def pad(self, n_src: int, n_dst: int, n_edges: int) -> Graph:
         """This graph padded to fixed sizes; see :func:`pad`."""
@@ -265,7 +230,9 @@ class Graph:
             csc = _group_np(dst, src, n_dst)
             csr = _group_np(src, dst, n_src)
         leaves = (src, dst, *csc, *csr)
-        return cls(*(jnp.asarray(x, dtype=idx) for x in leaves), n_src, n_dst, validate=False)
+        g = cls(*(jnp.asarray(x, dtype=idx) for x in leaves), n_src, n_dst, validate=False)
+        g._checked = not traced  # valid by construction
+        return g
 
     @classmethod
     def from_scipy(cls, a, *, index_dtype=None) -> Graph:
@@ -412,6 +379,7 @@ def batch(graphs) -> BatchedGraph:
         cat_offsets("csr_offsets"), cat("csr_dst", dst_off), cat("csr_eid", e_off),
         int(n_src.sum()), int(n_dst.sum()), validate=False,
     )
+    union._checked = all(g._checked for g in graphs)
     ids = np.arange(len(graphs), dtype=np.int32)
     src_ids, dst_ids = jnp.asarray(np.repeat(ids, n_src)), jnp.asarray(np.repeat(ids, n_dst))
     return BatchedGraph(union, src_ids, dst_ids, len(graphs))

@@ -6,6 +6,13 @@ the first maximal (minimal) incoming edge in input edge order (NaN being the ext
 that holds one, as in ``np.max``), a softmax gives a ``-inf`` logit weight 0 (a row of only
 ``-inf`` logits gets 0, as an empty one; a NaN or ``+inf`` logit makes its row NaN), and half
 precision is computed and accumulated in float32. ``docs/semantics.md`` has the whole table.
+
+Each function taking a graph checks it first (:func:`jaxgraphops._checks.check_graph`): its arrays'
+shapes and dtypes always, and, when they are concrete, their values (ids in range, consistent
+groupings), raising a ValueError that names the array. Inside ``jit`` the values cannot be
+checked: there, as everywhere in JAX, an out-of-range gather is clamped and an out-of-range
+``segment_*`` scatter is dropped, so a hand-built graph with bad ids gives a wrong answer instead
+of an error (``Graph.from_edges`` and the CPU kernels check theirs at run time).
 """
 
 from __future__ import annotations
@@ -16,7 +23,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._checks import check_graph
 from .ops._layout import align_ranks
+
+
+def _checks_graph(f):
+    """Checks the graph argument ``g`` of a reference function (named ``reference.<name>``)."""
+    @functools.wraps(f)
+    def wrapped(g, *args, **kwargs):
+        check_graph(f"reference.{f.__name__}", g)
+        return f(g, *args, **kwargs)
+    return wrapped
 
 _TARGET_INDEX = {"u": "src", "v": "dst"}
 _HALF = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
@@ -85,6 +102,7 @@ def _first_extreme(operands, combine, ids, n, reduce):
     return jnp.where(empty, 0, combine(*picked))
 
 
+@_checks_graph
 def gspmm(g, u=None, e=None, *, op="copy_u", reduce="sum"):
     """Reference of :func:`jaxgraphops.gspmm`."""
     dtype = jnp.result_type(*[x for x in (u, e) if x is not None])
@@ -100,6 +118,7 @@ def gspmm(g, u=None, e=None, *, op="copy_u", reduce="sum"):
     return _first_extreme(operands, _COMBINE[op], g.dst, n, reduce).astype(dtype)
 
 
+@_checks_graph
 @_in_float32
 def gsddmm(g, lhs, rhs, *, op="dot", lhs_target="u", rhs_target="v"):
     """Reference of :func:`jaxgraphops.gsddmm`."""
@@ -114,6 +133,7 @@ def gsddmm(g, lhs, rhs, *, op="dot", lhs_target="u", rhs_target="v"):
     return {"add": a + b, "sub": a - b, "mul": a * b, "div": a / b}[op]
 
 
+@_checks_graph
 @_in_float32
 def edge_softmax(g, logits):
     """Reference of :func:`jaxgraphops.edge_softmax`: ``scipy.special.softmax`` per destination (a NaN or ``+inf``
@@ -138,6 +158,7 @@ def _segment_reduce(msg, ids, n, reduce):
     return out.astype(dtype)
 
 
+@_checks_graph
 def agg_simple(g, x=None, edge_feat=None, *, reduce="sum"):
     """Reference of :func:`jaxgraphops.agg_simple`."""
     parts = [_segment_reduce(m, g.dst, g.n_dst, reduce) for m in (None if x is None else x[g.src], edge_feat)
@@ -145,6 +166,7 @@ def agg_simple(g, x=None, edge_feat=None, *, reduce="sum"):
     return jnp.concatenate(parts, axis=-1)
 
 
+@_checks_graph
 @_in_float32
 def agg_weighted(g, x, edge_weight, *, reduce="sum"):
     """Reference of :func:`jaxgraphops.agg_weighted` (mean divides by the sum of incoming weights)."""
@@ -159,6 +181,7 @@ def agg_weighted(g, x, edge_weight, *, reduce="sum"):
     return jnp.where(weight_sum == 0, 0, total / safe)
 
 
+@_checks_graph
 def agg_concat(g, x, *, x_dst=None, edge_feat=None, edge_weight=None, reduce="sum"):
     """Reference of :func:`jaxgraphops.agg_concat`."""
     x_dst = x if x_dst is None else x_dst
@@ -172,6 +195,7 @@ def pool(x, graph_ids, n_graphs, *, reduce="sum"):
     return _segment_reduce(x, jnp.asarray(graph_ids), n_graphs, reduce)
 
 
+@_checks_graph
 @_in_float32
 def mha_gat(g, x_src, attn_weights, *, x_dst=None, num_heads=1, concat_heads=True, negative_slope=0.2,
             edge_feat=None, return_attention=False):
@@ -191,6 +215,7 @@ def mha_gat(g, x_src, attn_weights, *, x_dst=None, num_heads=1, concat_heads=Tru
     return (out, alpha) if return_attention else out
 
 
+@_checks_graph
 @_in_float32
 def mha_gat_v2(g, x_src, x_dst, attn_weights, *, num_heads=1, concat_heads=True, negative_slope=0.2,
                edge_feat=None, return_attention=False):
@@ -210,6 +235,7 @@ def mha_gat_v2(g, x_src, x_dst, attn_weights, *, num_heads=1, concat_heads=True,
     return (out, alpha) if return_attention else out
 
 
+@_checks_graph
 @_in_float32
 def mha_simple(g, query, key, value, *, num_heads=1, concat_heads=True, edge_feat=None, return_attention=False):
     """Reference of :func:`jaxgraphops.mha_simple`: gathered queries, keys and values, segment softmax, segment sum."""
@@ -228,11 +254,13 @@ def mha_simple(g, query, key, value, *, num_heads=1, concat_heads=True, edge_fea
     return (out, alpha) if return_attention else out
 
 
+@_checks_graph
 def edge_vectors(g, pos_src, pos_dst):
     """Reference of :func:`jaxgraphops.edge_vectors`: ``pos_dst[dst] - pos_src[src]``."""
     return pos_dst[g.dst] - pos_src[g.src]
 
 
+@_checks_graph
 @_in_float32
 def gno_conv(g, f_src, dx, U, b_u, V, b_v, *, kernel="matrix", reduce="mean", edge_weight=None):
     """Reference of :func:`jaxgraphops.gno_conv`: materialises kappa ``[E, c_out * c_in]`` (or ``[E, c]``)."""
@@ -242,7 +270,9 @@ def gno_conv(g, f_src, dx, U, b_u, V, b_v, *, kernel="matrix", reduce="mean", ed
     if kernel == "diagonal":
         msg = kappa * f_j
     else:
-        msg = jnp.einsum("eoc,ec->eo", kappa.reshape(g.n_edges, -1, f_src.shape[1]), f_j, precision=hi)
+        c_in = f_src.shape[1]
+        c_out = V.shape[0] // c_in  # c_in >= 1 for the matrix kernel (gno_conv checks it)
+        msg = jnp.einsum("eoc,ec->eo", kappa.reshape(g.n_edges, c_out, c_in), f_j, precision=hi)
     if edge_weight is None:
         return _segment_reduce(msg, g.dst, g.n_dst, reduce)
     total = jax.ops.segment_sum(edge_weight[:, None] * msg, g.dst, num_segments=g.n_dst)

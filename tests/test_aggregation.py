@@ -189,3 +189,44 @@ def test_errors(rng):
         jgo.pool(x, np.zeros(3, np.int32), 1)
     with pytest.raises(ValueError, match="out of range"):
         jgo.pool(x, np.full(7, 4, np.int32), 2)
+
+
+# ---------------------------------------------------------------------------------------
+# clear errors (issue 19)
+
+
+@pytest.mark.parametrize("impl", [None, "xla"])
+def test_features_of_the_wrong_rank(rng, impl):
+    """Rank-3 features used to surface raw jnp.concatenate / broadcasting errors; now each function names
+    itself and the argument."""
+    g = random_graph(rng, 7, 7, 24)
+    x3, x2, w = jnp.ones((7, 2, 3)), jnp.ones((7, 3)), jnp.ones(24)
+    with pytest.raises(ValueError, match=r"agg_concat: x must be \[n_src, F\] \(rank 2\); got shape \(7, 2, 3\)"):
+        jgo.agg_concat(g, x3, impl=impl)
+    with pytest.raises(ValueError, match=r"agg_concat: x_dst must be \[n_dst, Fd\] \(rank 2\)"):
+        jgo.agg_concat(g, x2, x_dst=x3, impl=impl)
+    with pytest.raises(ValueError, match=r"agg_concat: edge_feat must be \[n_edges, Fe\] \(rank 2\)"):
+        jgo.agg_concat(g, x2, edge_feat=jnp.ones((24, 2, 2)), impl=impl)
+    with pytest.raises(ValueError, match=r"agg_weighted: x must be \[n_src, F\] \(rank 2\)"):
+        jgo.agg_weighted(g, x3, w, impl=impl)
+    with pytest.raises(ValueError, match=r"agg_simple: x must be \[n_src, F\] \(rank 2\)"):
+        jgo.agg_simple(g, x3, jnp.ones((24, 2)), impl=impl)
+    with pytest.raises(ValueError, match=r"agg_concat: x_dst must have 7 rows"):
+        jgo.agg_concat(g, x2, x_dst=jnp.ones((8, 3)), impl=impl)
+
+
+def test_errors_name_the_function_and_suggest_options(rng):
+    g = random_graph(rng)
+    x = jnp.ones((g.n_src, 3))
+    with pytest.raises(ValueError, match=r"agg_simple: reduce must be one of .*; got 'maxx' \(did you mean 'max'\?\)"):
+        jgo.agg_simple(g, x, reduce="maxx")
+    with pytest.raises(ValueError, match=r"agg_weighted: impl must be one of None, 'ffi', 'xla'; got 'XLA' "
+                                         r"\(did you mean 'xla'\?\)"):
+        jgo.agg_weighted(g, x, jnp.ones(g.n_edges), impl="XLA")
+    with pytest.raises(ValueError, match=r"agg_concat: reduce must be one of .*\(did you mean 'mean'\?\)"):
+        jgo.agg_concat(g, x, x_dst=jnp.ones((g.n_dst, 1)), reduce="mena")
+    with pytest.raises(ValueError, match=r"pool: impl must be one of None, 'ffi', 'xla'; got 'xl' "
+                                         r"\(did you mean 'xla'\?\)"):
+        jgo.pool(x, jnp.zeros(g.n_src, jnp.int32), 1, impl="xl")
+    with pytest.raises(TypeError, match=r"pool: x must be a floating-point array; got dtype int32"):
+        jgo.pool(jnp.ones((3, 2), jnp.int32), jnp.zeros(3, jnp.int32), 1)

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import jax.test_util
 import numpy as np
 import pytest
-from conftest import check_half_precision, kernel_index_error, random_graph, segment_softmax_np
+from conftest import check_half_precision, kernel_index_error, kernel_only, random_graph, segment_softmax_np
 
 import jaxgraphops as jgo
 
@@ -406,7 +406,7 @@ def test_out_of_range_index_reaching_the_kernel_is_an_error(rng):
         arrays = {n: jnp.asarray(getattr(g, n)) for n in ("src", "dst", "csc_offsets", "csc_src", "csc_eid",
                                                              "csr_offsets", "csr_dst", "csr_eid")}
         arrays[field] = arrays[field].at[pos].set(value)
-        return jgo.Graph(*arrays.values(), g.n_src, g.n_dst, validate=False)
+        return kernel_only(jgo.Graph(*arrays.values(), g.n_src, g.n_dst, validate=False))  # to the kernels' own checks
 
     bad = corrupt("csc_src", 3, 99)
     eid = int(g.csc_eid[3])

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import jax.test_util
 import numpy as np
 import pytest
-from conftest import check_half_precision, kernel_index_error, random_graph, segment_softmax_np
+from conftest import check_half_precision, kernel_index_error, kernel_only, random_graph, segment_softmax_np
 
 import jaxgraphops as jgo
 
@@ -383,6 +383,7 @@ def test_out_of_range_index_reaching_the_kernel_is_an_error(rng):
     g = random_graph(rng, 7, 7, 24)
     bad = jgo.Graph(*(jnp.asarray(v) for v in (g.src, g.dst, g.csc_offsets, g.csc_src.at[3].set(99), g.csc_eid,
                                                g.csr_offsets, g.csr_dst, g.csr_eid)), g.n_src, g.n_dst, validate=False)
+    bad = kernel_only(bad)  # past the Python check, to the kernels' own
     x, _, a, _ = inputs(rng, g)
     eid = int(g.csc_eid[3])
     with kernel_index_error(f".*gatv2_fwd: edge {eid} has node index 99"):
@@ -390,6 +391,7 @@ def test_out_of_range_index_reaching_the_kernel_is_an_error(rng):
     bad_csr = jgo.Graph(*(jnp.asarray(v) for v in (g.src, g.dst, g.csc_offsets, g.csc_src, g.csc_eid,
                                                    g.csr_offsets, g.csr_dst.at[5].set(-1), g.csr_eid)), g.n_src,
                         g.n_dst, validate=False)
+    bad_csr = kernel_only(bad_csr)  # past the Python check, to the kernels' own
     eid = int(g.csr_eid[5])
     with kernel_index_error(f".*gatv2_bwd_src: edge {eid} has node index -1"):
         jax.grad(lambda x: jgo.mha_gat_v2(bad_csr, x, None, a, num_heads=2).sum())(x).block_until_ready()

@@ -250,3 +250,29 @@ def test_cuda_lowering_uses_kernels_up_to_32_middle_features():
 
         hlo = jax.jit(f).trace(vec, jnp.ones((50, n_mid))).lower(lowering_platforms=("cuda",)).as_text()
         assert ("@jgo_dimenet_" in hlo) == (jgo.with_cuda() and n_mid <= 32), n_mid
+
+
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16])
+def test_half_precision_is_computed_in_float32(rng, dtype):
+    """Half-precision inputs used to reach the CPU kernels and fail there (``dimenet_out: vec must be
+    float32/float64``); they are computed in float32, as the other ops do, and come back in their dtype."""
+    g, vec = molecule(rng)
+    t = triplets(g)
+    sbf, emb, w = operands(rng, g.n_edges, dtype=np.float32)
+    half = [jnp.asarray(a).astype(dtype) for a in (vec, sbf, emb, w)]
+    wide = [a.astype(jnp.float32) for a in half]
+    for impl in (None, "xla"):
+        out = agg_edge_to_edge(*half, t, impl=impl)
+        assert out.dtype == dtype
+        want = agg_edge_to_edge_ref(*wide, t).astype(dtype)
+        np.testing.assert_allclose(np.asarray(out, np.float32), np.asarray(want, np.float32), rtol=2e-2, atol=2e-2)
+    grad = jax.grad(lambda e: jnp.sum(agg_edge_to_edge(half[0], half[1], e, half[3], t).astype(jnp.float32)))(half[2])
+    assert grad.dtype == dtype
+
+
+def test_misspelt_impl_is_suggested(rng):
+    g, vec = molecule(rng)
+    sbf, emb, w = operands(rng, g.n_edges, dtype=np.float32)
+    with pytest.raises(ValueError, match=r"agg_edge_to_edge: impl must be one of None, 'xla'; got 'XLA' "
+                                         r"\(did you mean 'xla'\?\)"):
+        agg_edge_to_edge(vec, sbf, emb, w, triplets(g), impl="XLA")

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import jax.test_util
 import numpy as np
 import pytest
-from conftest import kernel_index_error, random_graph
+from conftest import kernel_index_error, kernel_only, random_graph
 
 import jaxgraphops as jgo
 
@@ -306,10 +306,12 @@ def test_out_of_range_index_reaching_the_kernel_is_an_error(rng):
     args = params(rng, g, dtype=np.float32)[:6]
     bad = jgo.Graph(*(jnp.asarray(v) for v in (g.src, g.dst, g.csc_offsets, g.csc_src.at[3].set(99), g.csc_eid,
                                                g.csr_offsets, g.csr_dst, g.csr_eid)), g.n_src, g.n_dst, validate=False)
+    bad = kernel_only(bad)  # past the Python check, to the kernels' own
     with kernel_index_error(".*gno_fwd.*node index 99"):
         conv(bad, "matrix", "sum")(*args).block_until_ready()
     bad_csr = jgo.Graph(*(jnp.asarray(v) for v in (g.src, g.dst, g.csc_offsets, g.csc_src, g.csc_eid,
-                                                   g.csr_offsets, g.csr_dst.at[0].set(-4), g.csr_eid)), g.n_src, g.n_dst, validate=False)
+                                                   g.csr_offsets, g.csr_dst.at[0].set(-4), g.csr_eid)), g.n_src, g.n_dst)
+    bad_csr = kernel_only(bad_csr)  # past the Python check, to the kernels' own
     with kernel_index_error(".*gno_bwd_src.*node index -4"):
         jax.grad(lambda x: jnp.sum(conv(bad_csr, "matrix", "sum")(x, *args[1:])))(args[0]).block_until_ready()
 
@@ -383,3 +385,52 @@ def test_wide_kernel_mlp(rng, x64, hidden, kernel):
     close(conv(g, kernel, "sum")(*args), conv(g, kernel, "sum", "xla")(*args))
     for got, want in zip(jax.grad(loss(None), tuple(range(7)))(*args), jax.grad(loss("xla"), tuple(range(7)))(*args)):
         close(got, want)
+
+
+# ---------------------------------------------------------------------------------------
+# zero edges and zero-width features (issue 19: ZeroDivisionError)
+
+
+@pytest.mark.parametrize("kernel", ["matrix", "diagonal"])
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_graph_without_edges(kernel, reduce, weighted):
+    """The reference (impl="xla") used to raise ZeroDivisionError on a graph with 0 edges; both give 0 and zero
+    gradients."""
+    g = jgo.Graph.from_edges(np.zeros(0, np.int32), np.zeros(0, np.int32), 4, 3)
+    rng = np.random.default_rng(0)
+    c_in, c_out, h, d = 2, 3, 4, 2
+    p = c_in if kernel == "diagonal" else c_out * c_in
+    args = [jnp.asarray(rng.normal(size=s), jnp.float32) for s in ((4, c_in), (0, d), (h, d), (h,), (p, h), (p,))]
+    w = jnp.zeros(0) if weighted else None
+    for impl in (None, "xla"):
+        def f(*a):
+            return jgo.gno_conv(g, *a, kernel=kernel, reduce=reduce, edge_weight=w, impl=impl)
+        out = f(*args)
+        assert out.shape == (3, c_in if kernel == "diagonal" else c_out)
+        np.testing.assert_array_equal(out, 0)
+        for grad in jax.grad(lambda *a: jnp.sum(f(*a)), argnums=tuple(range(6)))(*args):
+            np.testing.assert_array_equal(grad, 0)
+
+
+def test_zero_width_features():
+    """c_in = 0: the diagonal kernel gives [n_dst, 0] (both implementations); the matrix kernel cannot read c_out
+    from V [c_out * 0, H] and says so (the fused op used to raise ZeroDivisionError)."""
+    g = jgo.Graph.from_edges(np.array([0, 1, 2]), np.array([1, 2, 0]))
+    f, dx, U, b_u = jnp.ones((3, 0)), jnp.ones((3, 2)), jnp.ones((4, 2)), jnp.ones(4)
+    for impl in (None, "xla"):
+        out = jgo.gno_conv(g, f, dx, U, b_u, jnp.ones((0, 4)), jnp.ones(0), kernel="diagonal", impl=impl)
+        assert out.shape == (3, 0)
+        with pytest.raises(ValueError, match=r"gno_conv: f_src has no features \(shape \(3, 0\)\); kernel='matrix'"):
+            jgo.gno_conv(g, f, dx, U, b_u, jnp.ones((4, 4)), jnp.ones(4), kernel="matrix", impl=impl)
+
+
+def test_misspelt_options_are_suggested():
+    g = jgo.Graph.from_edges(np.array([0, 1]), np.array([1, 0]))
+    args = (jnp.ones((2, 1)), jnp.ones((2, 1)), jnp.ones((1, 1)), jnp.ones(1), jnp.ones((1, 1)), jnp.ones(1))
+    with pytest.raises(ValueError, match=r"gno_conv: kernel must be one of 'matrix', 'diagonal'; got 'diagnal' "
+                                         r"\(did you mean 'diagonal'\?\)"):
+        jgo.gno_conv(g, *args, kernel="diagnal")
+    with pytest.raises(ValueError, match=r"gno_conv: reduce must be one of 'sum', 'mean'; got 'maen' "
+                                         r"\(did you mean 'mean'\?\)"):
+        jgo.gno_conv(g, *args, reduce="maen")

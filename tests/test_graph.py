@@ -379,3 +379,105 @@ def test_pad_errors():
         pad(g, 3, 3, 4)
     with pytest.raises(ValueError, match="padded.n_dst=2 is smaller than original.n_dst=3"):
         padding_masks(g, Graph.from_edges(np.array([0]), np.array([1]), 2, 2))
+
+
+# ---------------------------------------------------------------------------------------
+# hand-built graphs: every op checks the graph it gets (issue 19)
+
+import jaxgraphops as jgo  # noqa: E402
+from jaxgraphops._checks import check_graph  # noqa: E402
+
+
+def _hand_built(g, **changes):
+    """``g`` rebuilt by hand from its arrays, some of them replaced."""
+    arrays = {n: np.asarray(getattr(g, n)).copy() for n in LEAVES}
+    for name, change in changes.items():
+        arrays[name] = change(arrays[name])
+    return Graph(*(jnp.asarray(a) for a in arrays.values()), g.n_src, g.n_dst)
+
+
+def _set(i, v):
+    def change(a):
+        a[i] = v
+        return a
+    return change
+
+
+BAD_VALUES = [
+    (dict(src=_set(3, 5)), r"g\.src\[3\] = 5 is out of range \[0, 5\)"),
+    (dict(dst=_set(0, -1)), r"g\.dst\[0\] = -1 is out of range \[0, 5\)"),
+    (dict(csc_src=_set(2, 9)), r"g\.csc_src\[2\] = 9 is out of range"),
+    (dict(csr_eid=_set(1, 7)), r"g\.csr_eid\[1\] = 7 is out of range \[0, 7\)"),
+    (dict(csc_eid=_set(0, 0)), r"g\.csc_eid must be a permutation of \[0, 7\); edge id 0 appears 2 times"),
+    (dict(csc_offsets=_set(0, 1)), r"g\.csc_offsets must start at 0, never decrease and end at n_edges=7"),
+    (dict(csr_offsets=_set(-1, 6)), r"g\.csr_offsets must start at 0, never decrease and end at n_edges=7"),
+    # in range and permutations, but not the grouping of src/dst: found only by cross-checking the copies
+    (dict(csc_src=lambda a: a[::-1].copy()), r"g\.csc_src\[0\] = 3, but its edge g\.csc_eid\[0\] = 4 has src 1"),
+    (dict(csr_eid=lambda a: a[::-1].copy()), r"g\.csr_offsets and g\.csr_eid put edge \d in group \d"),
+    (dict(src=_set(0, 2)), r"g\.csr_offsets and g\.csr_eid put edge|g\.csc_src\[\d\] = 0, but"),
+]
+
+
+@pytest.mark.parametrize("changes, message", BAD_VALUES)
+@pytest.mark.parametrize("impl", [None, "xla"])
+def test_ops_check_the_values_of_a_concrete_hand_built_graph(changes, message, impl):
+    """Out-of-range ids, id lists that are not permutations and groupings that disagree with src/dst are a
+    ValueError naming the op and the array, with the kernels and with the reference (which used to drop
+    out-of-range ids silently)."""
+    bad = _hand_built(Graph.from_edges(np.array(SRC), np.array(DST), 5), **changes)
+    x = jnp.ones((5, 2))
+    with pytest.raises(ValueError, match=f"gspmm: {message}"):
+        jgo.gspmm(bad, x, op="copy_u", reduce="sum", impl=impl)
+    with pytest.raises(ValueError, match=f"edge_softmax: {message}"):
+        jgo.edge_softmax(bad, jnp.ones(7), impl=impl)
+    with pytest.raises(ValueError, match=f"edge_vectors: {message}"):
+        jgo.edge_vectors(bad, x)
+    with pytest.raises(ValueError, match=f"reference.gspmm: {message}"):
+        jgo.reference.gspmm(bad, x)
+    assert not bad._checked
+
+
+def test_a_valid_hand_built_graph_is_accepted_and_checked_once():
+    g = Graph.from_edges(np.array(SRC), np.array(DST), 5)
+    assert g._checked  # from_edges: valid by construction
+    rebuilt = jax.tree_util.tree_map(lambda a: a, g)  # a new Graph from the same arrays
+    assert not rebuilt._checked
+    x = jnp.arange(10.0).reshape(5, 2)
+    np.testing.assert_array_equal(jgo.gspmm(rebuilt, x), jgo.gspmm(g, x))
+    assert rebuilt._checked
+    union = batch([g, g]).graph
+    assert union._checked
+    # the library's own hand-built graphs pass the check (rebuilt, so that they are checked)
+    from jaxgraphops.nn._functional import gat_graph
+    for derived in (union, union.reverse(), jgo.nn.add_self_loops(g), gat_graph(g)):
+        check_graph("test", jax.tree_util.tree_map(lambda a: a, derived))
+
+
+def test_graph_shapes_and_dtypes_are_checked_under_jit():
+    """Shapes and dtypes are static: a malformed hand-built graph is a clear error at trace time, also inside
+    jit (where its values can only be checked by the kernels)."""
+    g = Graph.from_edges(np.array(SRC), np.array(DST), 5)
+    x = jnp.ones((5, 2))
+    f = jax.jit(lambda g, x: jgo.gspmm(g, x))
+    with pytest.raises(ValueError, match=r"gspmm: g\.csc_offsets must have shape \(6,\) \(\[n_dst \+ 1\]\); got \(5,\)"):
+        f(_hand_built(g, csc_offsets=lambda a: a[:-1]), x)
+    with pytest.raises(ValueError, match=r"gspmm: g\.csr_dst must have shape \(7,\) \(\[n_edges\]\); got \(8,\)"):
+        f(_hand_built(g, csr_dst=lambda a: np.concatenate([a, a[:1]])), x)
+    with pytest.raises(TypeError, match=r"gspmm: g\.csc_eid must have dtype int32 or int64; got float32"):
+        f(_hand_built(g, csc_eid=lambda a: a.astype(np.float32)), x)
+    with jax.enable_x64(True):
+        with pytest.raises(TypeError, match=r"gspmm: the index arrays of g must share one dtype; g\.src is int32, "
+                                            r"g\.csr_eid is int64"):
+            f(_hand_built(g, csr_eid=lambda a: a.astype(np.int64)), x)
+
+
+def test_reference_under_jit_does_not_check_values():
+    """Documented: inside jit the reference cannot check a hand-built graph's values; like any JAX gather it
+    clamps an out-of-range source (and a segment sum drops an out-of-range destination)."""
+    g = Graph.from_edges(np.array(SRC), np.array(DST), 5)
+    bad = _hand_built(g, src=_set(3, 9))
+    x = jnp.arange(5.0)[:, None]
+    out = jax.jit(lambda g, x: jgo.gspmm(g, x, impl="xla"))(bad, x)
+    clamped = _hand_built(g, src=_set(3, 4))
+    clamped._checked = True
+    np.testing.assert_array_equal(out, jgo.reference.gspmm(clamped, x))

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import jax.test_util
 import numpy as np
 import pytest
-from conftest import kernel_index_error, random_graph
+from conftest import kernel_index_error, kernel_only, random_graph
 
 import jaxgraphops as jgo
 
@@ -248,6 +248,7 @@ def test_out_of_range_index_reaching_the_kernel_is_an_error(rng):
     g = random_graph(rng)
     bad = jgo.Graph(*(jnp.asarray(x) for x in (g.src, g.dst, g.csc_offsets, g.csc_src.at[3].set(99), g.csc_eid,
                                                g.csr_offsets, g.csr_dst, g.csr_eid)), g.n_src, g.n_dst, validate=False)
+    bad = kernel_only(bad)  # past the Python check, to the kernels' own
     u = jnp.ones((g.n_src, 2))
     eid = int(g.csc_eid[3])
     with kernel_index_error(f".*edge {eid} has node index 99"):
@@ -269,3 +270,26 @@ def test_graph_as_jit_argument_and_jvp(rng):
     out, tangent = jax.jvp(lambda a, b: f(g, a, b), (u, e), (du, de))
     _, tangent_ref = jax.jvp(lambda a, b: jgo.gspmm(g, a, b, op="u_mul_e", reduce="mean", impl="xla"), (u, e), (du, de))
     np.testing.assert_allclose(tangent, tangent_ref, rtol=1e-5, atol=1e-6)
+
+
+def test_misspelt_options_name_the_function_and_suggest(rng):
+    """Issue 19: every op names itself in its errors and suggests the option a typo was meant to be."""
+    from jaxgraphops._checks import check_choice, did_you_mean
+
+    g = random_graph(rng)
+    u = jnp.ones((g.n_src, 2))
+    with pytest.raises(ValueError, match=r"^gspmm: reduce must be one of 'sum', 'mean', 'max', 'min'; got 'summ' "
+                                         r"\(did you mean 'sum'\?\)$"):
+        jgo.gspmm(g, u, reduce="summ")
+    with pytest.raises(ValueError, match=r"gspmm: op must be one of .*; got 'copy_U' \(did you mean 'copy_u'\?\)"):
+        jgo.gspmm(g, u, op="copy_U")
+    with pytest.raises(ValueError, match=r"gsddmm: lhs_target must be one of 'u', 'v', 'e'; got 'U' "
+                                         r"\(did you mean 'u'\?\)"):
+        jgo.gsddmm(g, u, u, lhs_target="U")
+    with pytest.raises(ValueError, match=r"edge_softmax: impl must be one of None, 'ffi', 'xla'; got 'jax'$"):
+        jgo.edge_softmax(g, jnp.ones(g.n_edges), impl="jax")  # nothing close: no suggestion
+    assert did_you_mean("maen", ("sum", "mean")) == " (did you mean 'mean'?)"
+    assert did_you_mean(3, ("sum",)) == ""
+    check_choice("f", "impl", None, (None, "xla"))
+    with pytest.raises(ValueError, match=r"^f: reduce must be one of 'sum'; got array\(\[1\]\)$"):
+        check_choice("f", "reduce", np.array([1]), ("sum",))

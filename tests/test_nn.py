@@ -315,3 +315,21 @@ def test_add_self_loops_equals_rebuilt_graph(x64, rng, index_dtype):
         for a, b in zip(jax.tree_util.tree_leaves(looped), jax.tree_util.tree_leaves(expected)):
             assert a.dtype == b.dtype
             np.testing.assert_array_equal(a, b)
+
+
+def test_misspelt_choices_are_suggested_and_dst_rows_checked(rng):
+    """Issue 19: a misspelt option gets a "did you mean"; an x_dst with the wrong number of rows is an error
+    (the layers used to drop the extra rows, or ignore x_dst, silently)."""
+    g, x = random_graph(rng, 5, 5, 10), features(rng, 5, 3)
+    with pytest.raises(ValueError, match=r"SAGEConv: aggr must be one of .*; got 'maen' \(did you mean 'mean'\?\)"):
+        flax_nn.SAGEConv(4, aggr="maen").init(jax.random.key(0), g, x)
+    with pytest.raises(ValueError, match=r"GraphConv: norm must be one of .*\(did you mean 'right'\?\)"):
+        eqx_nn.GraphConv(3, 4, norm="rigth", key=jax.random.key(0))
+    with pytest.raises(ValueError, match=r"GNOBlock: kernel must be one of .*\(did you mean 'diagonal'\?\)"):
+        eqx_nn.GNOBlock(3, 3, 2, kernel="Diagonal", key=jax.random.key(0))
+    bip = random_graph(rng, 5, 4, 10)
+    x_dst = features(rng, 5, 3)  # one row too many
+    for layer in (flax_nn.SAGEConv(4), flax_nn.SAGEConv(4, root_weight=False), flax_nn.GATConv(4),
+                  flax_nn.GATv2Conv(4), flax_nn.TransformerConv(4)):
+        with pytest.raises(ValueError, match=r"Conv: x_dst must be \[n_dst, F\] with n_dst=4; got shape \(5, 3\)"):
+            layer.init(jax.random.key(0), bip, (x, x_dst))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from ..ops._rows_primitives import rows_matmul
+from .._checks import check_choice
 from ._primitives import aggregate
 from .basis import N_RADIAL, N_SPHERICAL
 from .reference import agg_edge_to_edge_ref
@@ -62,8 +63,7 @@ def agg_edge_to_edge(vec, sbf_rad, emb, weights, triplets: Triplets, *, impl: st
     """
     if not isinstance(triplets, Triplets):
         raise TypeError(f"agg_edge_to_edge: triplets must be a Triplets (jgo.dimenet.triplets), got {type(triplets).__name__}")
-    if impl not in (None, "xla"):
-        raise ValueError(f"agg_edge_to_edge: impl must be None or 'xla', got {impl!r}")
+    check_choice("agg_edge_to_edge", "impl", impl, (None, "xla"))
     e = triplets.n_edges
     vec = _float("vec", vec, (e, 3))
     sbf_rad = _float("sbf_rad", sbf_rad, (e, _K))

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import _checks
 from ..graph import Graph
 from ..ops.aggregation import agg_concat, agg_simple, agg_weighted
 from ..ops.attention import mha_gat, mha_gat_v2, mha_simple
@@ -19,9 +20,7 @@ SAGE_AGGRS = ("mean", "max", "sum", "min")
 GRAPH_CONV_NORMS = ("both", "right", "none")
 
 
-def check_choice(layer: str, name: str, value, choices) -> None:
-    if value not in choices:
-        raise ValueError(f"{layer}: {name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+check_choice = _checks.check_choice  # (layer, name, value, choices), with a "did you mean"
 
 
 def check_fill_value(layer: str, fill_value) -> None:
@@ -30,12 +29,21 @@ def check_fill_value(layer: str, fill_value) -> None:
         check_choice(layer, "fill_value", fill_value, ("mean",))
 
 
+def check_dst_rows(layer: str, g: Graph, x_dst):
+    """``x_dst`` must have one row per destination node (layers never drop rows silently)."""
+    rows = getattr(x_dst, "shape", (None,))[:1]
+    if rows != (g.n_dst,):
+        raise ValueError(f"{layer}: x_dst must be [n_dst, F] with n_dst={g.n_dst}; got shape "
+                         f"{getattr(x_dst, 'shape', type(x_dst).__name__)}")
+    return x_dst
+
+
 def split_sage_input(g: Graph, x):
     """``(x_src, x_dst)`` from SAGEConv's ``x``: an array, or a tuple for a bipartite graph."""
     if isinstance(x, tuple):
         if len(x) != 2:
             raise ValueError(f"SAGEConv: x must be an array or a pair (x_src, x_dst); got a tuple of {len(x)}")
-        return x
+        return x[0], check_dst_rows("SAGEConv", g, x[1])
     if g.n_src != g.n_dst:
         raise ValueError(f"SAGEConv: x must be a pair (x_src, x_dst) for a bipartite graph "
                          f"(n_src={g.n_src}, n_dst={g.n_dst}); got one array")
@@ -48,6 +56,7 @@ def sage_conv(g: Graph, x_src, x_dst, neigh_kernel, root_kernel, bias, *, aggr: 
     ``root_kernel`` and ``bias`` may be None (no root term, no bias). The graph work is one
     ``agg_concat`` (or ``agg_simple`` without a root term), followed by one matmul.
     """
+    _checks.check_graph("SAGEConv", g)
     if root_kernel is None:
         h, kernel = agg_simple(g, x_src, reduce=aggr), neigh_kernel
     else:
@@ -75,6 +84,7 @@ def graph_conv(g: Graph, x, kernel, bias, *, norm: str, add_loops: bool):
 
     The matmul runs before the aggregation when it shrinks the features, as in DGL.
     """
+    _checks.check_graph("GraphConv", g)
     if add_loops:
         g = add_self_loops(g)
     transform_first = kernel.shape[0] > kernel.shape[1]
@@ -175,7 +185,9 @@ def gat_graph(g: Graph) -> Graph:
 
     src = jnp.concatenate([g.src, nodes])
     dst = jnp.concatenate([jnp.where(g.src == g.dst, jnp.asarray(n_dst, idx), g.dst), nodes])
-    return Graph(src, dst, *csc, *csr, g.n_src, n_dst + 1, validate=False)
+    out = Graph(src, dst, *csc, *csr, g.n_src, n_dst + 1, validate=False)
+    out._checked = g._checked  # valid if g is
+    return out
 
 
 def gat_loop_attr(g: Graph, edge_attr, fill_value):
@@ -194,7 +206,7 @@ def gat_loop_attr(g: Graph, edge_attr, fill_value):
 def _dst_features(layer: str, g: Graph, x_src, x_dst):
     """``x_dst``, or ``x_src`` for a square graph when it is None."""
     if x_dst is not None:
-        return x_dst
+        return check_dst_rows(layer, g, x_dst)
     if g.n_src != g.n_dst:
         raise ValueError(f"{layer}: x must be a pair (x_src, x_dst) for a bipartite graph "
                          f"(n_src={g.n_src}, n_dst={g.n_dst}); got one array")
@@ -257,6 +269,7 @@ def gat_conv(g: Graph, x_src, x_dst, src_kernel, dst_kernel, att_src, att_dst, b
     (0 for a self loop of ``g`` when ``add_loops``, as PyG removes those), then the
     ``m = min(n_src, n_dst)`` added loops.
     """
+    _checks.check_graph("GATConv", g)
     heads = att_src.shape[-2]
     x_dst_in = x_dst
     x_dst = _dst_features("GATConv", g, x_src, x_dst)
@@ -280,6 +293,7 @@ def gatv2_conv(g: Graph, x_src, x_dst, src_kernel, src_bias, dst_kernel, dst_bia
 
     Same graph handling and return values as :func:`gat_conv`.
     """
+    _checks.check_graph("GATv2Conv", g)
     heads = att.shape[-2]
     x_dst_in = x_dst
     x_dst = _dst_features("GATv2Conv", g, x_src, x_dst)
@@ -403,6 +417,7 @@ def transformer_conv(g: Graph, x_src, x_dst, w: dict, *, heads: int, concat: boo
     ``b x_i W_skip + (1 - b) out``, ``b = sigmoid([out, x_r, out - x_r] W_beta)``.
     Returns ``out [n_dst, H*C or C]`` or ``(out, alpha [E, H])`` (input edge order).
     """
+    _checks.check_graph("TransformerConv", g)
     x_dst = _dst_features("TransformerConv", g, x_src, x_dst)
     edge_feat = _edge_features("TransformerConv", g, edge_attr, w.get("edge_kernel"), add_loops=False,
                                fill_value=None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from .._checks import check_graph
 from ..graph import Graph
 
 
@@ -41,8 +42,7 @@ def add_self_loops(g: Graph) -> Graph:
     >>> g.src.tolist(), g.dst.tolist(), g.in_degrees().tolist()
     ([0, 1, 0, 1, 2], [1, 2, 0, 1, 2], [1, 2, 2])
     """
-    if not isinstance(g, Graph):
-        raise TypeError(f"add_self_loops: g must be a jaxgraphops.Graph; got {type(g).__name__}")
+    check_graph("add_self_loops", g)
     if g.n_src != g.n_dst:
         raise ValueError(f"add_self_loops: g must be square; got a bipartite graph with "
                          f"n_src={g.n_src}, n_dst={g.n_dst}")
@@ -51,4 +51,6 @@ def add_self_loops(g: Graph) -> Graph:
     csc = _append_one_per_group(g.csc_offsets, g.csc_src, g.csc_eid, nodes, loop_eids)
     csr = _append_one_per_group(g.csr_offsets, g.csr_dst, g.csr_eid, nodes, loop_eids)
     src, dst = jnp.concatenate([g.src, nodes]), jnp.concatenate([g.dst, nodes])
-    return Graph(src, dst, *csc, *csr, g.n_src, g.n_dst, validate=False)
+    out = Graph(src, dst, *csc, *csr, g.n_src, g.n_dst, validate=False)
+    out._checked = g._checked  # valid if g is
+    return out

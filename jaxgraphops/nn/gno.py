@@ -10,6 +10,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from .._checks import check_graph
 from ..graph import Graph
 from ..ops.gno import KERNELS, REDUCES, gno_conv
 from ._functional import check_choice
@@ -54,6 +55,7 @@ def skip_input(layer: str, g: Graph, f_src, f_dst):
 def gno_block(g: Graph, f_src, dx, U, b_u, V, b_v, skip_kernel, skip_bias, f_dst, *, kernel: str, reduce: str,
               edge_weight=None):
     """``gno_conv(...) (+ f_dst @ skip_kernel (+ skip_bias))``; ``skip_kernel [c_dst, c_out]`` or None."""
+    check_graph("GNOBlock", g)
     out = gno_conv(g, f_src, dx, U, b_u, V, b_v, kernel=kernel, reduce=reduce, edge_weight=edge_weight)
     if skip_kernel is not None:
         out = out + jnp.matmul(f_dst, skip_kernel, precision=jax.lax.Precision.HIGHEST)

@@ -13,7 +13,7 @@ import numpy as np
 from .. import reference
 from ..graph import Graph
 from ._primitive_utils import HALF_TYPES
-from .message_passing import REDUCES, _as_float_array, _check_choice, _check_graph, gspmm
+from .message_passing import IMPLS, REDUCES, _as_float_array, _check_choice, _check_graph, gspmm
 
 
 def _weight_vector(fn, g, edge_weight):
@@ -21,6 +21,14 @@ def _weight_vector(fn, g, edge_weight):
     if w.ndim != 1:
         raise ValueError(f"{fn}: edge_weight must be [n_edges]; got shape {w.shape}")
     return w
+
+
+def _features(fn, name, x, rows, rows_name, cols="F"):
+    """``x [rows, F]``: a floating-point array of rank 2 (the aggregation family's feature layout)."""
+    x = _as_float_array(fn, name, x, rows, rows_name)
+    if x.ndim != 2:
+        raise ValueError(f"{fn}: {name} must be [{rows_name}, {cols}] (rank 2); got shape {x.shape}")
+    return x
 
 
 def _safe_inverse(d):
@@ -51,9 +59,12 @@ def agg_simple(g: Graph, x=None, edge_feat=None, *, reduce: str = "sum", impl: s
     """
     fn = "agg_simple"
     _check_graph(fn, g)
-    _check_choice("reduce", reduce, REDUCES)
+    _check_choice(fn, "reduce", reduce, REDUCES)
+    _check_choice(fn, "impl", impl, IMPLS)
     if x is None and edge_feat is None:
         raise ValueError(f"{fn}: give x, edge_feat or both")
+    x = None if x is None else _features(fn, "x", x, g.n_src, "n_src")
+    edge_feat = None if edge_feat is None else _features(fn, "edge_feat", edge_feat, g.n_edges, "n_edges", "Fe")
     if impl == "xla":
         return reference.agg_simple(g, x, edge_feat, reduce=reduce)
     parts = []
@@ -88,10 +99,12 @@ def agg_weighted(g: Graph, x, edge_weight, *, reduce: str = "sum", impl: str | N
     """
     fn = "agg_weighted"
     _check_graph(fn, g)
-    _check_choice("reduce", reduce, REDUCES)
+    _check_choice(fn, "reduce", reduce, REDUCES)
+    _check_choice(fn, "impl", impl, IMPLS)
+    x = _features(fn, "x", x, g.n_src, "n_src")
     w = _weight_vector(fn, g, edge_weight)
     if impl == "xla":
-        return reference.agg_weighted(g, jnp.asarray(x), w, reduce=reduce)
+        return reference.agg_weighted(g, x, w, reduce=reduce)
     if reduce != "mean":
         return gspmm(g, x, w, op="u_mul_e", reduce=reduce, impl=impl)
     x = jnp.asarray(x)
@@ -131,11 +144,18 @@ def agg_concat(g: Graph, x, *, x_dst=None, edge_feat=None, edge_weight=None, red
     """
     fn = "agg_concat"
     _check_graph(fn, g)
+    _check_choice(fn, "reduce", reduce, REDUCES)
+    _check_choice(fn, "impl", impl, IMPLS)
+    x = _features(fn, "x", x, g.n_src, "n_src")
     if x_dst is None:
         if g.n_src != g.n_dst:
             raise ValueError(f"{fn}: x_dst is required for a bipartite graph (n_src={g.n_src}, n_dst={g.n_dst})")
-        x_dst = x
-    x_dst = _as_float_array(fn, "x_dst", jnp.asarray(x_dst)[: g.n_dst], g.n_dst, "n_dst")
+        x_dst = x[: g.n_dst]
+    x_dst = _features(fn, "x_dst", x_dst, g.n_dst, "n_dst", "Fd")
+    if edge_feat is not None:
+        edge_feat = _features(fn, "edge_feat", edge_feat, g.n_edges, "n_edges", "Fe")
+    if edge_weight is not None:
+        edge_weight = _weight_vector(fn, g, edge_weight)
     if impl == "xla":
         return reference.agg_concat(g, x, x_dst=x_dst, edge_feat=edge_feat, edge_weight=edge_weight, reduce=reduce)
     if edge_weight is None:
@@ -165,8 +185,11 @@ def pool(x, graph_ids, n_graphs: int, *, reduce: str = "sum", ids_are_sorted: bo
     Array([1.5, 4. , 0. ], dtype=float32)
     """
     fn = "pool"
-    _check_choice("reduce", reduce, REDUCES)
+    _check_choice(fn, "reduce", reduce, REDUCES)
+    _check_choice(fn, "impl", impl, IMPLS)
     x = jnp.asarray(x)
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        raise TypeError(f"{fn}: x must be a floating-point array; got dtype {x.dtype}")
     if x.ndim == 0:
         raise ValueError(f"{fn}: x must be [N, ...]; got a scalar")
     ids = jnp.asarray(graph_ids)
@@ -198,5 +221,7 @@ def _membership_graph(fn, ids, n_graphs, ids_are_sorted):
     # (n_graphs log N work; a bincount would be a scatter over all N ids)
     sorted_ids = ids if ids_are_sorted else ids[order]
     csc_offsets = jnp.searchsorted(sorted_ids, jnp.arange(n_graphs + 1, dtype=index_dtype), side="left").astype(index_dtype)
-    return Graph(nodes, ids, csc_offsets, order, order, jnp.arange(n + 1, dtype=index_dtype), ids, nodes, n, n_graphs,
-                 validate=False)
+    g = Graph(nodes, ids, csc_offsets, order, order, jnp.arange(n + 1, dtype=index_dtype), ids, nodes, n, n_graphs,
+              validate=False)
+    g._checked = True  # the ids were checked above (concrete) or cannot be (traced)
+    return g

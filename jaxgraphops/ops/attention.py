@@ -122,7 +122,7 @@ def mha_gat(g: Graph, x_src, attn_weights, *, x_dst=None, num_heads: int = 1, co
     """
     fn = "mha_gat"
     _check_graph(fn, g)
-    _check_choice("impl", impl, IMPLS)
+    _check_choice(fn, "impl", impl, IMPLS)
     heads, c, x_src, x_dst, edge_feat, attn_weights = _check_inputs(fn, g, x_src, x_dst, edge_feat, attn_weights,
                                                                      num_heads)
     width = heads * c
@@ -198,7 +198,7 @@ def mha_gat_v2(g: Graph, x_src, x_dst, attn_weights, *, num_heads: int = 1, conc
     """
     fn = "mha_gat_v2"
     _check_graph(fn, g)
-    _check_choice("impl", impl, IMPLS)
+    _check_choice(fn, "impl", impl, IMPLS)
     heads, c, x_src, x_dst, edge_feat, attn_weights = _check_inputs(fn, g, x_src, x_dst, edge_feat, attn_weights,
                                                                      num_heads)
     width = heads * c
@@ -271,7 +271,7 @@ def mha_simple(g: Graph, query, key, value, *, num_heads: int = 1, concat_heads:
     """
     fn = "mha_simple"
     _check_graph(fn, g)
-    _check_choice("impl", impl, IMPLS)
+    _check_choice(fn, "impl", impl, IMPLS)
     heads, c, key = _split_heads(fn, "key", key, g.n_src, "n_src", num_heads)
     width = heads * c
     query = _check_features(fn, "query", query, g.n_dst, "n_dst", width)

@@ -18,7 +18,9 @@ def edge_vectors(g: Graph, pos_src, pos_dst=None):
     """Edge geometry ``dx_e = pos_dst[dst_e] - pos_src[src_e]``, ``[n_edges, d]`` in input edge order.
 
     ``pos_src [n_src, d]``; ``pos_dst [n_dst, d]`` defaults to ``pos_src`` (needs ``n_src == n_dst``).
-    A plain gather, differentiable in both positions.
+    A plain gather, differentiable in both positions. A hand-built graph with out-of-range ids is an
+    error outside ``jit``; inside ``jit`` the gather clamps them, as every JAX gather does (see
+    :class:`~jaxgraphops.Graph`).
 
     >>> import jax.numpy as jnp, jaxgraphops as jgo
     >>> g = jgo.Graph.from_edges(jnp.array([0, 1]), jnp.array([1, 0]))
@@ -62,6 +64,9 @@ def _check_operands(fn, g, f_src, dx, U, b_u, V, b_v, kernel, edge_weight):
     U = _check_shape(fn, "U", U, (hidden, d), "[H, d]")
     b_u = _check_shape(fn, "b_u", b_u, (hidden,), "[H]")
     V = jnp.asarray(V)
+    if kernel == "matrix" and c_in == 0:
+        raise ValueError(f"{fn}: f_src has no features (shape {f_src.shape}); kernel='matrix' reads c_out from "
+                         f"V [c_out * c_in, H], which needs c_in >= 1 (kernel='diagonal' takes c_in = 0)")
     if kernel == "diagonal":
         V = _check_shape(fn, "V", V, (c_in, hidden), "[c_in, H] for kernel='diagonal'")
     elif V.ndim != 2 or V.shape[1] != hidden or V.shape[0] == 0 or V.shape[0] % max(c_in, 1) != 0:
@@ -135,9 +140,9 @@ def gno_conv(g: Graph, f_src, dx, U, b_u, V, b_v, *, kernel: str = "matrix", red
     """
     fn = "gno_conv"
     _check_graph(fn, g)
-    _check_choice("kernel", kernel, KERNELS)
-    _check_choice("reduce", reduce, REDUCES)
-    _check_choice("impl", impl, IMPLS)
+    _check_choice(fn, "kernel", kernel, KERNELS)
+    _check_choice(fn, "reduce", reduce, REDUCES)
+    _check_choice(fn, "impl", impl, IMPLS)
     f_src, dx, U, b_u, V, b_v, edge_weight = _check_operands(fn, g, f_src, dx, U, b_u, V, b_v, kernel, edge_weight)
     if impl == "xla":
         return reference.gno_conv(g, f_src, dx, U, b_u, V, b_v, kernel=kernel, reduce=reduce, edge_weight=edge_weight)

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import reference
+from .._checks import check_choice, check_graph
 from ..graph import Graph
 from . import _autodiff  # noqa: F401  (registers the differentiation rules)
 from ._calls import graph_arrays, sddmm, softmax, spmm
@@ -22,14 +23,8 @@ TARGETS = {"u": "src", "v": "dst", "e": "edge"}
 IMPLS = (None, "ffi", "xla")
 
 
-def _check_choice(name, value, choices):
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
-
-
-def _check_graph(fn, g):
-    if not isinstance(g, Graph):
-        raise TypeError(f"{fn}: g must be a jaxgraphops.Graph; got {type(g).__name__}")
+_check_choice = check_choice  # (fn, name, value, choices): "did you mean" for a misspelt option
+_check_graph = check_graph    # (fn, g): a Graph with valid index arrays (see jaxgraphops._checks)
 
 
 def _as_float_array(fn, name, x, rows, rows_name):
@@ -73,9 +68,9 @@ def gspmm(g: Graph, u=None, e=None, *, op: str = "copy_u", reduce: str = "sum", 
     """
     fn = "gspmm"
     _check_graph(fn, g)
-    _check_choice("op", op, SPMM_OPS)
-    _check_choice("reduce", reduce, REDUCES)
-    _check_choice("impl", impl, IMPLS)
+    _check_choice(fn, "op", op, SPMM_OPS)
+    _check_choice(fn, "reduce", reduce, REDUCES)
+    _check_choice(fn, "impl", impl, IMPLS)
     reads_u, reads_e = op != "copy_e", op != "copy_u"
     for name, x, needed in (("u", u, reads_u), ("e", e, reads_e)):
         if needed and x is None:
@@ -128,10 +123,10 @@ def gsddmm(g: Graph, lhs, rhs, *, op: str = "dot", lhs_target: str = "u", rhs_ta
     """
     fn = "gsddmm"
     _check_graph(fn, g)
-    _check_choice("op", op, SDDMM_OPS)
-    _check_choice("lhs_target", lhs_target, tuple(TARGETS))
-    _check_choice("rhs_target", rhs_target, tuple(TARGETS))
-    _check_choice("impl", impl, IMPLS)
+    _check_choice(fn, "op", op, SDDMM_OPS)
+    _check_choice(fn, "lhs_target", lhs_target, tuple(TARGETS))
+    _check_choice(fn, "rhs_target", rhs_target, tuple(TARGETS))
+    _check_choice(fn, "impl", impl, IMPLS)
     rows = {"u": (g.n_src, "n_src"), "v": (g.n_dst, "n_dst"), "e": (g.n_edges, "n_edges")}
     lhs = _as_float_array(fn, "lhs", lhs, *rows[lhs_target])
     rhs = _as_float_array(fn, "rhs", rhs, *rows[rhs_target])
@@ -175,7 +170,7 @@ def edge_softmax(g: Graph, logits, *, impl: str | None = None):
     """
     fn = "edge_softmax"
     _check_graph(fn, g)
-    _check_choice("impl", impl, IMPLS)
+    _check_choice(fn, "impl", impl, IMPLS)
     logits = _as_float_array(fn, "logits", logits, g.n_edges, "n_edges")
     if impl == "xla":
         return reference.edge_softmax(g, logits)

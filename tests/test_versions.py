@@ -1,0 +1,64 @@
+"""The supported-versions guard (issue 19): importing jaxgraphops with a jax/jaxlib outside the tested range
+warns once, naming the range and the versions found."""
+
+import re
+import warnings
+from pathlib import Path
+
+import jax
+import jaxlib
+import pytest
+
+import jaxgraphops as jgo
+from jaxgraphops import _versions
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    """The guard as before the first import: it has not warned yet."""
+    monkeypatch.setattr(_versions, "_warned", False)
+    return monkeypatch
+
+
+def _check():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _versions.check()
+    return [w for w in caught if issubclass(w.category, jgo.UntestedVersionWarning)]
+
+
+@pytest.mark.parametrize("jax_version, jaxlib_version", [("0.10.2", "0.10.2"), ("0.12.0", "0.12.0"),
+                                                         ("0.12.3", "0.12.1"), ("0.12.1.dev20260101", "0.12.1")])
+def test_tested_versions_do_not_warn(fresh, jax_version, jaxlib_version):
+    fresh.setattr(jax, "__version__", jax_version)
+    fresh.setattr(jaxlib, "__version__", jaxlib_version)
+    assert _check() == []
+
+
+@pytest.mark.parametrize("jax_version, jaxlib_version", [("0.13.0", "0.13.0"), ("0.11.1", "0.11.1"),
+                                                         ("0.10.1", "0.10.2"), ("0.12.1", "0.10.0"),
+                                                         ("1.0.0", "0.12.0")])
+def test_other_versions_warn_once(fresh, jax_version, jaxlib_version):
+    fresh.setattr(jax, "__version__", jax_version)
+    fresh.setattr(jaxlib, "__version__", jaxlib_version)
+    [w] = _check()
+    assert issubclass(w.category, UserWarning)
+    message = str(w.message)
+    assert "tested with jax and jaxlib 0.10.2 (Python 3.11) and 0.12.x (Python 3.12, 3.13)" in message
+    assert f"found jax {jax_version}, jaxlib {jaxlib_version}" in message
+    assert _check() == []  # once per process
+
+
+def test_the_import_runs_the_guard(fresh, monkeypatch):
+    import importlib
+
+    fresh.setattr(jax, "__version__", "0.99.0")
+    with pytest.warns(jgo.UntestedVersionWarning, match="found jax 0.99.0"):
+        importlib.reload(jgo)
+
+
+def test_pyproject_lower_bound_is_the_lowest_tested_version():
+    """One range: pyproject.toml's jax>= is the first entry of _versions.TESTED."""
+    pyproject = (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text()
+    [dependency] = re.findall(r'dependencies = \[[^\]]*"jax>=([0-9.]+)"', pyproject)
+    assert dependency == _versions.TESTED[0]
