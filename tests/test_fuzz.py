@@ -74,13 +74,11 @@ def test_the_quick_profile_covers_the_api():
     assert sum(c.mutation is None for c in cases) > 0.4 * len(cases)
 
 
-def test_gated_edge_list_cases_are_exactly_the_traced_mutations():
-    """The cases that wait for Graph.from_edges to check traced edge lists (EDGE_LIST_CHECKED_UNDER_JIT)."""
-    gated = {c.mutation for c in map(fuzz.make_case, range(2000)) if c.gate == "EDGE_LIST_CHECKED_UNDER_JIT"}
-    if fuzz.EDGE_LIST_CHECKED_UNDER_JIT:
-        assert gated == set()
-    else:
-        assert gated == set(fuzz.TRACED_EDGE_MUTATIONS)
+def test_traced_edge_list_mutations_expect_the_run_time_check():
+    """Bad ids in a traced edge list must raise naming Graph.from_edges (jgo_check_edges), never be gated."""
+    cases = [c for c in map(fuzz.make_case, range(2000)) if c.mutation in fuzz.TRACED_EDGE_MUTATIONS]
+    assert {c.mutation for c in cases} == set(fuzz.TRACED_EDGE_MUTATIONS)
+    assert all(c.gate is None for c in cases)
 
 
 if __name__ == "__main__":
