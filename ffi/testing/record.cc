@@ -92,6 +92,15 @@ size_t BufferBytes(const XLA_FFI_Buffer* b) {
   return n;
 }
 
+// Whether result b is an argument's buffer (input_output_aliases, e.g. jgo_check_edges): it holds the
+// input, so it is not pre-filled with the sentinel.
+bool AliasesAnArgument(const XLA_FFI_CallFrame* f, const XLA_FFI_Buffer* b) {
+  for (int64_t i = 0; i < f->args.size; ++i) {
+    if (AsBuffer(f->args.args[i])->data == b->data) return true;
+  }
+  return false;
+}
+
 // The bytes an attribute's value takes, or nothing if a case cannot hold it.
 std::optional<size_t> AttrBytes(XLA_FFI_AttrType kind, const void* attr) {
   switch (kind) {
@@ -193,7 +202,7 @@ XLA_FFI_Error* CallAndRecord(const char* target, XLA_FFI_Handler* handler, XLA_F
     c.attrs.push_back(CopyAttr(frame->attrs.names[i], frame->attrs.types[i], frame->attrs.attrs[i]));
   for (int64_t i = 0; i < frame->rets.size; ++i) {
     const XLA_FFI_Buffer* b = AsBuffer(frame->rets.rets[i]);
-    FillSentinel(b->dtype, b->data, BufferBytes(b));
+    if (!AliasesAnArgument(frame, b)) FillSentinel(b->dtype, b->data, BufferBytes(b));
   }
 
   XLA_FFI_Error* error = handler(frame);
