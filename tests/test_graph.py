@@ -389,11 +389,12 @@ from jaxgraphops._checks import check_graph  # noqa: E402
 
 
 def _hand_built(g, **changes):
-    """``g`` rebuilt by hand from its arrays, some of them replaced."""
+    """``g`` rebuilt by hand from its arrays, some of them replaced; ``validate=False`` leaves the check to the
+    first op (the constructor's own check is tested in test_graph_validation.py)."""
     arrays = {n: np.asarray(getattr(g, n)).copy() for n in LEAVES}
     for name, change in changes.items():
         arrays[name] = change(arrays[name])
-    return Graph(*(jnp.asarray(a) for a in arrays.values()), g.n_src, g.n_dst)
+    return Graph(*(jnp.asarray(a) for a in arrays.values()), g.n_src, g.n_dst, validate=False)
 
 
 def _set(i, v):
