@@ -1087,7 +1087,6 @@ def _function(case, impl, jax, jnp, jgo, mode):
         return _CACHE[key]
     apply = APPLY[case.target]
     cfg = case.config
-    target_name = case.target
 
     def forward(gargs, arrays, extra):
         g = _materialise(case, gargs, jgo, jnp)
@@ -1125,7 +1124,6 @@ def _function(case, impl, jax, jnp, jgo, mode):
             return jitted(gargs, arrays, dyn, st)
 
         _CACHE[key] = call
-        del target_name
         return call
     return fn
 
