@@ -227,7 +227,8 @@ def test_bad_inputs(rng):
     with kernel_index_error(".*out of range"):
         jax.block_until_ready(agg_edge_to_edge(vec, sbf, emb, w, bad))
     # positions in range but not a permutation: rejected on the CPU; the CUDA kernels zero the coefficients first,
-    # so the one no triplet names is 0 and the forces are the same on every run
+    # so the one no triplet names is 0 and the forces are finite (which of the two triplets' coefficients lands
+    # on the repeated position is unspecified)
     bad_pos = Triplets(t.out_offsets, t.out_in, t.in_offsets, t.in_out, t.in_pos.at[1].set(t.in_pos[0]), t.n_edges,
                        t.n_triplets)
     forces = lambda: jax.grad(energy(None, bad_pos))(vec, sbf, emb, w)  # noqa: E731
@@ -235,7 +236,6 @@ def test_bad_inputs(rng):
         first = jax.block_until_ready(forces())
     if jgo.kernel_platform() != "cpu":
         assert np.isfinite(first).all()
-        np.testing.assert_array_equal(forces(), first)
 
 
 def test_cuda_lowering_uses_kernels_up_to_32_middle_features():

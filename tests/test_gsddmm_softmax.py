@@ -121,7 +121,8 @@ def test_edge_softmax_minus_inf_logits_in_any_edge_order(order):
 
 def test_edge_ids_that_are_not_a_permutation():
     """No output element is left unwritten: the CPU kernels reject such a graph, the CUDA kernels zero the
-    outputs first (the missing edge gets 0, the same on every run)."""
+    outputs first (the missing edge gets 0; the repeated one gets one of its two rows' values, which one is
+    unspecified)."""
     rng = np.random.default_rng(0)
     bad, missing = repeated_edge_id(random_graph(rng))
     x, y = rng.normal(size=(bad.n_src, 3)), rng.normal(size=(bad.n_dst, 3))
@@ -133,7 +134,7 @@ def test_edge_ids_that_are_not_a_permutation():
             out = op().block_until_ready()
         if jgo.kernel_platform() != "cpu":
             np.testing.assert_array_equal(out[missing], 0)
-            np.testing.assert_array_equal(op(), out)
+            assert np.isfinite(out).all()
 
 
 def test_zero_edge_graph():

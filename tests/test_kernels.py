@@ -167,7 +167,8 @@ def test_attention_primitives_with_minus_inf_logits(order):
 
 def test_edge_gradients_with_edge_ids_that_are_not_a_permutation():
     """Edge ids in range but not a permutation (a hand-built Graph): the CPU kernels reject them, and the CUDA
-    kernels leave no edge-valued output unwritten (the missing edge's gradients are 0, the same on every run)."""
+    kernels leave no edge-valued output unwritten (the missing edge's gradients are 0; the rest depends on which
+    of the repeated edge's two rows wrote its forward value, which is unspecified)."""
     rng = np.random.default_rng(0)
     bad, missing = repeated_edge_id(random_graph(rng, 7, 7, 24))
     f = lambda *s: jnp.asarray(rng.normal(size=s).astype(np.float32))  # noqa: E731
@@ -184,6 +185,6 @@ def test_edge_gradients_with_edge_ids_that_are_not_a_permutation():
         with kernel_index_error(".*edge id 0 appears twice .*csc_eid and csr_eid must be permutations"):
             got = jax.block_until_ready(grad())
         if jgo.kernel_platform() != "cpu":
-            for u, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(grad())):
+            for u in jax.tree_util.tree_leaves(got):
                 np.testing.assert_array_equal(u[missing], 0, err_msg=name)
-                np.testing.assert_array_equal(u, w, err_msg=name)
+                assert np.isfinite(u).all(), name

@@ -25,7 +25,8 @@ shift
 cd "$(dirname "$0")/.."
 xla_include=$("${PYTHON:-python}" -c 'import jax.ffi; print(jax.ffi.include_dir())')
 
-# TSan replays the well-formed calls (races in correct use); ASan+UBSan also the malformed variants,
+# TSan replays the well-formed calls (races in correct use); ASan+UBSan also the malformed variants and
+# the calls recorded on indices the CPU handlers reject (ffi/testing/replay.cc),
 # where the CUDA handlers' policy promises memory safety, not deterministic results: a kernel that
 # scatters through a corrupted index (e.g. dimenet_in's coef through in_pos) may race, in bounds.
 declare -A run_args=([tsan]="--no-malformed" [asan]="")
