@@ -2,9 +2,9 @@
 
 Concrete edge lists are checked in NumPy; a traced one can only be checked when the computation
 runs. ``checked_edges`` passes ``src`` and ``dst`` through the FFI target ``jgo_check_edges``
-(outputs aliased to the inputs), which fails the computation with
-``Graph.from_edges: dst id -1 at edge 1 out of range [0, 4)`` for the first bad id. The graph's
-arrays are computed from its outputs, so the check runs whenever the graph is used.
+(outputs aliased to the inputs, marked as having a side effect so that XLA never removes it),
+which fails the computation with ``Graph.from_edges: dst id -1 at edge 1 out of range [0, 4)``
+for the first bad id.
 
 On a GPU without the CUDA kernels (and any other backend) the same check runs as a host callback.
 """
@@ -25,6 +25,9 @@ def _kernel_check(src, dst, n_src: int, n_dst: int):
         (jax.typeof(src), jax.typeof(dst)),  # avals: keep the varying axes of shard_map
         input_output_aliases={0: 0, 1: 1},
         vmap_method="broadcast_all",
+        # kept even where XLA needs neither output: a gather from a one-row array reads no index,
+        # and a check without a used output would be removed as dead code
+        has_side_effect=True,
     )
     return tuple(call(src, dst, n_src=np.int64(n_src), n_dst=np.int64(n_dst)))
 

@@ -1302,6 +1302,12 @@ def _run_case(case: Case):
         if case.mutation is not None:
             if error is not None:
                 outcome, detail = classify_error(case, error)
+                if outcome == "unclear_error" and isinstance(_oracle(case, jax, jnp), str):
+                    # the unmutated input is invalid too (e.g. gno_conv's kernel="matrix" with c_in = 0):
+                    # an error about that fault, naming the op, is as clear
+                    fault = dataclasses.replace(case, expect_names=(_public_name(case),), did_you_mean=False)
+                    if classify_error(fault, error)[0] == "clear_error":
+                        return "clear_error", "the unmutated input's fault: " + detail
                 if outcome != "clear_error" and case.gate is not None:
                     return "xfail", f"known gap {case.gate}: {detail}"
                 return outcome, detail

@@ -68,6 +68,19 @@ def test_invalid_id_under_jit_fails_grad_too():
                                   np.bincount(SRC, minlength=N)[:, None] * np.ones((1, 4)))
 
 
+def test_invalid_id_under_jit_fails_where_no_id_is_read():
+    """XLA needs no id of a graph with one node per side (a gather from a one-row array reads no index)
+    nor of an unused graph: the check still runs (found by the fuzzer, seed 4775)."""
+    x = jnp.ones((1, 2))
+    sddmm = lambda s, d: jgo.gsddmm(Graph.from_edges(s, d, 1, 1), x, x, op="div", lhs_target="v",  # noqa: E731
+                                    rhs_target="v", impl="xla")
+    unused = lambda s, d: (Graph.from_edges(s, d, 1, 1), x)[1]  # noqa: E731
+    for fn in (sddmm, unused):
+        np.testing.assert_array_equal(jax.jit(fn)(jnp.array([0]), jnp.array([0])), x)
+        with pytest.raises(jax.errors.JaxRuntimeError, match=r"src id -2 at edge 0 out of range \[0, 1\)"):
+            np.asarray(jax.jit(fn)(jnp.array([-2]), jnp.array([0])))
+
+
 def test_first_bad_id_of_a_long_edge_list_is_named():
     # spans many of the CPU kernel's chunks (65536 ids each); the first bad edge is reported
     E = 300_000
