@@ -959,7 +959,9 @@ def make_case(seed: int) -> Case:
         case.index_dtype = _pick(rng, ["int64", "int32"])
     else:
         case.dtype = _pick(rng, ["float32", "bfloat16", "float16"], [6, 2, 2])
-    sizes = [s for s in SIZES if (not spec["square"] or s[0] == s[1]) and s[2] >= spec["min_edges"]]
+    # a graph without self loops needs two nodes (one atom's self loop is a zero-length edge: NaN geometry)
+    sizes = [s for s in SIZES if (not spec["square"] or s[0] == s[1]) and s[2] >= spec["min_edges"]
+             and (not spec["no_loops"] or min(s[:2]) >= 2)]
     weights = [SIZE_WEIGHTS[SIZES.index(s)] for s in sizes]
     case.n_src, case.n_dst, n_edges = _pick(rng, sizes, weights)
     traced = case.mode == "jit" and not spec["concrete"] and rng.random() < 0.3
@@ -1438,7 +1440,8 @@ def run_fuzz(n_cases: int, *, first_seed: int = 0, workers: int | None = None, t
              progress=None, env: dict | None = None):
     """Runs seeds ``first_seed .. first_seed + n_cases - 1`` in worker subprocesses (``workers``, default
     the number of CPUs up to 2); returns ``(counts, failures, stats)``: the count of each outcome, the
-    failures (seed, outcome, label, detail) and timings."""
+    failures (seed, outcome, label, detail) and timings. Every 500 cases ``progress(done, counts,
+    new_failures)`` is called with the failures since its last call."""
     workers = workers or max(1, min(2, os.cpu_count() or 1))
     env = dict(os.environ if env is None else env)
     env.setdefault("JAX_PLATFORMS", "cpu")
@@ -1452,7 +1455,7 @@ def run_fuzz(n_cases: int, *, first_seed: int = 0, workers: int | None = None, t
     counts = collections.Counter()
     failures, by_target, lock = [], collections.Counter(), threading.Lock()
     stats = {"restarts": 0, "slowest": []}
-    done = [0]
+    done, reported = [0], [0]
 
     def record(seed, outcome, detail, label, mutation=None, seconds=0.0):
         with lock:
@@ -1464,7 +1467,8 @@ def run_fuzz(n_cases: int, *, first_seed: int = 0, workers: int | None = None, t
                 by_target[detail.split(":")[0] + (f" ({mutation})" if mutation else "")] += 1
             stats["slowest"] = sorted(stats["slowest"] + [(seconds, label)], reverse=True)[:5]
             if progress and done[0] % 500 == 0:
-                progress(done[0], dict(counts))
+                progress(done[0], dict(counts), failures[reported[0]:])
+                reported[0] = len(failures)
 
     def drive():
         w = _Worker(env)
@@ -1546,8 +1550,13 @@ def main(argv=None):
         print(run_case(case))
         return 0
     t0 = time.perf_counter()
+    def progress(n, counts, new_failures):
+        print(f"  {n} cases: {format_counts(counts)}", flush=True)
+        for f in new_failures:
+            print(f"    {f['outcome']}: {f['label']}\n        {f['detail'][:300]}", flush=True)
+
     counts, failures, stats = run_fuzz(args.cases, first_seed=args.seed, workers=args.workers, timeout=args.timeout,
-                                       progress=lambda n, c: print(f"  {n} cases: {format_counts(c)}", flush=True))
+                                       progress=progress)
     print(f"{args.cases} cases in {time.perf_counter() - t0:.0f} s: {format_counts(counts)}")
     print(f"worker restarts: {stats['restarts']}; xfail (known gaps and defects):")
     for reason, n in stats["xfail"].items():
