@@ -1388,7 +1388,28 @@ def worker_main():
                 outcome, detail, label = "fuzzer_error", traceback.format_exc()[-1500:], f"seed={seed}"
             proto.write(json.dumps({"seed": seed, "outcome": outcome, "detail": detail, "label": label,
                                     "mutation": _mutation_of(seed, label), "s": time.perf_counter() - t0}) + "\n")
+        _bound_memory()
         proto.write(json.dumps({"batch_done": True}) + "\n")
+
+
+WORKER_RSS_LIMIT = 2 << 30  # bytes: the compiled functions of a long run would otherwise fill the machine
+
+
+def _bound_memory():
+    """Drops the worker's compiled functions when its resident set passes ``WORKER_RSS_LIMIT`` (a long
+    run's workers grew past 4 GiB each, and XLA's compiler then failed to allocate and crashed)."""
+    try:
+        with open("/proc/self/statm") as f:
+            rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:  # no /proc (not Linux): unbounded
+        return
+    if rss > WORKER_RSS_LIMIT:
+        import gc
+
+        import jax
+        _CACHE.clear()
+        jax.clear_caches()
+        gc.collect()
 
 
 def _mutation_of(seed, label):

@@ -69,3 +69,9 @@ def test_layer_errors(rng):
         flax_nn.GNOBlock(4, kernel_width=0).init(jax.random.key(0), g, f, dx, f[:6])
     with pytest.raises(ValueError, match="f_dst is required for the skip connection of a bipartite graph"):
         flax_nn.GNOBlock(4).init(jax.random.key(0), g, f, dx)
+    # a skip input with the wrong number of rows (found by the fuzzer, seed 9438: a broadcasting error before)
+    with pytest.raises(ValueError, match=rf"GNOBlock: f_dst must be \[n_dst={g.n_dst}, c_dst\], got shape \(5, 3\)"):
+        flax_nn.GNOBlock(4).init(jax.random.key(0), g, f, dx, jnp.ones((5, 3)))
+    layer = eqx_nn.GNOBlock(3, 4, 2, skip_features=3, key=jax.random.key(0))
+    with pytest.raises(ValueError, match=r"GNOBlock: f_dst must be \[n_dst="):
+        layer(g, f, dx, jnp.ones((g.n_dst + 1, 3)))

@@ -44,7 +44,11 @@ def init_kernel(key, d: int, width: int, c_in: int, c_out: int, kernel: str, dty
 
 
 def skip_input(layer: str, g: Graph, f_src, f_dst):
+    """The input of the skip connection, ``f_dst [n_dst, c_dst]``: ``f_dst``, or ``f_src`` when the
+    graph is square."""
     if f_dst is not None:
+        if jnp.ndim(f_dst) != 2 or jnp.shape(f_dst)[0] != g.n_dst:
+            raise ValueError(f"{layer}: f_dst must be [n_dst={g.n_dst}, c_dst], got shape {jnp.shape(f_dst)}")
         return f_dst
     if g.n_src != g.n_dst:
         raise ValueError(f"{layer}: f_dst is required for the skip connection of a bipartite graph "
