@@ -105,16 +105,16 @@ def test_attention_forward_primitives_match_fallback(rng, edge):
     f = lambda *s: jnp.asarray(rng.normal(size=s).astype(np.float32))  # noqa: E731
     ef = f(g.n_edges, h, c) if edge else _dummy(jnp.float32)
     cases = [
-        (gat.gat_fwd_p, gat.gat_fwd_xla, (f(7, h, c), f(7, h), f(6, h), f(g.n_edges, h) if edge else ef),
+        (gat.GAT.fwd, gat.GAT.op.forward, (f(7, h, c), f(7, h), f(6, h), f(g.n_edges, h) if edge else ef),
          dict(negative_slope=0.2, has_edge=edge)),
-        (v2.gatv2_fwd_p, v2.gatv2_fwd_xla, (f(7, h, c), f(6, h, c), f(h, c), ef),
+        (v2.GATV2.fwd, v2.GATV2.op.forward, (f(7, h, c), f(6, h, c), f(h, c), ef),
          dict(negative_slope=0.2, has_edge=edge)),
-        (simple.mha_simple_fwd_p, simple.mha_simple_fwd_xla, (f(6, h, c), f(7, h, c), f(7, h, c), ef),
+        (simple.MHA_SIMPLE.fwd, simple.MHA_SIMPLE.op.forward, (f(6, h, c), f(7, h, c), f(7, h, c), ef),
          dict(scale=c ** -0.5, has_edge=edge)),
     ]
     for p, fallback, args, params in cases:
         got = jax.jit(lambda *a, p=p, params=params: p.bind(*ga, *a, **params))(*args)
-        want = jax.jit(lambda *a, fallback=fallback, params=params: fallback(*ga, *a, **params))(*args)
+        want = jax.jit(lambda *a, fallback=fallback, params=params: fallback(ga, *a, **params))(*args)
         for u, v in zip(got, want):
             np.testing.assert_allclose(u, v, rtol=1e-5, atol=1e-5, err_msg=p.name)
 
@@ -141,18 +141,18 @@ def test_attention_primitives_with_minus_inf_logits(order):
     leaky = lambda t: np.where(t > 0, t, 0.2 * t)  # noqa: E731
     with np.errstate(over="ignore"):
         cases = [  # (primitive, pure-JAX lowering, operands, params, logits)
-            (gat.gat_fwd_p, gat.gat_fwd_xla, (x, s_src, s_dst, s_edge), dict(negative_slope=0.2, has_edge=True),
+            (gat.GAT.fwd, gat.GAT.op.forward, (x, s_src, s_dst, s_edge), dict(negative_slope=0.2, has_edge=True),
              leaky(s_src[src] + s_dst[dst] + s_edge)),
-            (v2.gatv2_fwd_p, v2.gatv2_fwd_xla, (xs, xd, a, ef), dict(negative_slope=0.2, has_edge=True),
+            (v2.GATV2.fwd, v2.GATV2.op.forward, (xs, xd, a, ef), dict(negative_slope=0.2, has_edge=True),
              (leaky(xs[src] + xd[dst] + ef) * a).sum(-1)),
-            (simple.mha_simple_fwd_p, simple.mha_simple_fwd_xla, (q, k, v, ef), dict(scale=c ** -0.5, has_edge=True),
+            (simple.MHA_SIMPLE.fwd, simple.MHA_SIMPLE.op.forward, (q, k, v, ef), dict(scale=c ** -0.5, has_edge=True),
              (q[dst] * (k[src] + ef)).sum(-1) * c ** -0.5),
         ]
     cts = (0.1 * np.abs(f(3, h, c)), f(3, h))  # small cotangents of out keep <G, v + ef> finite
     for p, fallback, args, params, z in cases:
         np.testing.assert_array_equal(np.isneginf(z), masked, err_msg=p.name)
         fused = jax.jit(lambda *a, p=p, params=params: tuple(p.bind(*ga, *a, **params)))
-        composed = jax.jit(lambda *a, fallback=fallback, params=params: tuple(fallback(*ga, *a, **params)))
+        composed = jax.jit(lambda *a, fallback=fallback, params=params: tuple(fallback(ga, *a, **params)))
         (out, lse), vjp = jax.vjp(fused, *args)
         (ref_out, ref_lse), ref_vjp = jax.vjp(composed, *args)
         np.testing.assert_allclose(out, ref_out, rtol=1e-5, atol=1e-5, err_msg=p.name)

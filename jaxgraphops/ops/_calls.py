@@ -1,6 +1,6 @@
 """Binders of the kernel primitives: fill absent operands, keep layouts within the kernels' reach.
 
-``ga`` is the tuple of the eight index arrays of a Graph (see ``graph_arrays``).
+``ga`` holds the eight index arrays of a Graph (:class:`~._primitive_utils.GraphArrays`).
 """
 
 from __future__ import annotations
@@ -8,12 +8,13 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from ._layout import strided_view
+from ._primitive_utils import GraphArrays
 from ._primitives import sddmm_p, softmax_p, spmm_p
 
 
-def graph_arrays(g) -> tuple:
+def graph_arrays(g) -> GraphArrays:
     """The index arrays of a Graph in the order every primitive takes them."""
-    return (g.src, g.dst, g.csc_offsets, g.csc_src, g.csc_eid, g.csr_offsets, g.csr_dst, g.csr_eid)
+    return GraphArrays(g.src, g.dst, g.csc_offsets, g.csc_src, g.csc_eid, g.csr_offsets, g.csr_dst, g.csr_eid)
 
 
 def _fit(out_shape, a, b, keep_last=False):

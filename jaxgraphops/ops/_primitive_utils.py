@@ -1,10 +1,12 @@
 """Scaffolding shared by every primitive module: lowerings, zero tangents, batching helpers.
 
-Every primitive takes the eight index arrays of a Graph first (``N_GRAPH``); absent optional
-operands are empty ``[0]`` arrays.
+Every primitive takes the eight index arrays of a Graph first (``N_GRAPH``, :class:`GraphArrays`);
+absent optional operands are empty ``[0]`` arrays.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -15,6 +17,33 @@ from .. import _backend
 from .._varying import to_common_varying
 
 N_GRAPH = 8
+
+
+class GraphArrays(NamedTuple):
+    """The eight index arrays of a :class:`~jaxgraphops.Graph`, the first operands of every primitive."""
+
+    src: object
+    dst: object
+    csc_offsets: object
+    csc_src: object
+    csc_eid: object
+    csr_offsets: object
+    csr_dst: object
+    csr_eid: object
+
+    @property
+    def csc(self):
+        """``(offsets, src, eid)``: the in-edges of each destination (a forward or ``"dst"`` kernel's walk)."""
+        return self[2:5]
+
+    @property
+    def csr(self):
+        """``(offsets, dst, eid)``: the out-edges of each source (a ``"src"`` kernel's walk)."""
+        return self[5:8]
+
+    @property
+    def n_dst(self) -> int:
+        return self.csc_offsets.shape[0] - 1
 
 
 class KernelPrimitive(Primitive):
@@ -66,6 +95,15 @@ def segment_lse(z, dst, n_dst):
     total = jax.ops.segment_sum(jnp.exp(z - m[dst]), dst, num_segments=n_dst)
     nonempty = total > 0
     return jnp.where(nonempty, m + jnp.log(jnp.where(nonempty, total, 1)), 0)
+
+
+def softmax_cotangents(*residuals_and_cts, **params):
+    """``(lse, G, delta)`` for the backward of an attention forward ``(out, lse)``, from its operands
+    ``(..., out, lse)`` and cotangents ``(ct_out, ct_lse)``: ``G = ct_out``,
+    ``delta = <G, out> - ct_lse`` per (destination, head), in ``lse``'s dtype."""
+    *_, out, lse, ct_out, ct_lse = residuals_and_cts
+    delta = jnp.sum(ct_out.astype(lse.dtype) * out.astype(lse.dtype), axis=-1) - ct_lse
+    return lse, ct_out, delta
 
 
 HALF_TYPES = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))

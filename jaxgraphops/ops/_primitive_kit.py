@@ -1,0 +1,162 @@
+"""A fused op family from its description: three primitives, their lowerings and every rule.
+
+A fused op ``name`` (GAT, GATv2, TransformerConv) is three primitives:
+
+``name_fwd``  the fused forward kernel: ``(graph, *inputs) -> outputs``;
+``name_jvp``  its JVP, linear in the input tangents: ``(graph, *inputs, *outputs, *tangents) ->
+              output tangents``, lowered as a pure-JAX composition of the message-passing
+              primitives. Its transpose binds
+``name_vjp``  once per backward *part*: a kernel that walks the graph one way (``"src"``: the
+              reverse CSR, ``"dst"``: the CSC, no atomics) and returns the gradients of some
+              inputs, from ``(graph, *inputs, *cotangent_operands)``.
+
+So first-order reverse mode runs the fused kernels, and second and higher orders differentiate
+the compositions (``composed_jvp``). A family module writes only its math, each function taking
+the graph arrays (:class:`~._primitive_utils.GraphArrays`) and its operands by name, in the order of
+:class:`FusedOp`'s fields::
+
+    forward(ga, *inputs, **params) -> outputs               (pure JAX, the fallback lowering)
+    forward_ffi(ga, *inputs, **params) -> outputs           (the FFI call)
+    jvp(ga, *inputs, *outputs, *tangents, **params) -> output tangents
+    cotangent_operands(*inputs, *outputs, *cts, **params) -> the backward operands after the inputs
+    vjp(ga, *inputs, *cotangent_operands, part, **params) -> gradients of ``parts[part]``
+    vjp_ffi(...)                                            (same signature, the FFI call)
+
+and :func:`fused_op` derives the rest: abstract evaluations (results shaped like the outputs, the
+tangents like the outputs, the gradients like their inputs), lowerings (FFI on CPU and CUDA, the
+compositions elsewhere, half-precision features converted to float32 except for the CUDA
+kernels), the forward JVP, the transpose, and batching (a batch folds into the head axis; a batch
+over graphs runs the graphs one after another). An absent optional operand is an empty ``[0]``
+array (:func:`~._primitive_utils.empty`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import partial
+from typing import Callable
+
+from jax.interpreters import ad, batching, xla
+
+from ._primitive_utils import (N_GRAPH, GraphArrays, KernelPrimitive, all_zero, composed_jvp, fold_batch_into_heads, in_float32,
+                               register_lowerings, zero_tangent)
+
+
+@dataclasses.dataclass(frozen=True)
+class FusedOp:
+    """The description of a fused op family (see the module docstring for the functions' signatures).
+
+    ``inputs``: the differentiable operands after the graph arrays; ``outputs``: the forward's
+    results; ``parts``: each backward part and the inputs whose gradients it returns, in order;
+    ``cotangent_operands``: the names of what :attr:`cotangents` computes for the backward;
+    ``head_leading``: the inputs laid out ``[H, ...]`` (the others are ``[rows, H, ...]``).
+    """
+
+    name: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    parts: dict
+    cotangent_operands: tuple[str, ...]
+    forward_abstract: Callable
+    forward: Callable
+    forward_ffi: Callable
+    jvp: Callable
+    cotangents: Callable
+    vjp: Callable
+    vjp_ffi: Callable
+    head_leading: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class FusedPrimitives:
+    """The three primitives of a :class:`FusedOp`; ``bind(ga, *inputs, **params)`` runs the forward."""
+
+    op: FusedOp
+    fwd: KernelPrimitive
+    jvp: KernelPrimitive
+    vjp: KernelPrimitive
+
+    def bind(self, ga, *inputs, **params):
+        return self.fwd.bind(*ga, *inputs, **params)
+
+
+def _graph_first(fn):
+    """``fn(ga, *operands, **params)`` as a rule over the flat operands of a primitive."""
+    return lambda *args, **params: fn(GraphArrays(*args[:N_GRAPH]), *args[N_GRAPH:], **params)
+
+
+def _fixed(avals):
+    return tuple(a.update(weak_type=False) for a in avals)
+
+
+def fused_op(op: FusedOp) -> FusedPrimitives:
+    """Declares the primitives ``jgo_{op.name}_{fwd,jvp,vjp}`` and registers all their rules."""
+    n_in, n_out = len(op.inputs), len(op.outputs)
+    prims = FusedPrimitives(op, *(KernelPrimitive(f"jgo_{op.name}_{kind}") for kind in ("fwd", "jvp", "vjp")))
+    for p in (prims.fwd, prims.jvp, prims.vjp):
+        p.multiple_results = True
+        p.def_impl(partial(xla.apply_primitive, p))
+
+    # abstract evaluation: avals derived with ``update``, which keeps shard_map's varying axes
+    def fwd_abstract(*args, **params):
+        return _fixed(op.forward_abstract(GraphArrays(*args[:N_GRAPH]), *args[N_GRAPH:], **params))
+
+    def jvp_abstract(*args, **params):
+        return _fixed(args[N_GRAPH + n_in:N_GRAPH + n_in + n_out])
+
+    def vjp_abstract(*args, part, **params):
+        avals = dict(zip(op.inputs, args[N_GRAPH:N_GRAPH + n_in]))
+        return _fixed(avals[name] for name in op.parts[part])
+
+    jvp_composed = _graph_first(op.jvp)
+    for p, abstract, composed, ffi, cuda_half in (
+            (prims.fwd, fwd_abstract, _graph_first(op.forward), _graph_first(op.forward_ffi), True),
+            (prims.jvp, jvp_abstract, jvp_composed, jvp_composed, False),
+            (prims.vjp, vjp_abstract, _graph_first(op.vjp), _graph_first(op.vjp_ffi), True)):
+        p.def_abstract_eval(abstract)
+        register_lowerings(p, composed, ffi, multiple_results=True, abstract=abstract, cuda_half=cuda_half)
+
+    def fwd_jvp(primals, tangents, **params):
+        outs = prims.fwd.bind(*primals, **params)
+        ts = tangents[N_GRAPH:]
+        if all_zero(ts):
+            return outs, [zero_tangent(o) for o in outs]
+        return outs, prims.jvp.bind(*primals, *outs, *(ad.instantiate_zeros(t) for t in ts), **params)
+
+    def jvp_transpose(cts, *args, **params):
+        ga, inputs = args[:N_GRAPH], args[N_GRAPH:N_GRAPH + n_in]
+        residuals = args[N_GRAPH:N_GRAPH + n_in + n_out]
+        for name, v in zip(op.inputs + op.outputs, residuals):
+            if ad.is_undefined_primal(v):
+                raise NotImplementedError(f"{op.name}_jvp is not linear in {name}")
+        first_tangent = N_GRAPH + n_in + n_out
+        slot = {name: first_tangent + k for k, name in enumerate(op.inputs)
+                if ad.is_undefined_primal(args[first_tangent + k])}
+        result = [None] * len(args)
+        if all_zero(cts):
+            for i in slot.values():
+                result[i] = ad.Zero(args[i].aval)
+            return result
+        cts = [ad.instantiate_zeros(c) for c in cts]
+        operands = op.cotangents(*residuals, *cts, **params)
+        for part, names in op.parts.items():
+            if any(name in slot for name in names):
+                grads = prims.vjp.bind(*ga, *inputs, *operands, part=part, **params)
+                for name, g in zip(names, grads):
+                    if name in slot:
+                        result[slot[name]] = g
+        return result
+
+    ad.primitive_jvps[prims.fwd] = fwd_jvp
+    ad.primitive_jvps[prims.jvp] = composed_jvp(in_float32(jvp_composed, jvp_abstract), prims.jvp)
+    ad.primitive_transposes[prims.jvp] = jvp_transpose
+    ad.primitive_jvps[prims.vjp] = composed_jvp(in_float32(_graph_first(op.vjp), vjp_abstract), prims.vjp)
+
+    # batching: the float operands' positions (after the graph arrays) laid out [H, ...]
+    heads = [k for k, name in enumerate(op.inputs) if name in op.head_leading]
+    leading = {prims.fwd: heads, prims.jvp: heads + [n_in + n_out + k for k in heads], prims.vjp: heads}
+    for p in (prims.fwd, prims.jvp, prims.vjp):
+        outputs = (lambda params: tuple(k for k, name in enumerate(op.parts[params["part"]])
+                                        if name in op.head_leading)) if p is prims.vjp else (lambda params: ())
+        batching.primitive_batchers[p] = fold_batch_into_heads(p, tuple(leading[p]), outputs)
+    return prims
