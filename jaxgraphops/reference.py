@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._checks import check_graph
-from .ops._layout import align_ranks
+from ._layout import align_ranks
 
 
 def _checks_graph(f):

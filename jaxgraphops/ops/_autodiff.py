@@ -14,7 +14,7 @@ import jax.numpy as jnp
 from jax.interpreters import ad, batching
 
 from ._calls import sddmm, softmax, spmm
-from ._layout import sum_to_shape
+from .._layout import sum_to_shape
 from ._primitive_utils import N_GRAPH as _N_GRAPH
 from ._primitive_utils import map_over_graphs, zero_tangent
 from ._primitives import has_arg, sddmm_p, softmax_p, spmm_p, uses_lhs, uses_rhs

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from ._layout import strided_view
+from .._layout import strided_view
 from ._primitive_utils import GraphArrays
 from ._primitives import sddmm_p, softmax_p, spmm_p
 

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.interpreters import xla
 
-from ._layout import strided_view
+from .._layout import strided_view
 from ._primitive_utils import KernelPrimitive, register_lowerings
 
 OPS = ("copy_lhs", "copy_rhs", "add", "mul")  # copy_lhs = node / lhs only, copy_rhs = edge / rhs only

@@ -14,7 +14,7 @@ from .._checks import check_choice, check_graph
 from ..graph import Graph
 from . import _autodiff  # noqa: F401  (registers the differentiation rules)
 from ._calls import graph_arrays, sddmm, softmax, spmm
-from ._layout import align_ranks
+from .._layout import align_ranks
 
 SPMM_OPS = ("copy_u", "copy_e", "u_mul_e", "u_add_e", "u_sub_e", "u_div_e")
 REDUCES = ("sum", "mean", "max", "min")
