@@ -3,7 +3,7 @@
 Every library implements a case from the same arrays (see ``impl_jax.py`` and ``impl_torch.py``),
 and the report checks that each library's forward output agrees with jaxgraphops' before it
 times anything. ``min_bytes`` and ``no_reuse_bytes`` bound the memory traffic of the forward of a
-memory-bound op (``performance.md`` §2.1): every input read once and the output written once
+memory-bound op: every input read once and the output written once
 (perfect reuse), or every gathered row read from memory (no reuse).
 """
 

@@ -134,7 +134,8 @@ def _jraph_pool_max(d):
 
 @implements("gat", "jraph")
 def _jraph_gat(d):
-    """jraph.GAT with PyG's GATConv logits (the recipe of peers_and_data.md), no projection."""
+    """jraph.GAT with PyG's GATConv logits (leaky_relu(<a_src, x_j> + <a_dst, x_i>) as the attention logit), no
+    projection."""
     import jraph
 
     h, n = d["heads"], d["n"]

@@ -6,7 +6,7 @@ The attention layers get ``Identity`` projections and no bias, so that they comp
 op jaxgraphops is timed on (projected features in, attention-weighted sums out), with the
 attention vectors as their differentiated parameters. DGL's max returns -inf for a node without
 in-edges; a fill to 0 gives jaxgraphops' convention. DGL needs ``dgl.graphbolt`` stubbed out:
-its compiled parts exist only for torch <= 2.2 and are not used here (peers_and_data.md).
+its compiled parts exist only for torch <= 2.2 and are not used here.
 """
 
 from __future__ import annotations

@@ -141,7 +141,7 @@ def render(device, command, seconds, args, copy_gbps, results, missing, case_lis
             f"at 256 KiB so that freed buffers leave the process), on CUDA the allocator's peak.\n\n"
             f"{tables.memory(results)}\n"
             f"### Achieved bandwidth, forward of the memory-bound ops\n\n"
-            f"The byte counts of `performance.md` §2.1: compulsory = indices and every input read once, the "
+            f"The byte counts of `benchmarks/cases.py`: compulsory = indices and every input read once, the "
             f"output written once (perfect reuse); no reuse = every gathered row read from memory. Roofline = "
             f"those bytes at the measured copy bandwidth. Each library's bandwidth is the no-reuse bytes over "
             f"its forward time, and in brackets its fraction of the copy bandwidth.\n\n"

@@ -12,7 +12,7 @@ from scipy.special import spherical_jn
 import jaxgraphops as jgo
 from jaxgraphops.dimenet import basis
 
-# ops_semantics.md §7.1, 10 decimals.
+# The first zeros of the spherical Bessel functions j_0 .. j_6, to 10 decimals: a hand-copied table.
 NOTES_Z = np.array([
     [3.1415926536, 6.2831853072, 9.4247779608, 12.5663706144, 15.7079632679, 18.8495559215],
     [4.4934094579, 7.7252518369, 10.9041216594, 14.0661939128, 17.2207552719, 20.3713029593],

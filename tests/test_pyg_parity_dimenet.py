@@ -22,7 +22,8 @@ CUTOFF = 5.0
 
 
 def pyg_triplets(edge_index):
-    """PyG's triplets without torch-sparse (the replacement from peers_and_data.md)."""
+    """PyG's triplets without torch-sparse (which has no wheel for this torch): the same (i, j, k) index
+    lists from a dense match of edge endpoints."""
     row, col = edge_index  # j -> i
     ji, kj = (col[None, :] == row[:, None]).nonzero(as_tuple=True)
     idx_i, idx_j, idx_k = col[ji], row[ji], row[kj]

@@ -1,4 +1,4 @@
-"""Primitives of the fused graph-neural-operator kernel integral, their lowerings and rules (DESIGN §4).
+"""Primitives of the fused graph-neural-operator kernel integral, their lowerings and rules.
 
 Per edge ``e = (j -> i)`` with geometry ``dx_e``, weight ``w_e`` (1 without weights)::
 

@@ -17,7 +17,8 @@
 
 namespace jgo {
 
-// Codes shared with jaxgraphops/ops/_kernels.py (the FFI attribute values).
+// Codes shared with jaxgraphops/ops/_primitives.py (_OP_CODE, _REDUCE_CODE, _WALK_TARGET_CODE and the
+// mask codes: the FFI attribute values).
 enum class Op : int64_t { kCopyNode = 0, kCopyEdge = 1, kAdd = 2, kMul = 3 };
 enum class Reduce : int64_t { kSum = 0, kMean = 1, kMax = 2, kMin = 3 };
 // Mask for the derivative forms of max/min: an element (row r, feature f) of edge e
