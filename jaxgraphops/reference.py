@@ -178,7 +178,8 @@ def agg_weighted(g, x, edge_weight, *, reduce="sum"):
     total = jax.ops.segment_sum(msg, g.dst, num_segments=g.n_dst)
     weight_sum = jax.ops.segment_sum(edge_weight, g.dst, num_segments=g.n_dst)[:, None]
     safe = jnp.where(weight_sum == 0, 1, weight_sum)
-    return jnp.where(weight_sum == 0, 0, total / safe)
+    # 0 where the weights sum to 0, unless a message is NaN (0 x inf included): total * 0 keeps it
+    return jnp.where(weight_sum == 0, total * 0, total / safe)
 
 
 @_checks_graph
@@ -280,4 +281,5 @@ def gno_conv(g, f_src, dx, U, b_u, V, b_v, *, kernel="matrix", reduce="mean", ed
         return total
     weight_sum = jax.ops.segment_sum(edge_weight, g.dst, num_segments=g.n_dst)[:, None]
     safe = jnp.where(weight_sum == 0, 1, weight_sum)
-    return jnp.where(weight_sum == 0, 0, total / safe)
+    # 0 where the weights sum to 0, unless a message is NaN (0 x inf included): total * 0 keeps it
+    return jnp.where(weight_sum == 0, total * 0, total / safe)

@@ -230,3 +230,14 @@ def test_errors_name_the_function_and_suggest_options(rng):
         jgo.pool(x, jnp.zeros(g.n_src, jnp.int32), 1, impl="xl")
     with pytest.raises(TypeError, match=r"pool: x must be a floating-point array; got dtype int32"):
         jgo.pool(jnp.ones((3, 2), jnp.int32), jnp.zeros(3, jnp.int32), 1)
+
+
+@pytest.mark.parametrize("impl", [None, "xla"])
+def test_weighted_mean_where_the_weights_sum_to_zero(impl):
+    """Where the in-edge weights sum to 0 the weighted mean is 0, unless a message is NaN: 0 x inf is NaN, as
+    in every other reduce (the reference gave 0 there; found by the fuzzer, seed 22018). Oracle: the table."""
+    g = jgo.Graph.from_edges(np.array([0, 1, 2, 2, 2]), np.array([0, 1, 2, 2, 3]), 3, 4)
+    x = jnp.array([[-np.inf, 1.0], [np.nan, 2.0], [3.0, 4.0]])
+    w = jnp.array([0.0, 0.0, 1.0, -1.0, 0.0])  # node 0: 0 x -inf; node 1: 0 x NaN; node 2: x2 - x2; node 3: 0 x x2
+    out = np.asarray(jgo.agg_weighted(g, x, w, reduce="mean", impl=impl))
+    np.testing.assert_array_equal(out, [[np.nan, 0], [np.nan, 0], [0, 0], [0, 0]])
