@@ -451,3 +451,21 @@ def test_concurrent_backward_passes_do_not_deadlock(rng):
     worker.join(timeout=120)
     assert not worker.is_alive(), f"the kernels deadlocked after {len(results)} steps"
     jax.tree_util.tree_map(np.testing.assert_array_equal, results[-1], results[0])
+
+
+def test_attention_weights_of_an_infinite_query_with_edge_features():
+    """An infinite query meets ``key + edge_feat`` in one dot, also in the returned attention weights: with
+    ``key = -1`` and ``edge_feat = 2`` the logit is ``-inf``, weight 0, not ``-inf * -1 + -inf * 2 = NaN``
+    (long fuzz profile, seed 23675). Oracle: the reference and the hand-computed weights."""
+    g = jgo.Graph.from_edges(np.array([0, 1]), np.array([0, 0]), 2, 1)
+    q = jnp.array([[-np.inf, 0.0]])
+    k = jnp.array([[-1.0, 0.0], [1.0, 0.0]])
+    ef = jnp.array([[2.0, 0.0], [-3.0, 0.0]])  # k + ef: [1, 0] (logit -inf) and [-2, 0] (logit +inf)
+    v = jnp.ones((2, 2))
+    for impl in (None, "xla"):
+        _, alpha = jgo.mha_simple(g, q, k, v, edge_feat=ef, return_attention=True, impl=impl)
+        np.testing.assert_array_equal(np.asarray(alpha)[:, 0], [np.nan, np.nan], err_msg=str(impl))  # a +inf logit
+    ef = jnp.array([[2.0, 0.0], [0.5, 0.0]])  # k + ef: [1, 0] and [1.5, 0]: both logits -inf, weights 0
+    for impl in (None, "xla"):
+        _, alpha = jgo.mha_simple(g, q, k, v, edge_feat=ef, return_attention=True, impl=impl)
+        np.testing.assert_array_equal(np.asarray(alpha)[:, 0], [0, 0], err_msg=str(impl))

@@ -32,7 +32,8 @@ import numpy as np
 
 from ._calls import sddmm, spmm
 from ._primitive_kit import FusedOp, fused_op
-from ._primitive_utils import empty, leaky_relu, leaky_relu_slope, segment_lse, shape_dtype, softmax_cotangents
+from ._primitive_utils import (empty, leaky_relu, leaky_relu_slope, shape_dtype, softmax_aggregate,
+                               softmax_cotangents)
 
 
 def _fwd_abstract(ga, x, s_src, s_dst, s_edge, *, negative_slope, has_edge):
@@ -53,10 +54,7 @@ def _edge_logits(ga, s_src, s_dst, s_edge, has_edge, slope):
 
 def _fwd_xla(ga, x, s_src, s_dst, s_edge, *, negative_slope, has_edge):
     _, z = _edge_logits(ga, s_src, s_dst, s_edge, has_edge, negative_slope)
-    lse = segment_lse(z, ga.dst, ga.n_dst)
-    alpha = jnp.exp(z - lse[ga.dst])
-    out = jax.ops.segment_sum(alpha[..., None] * x[ga.src], ga.dst, num_segments=ga.n_dst)
-    return out, lse
+    return softmax_aggregate(ga, z, x[ga.src])
 
 
 def _jvp_composed(ga, x, s_src, s_dst, s_edge, out, lse, dx, ds_src, ds_dst, ds_edge, *, negative_slope, has_edge):

@@ -34,7 +34,7 @@ import numpy as np
 
 from ._calls import sddmm, spmm
 from ._primitive_kit import FusedOp, fused_op
-from ._primitive_utils import HALF_TYPES, empty, segment_lse, shape_dtype, softmax_cotangents
+from ._primitive_utils import HALF_TYPES, empty, shape_dtype, softmax_aggregate, softmax_cotangents
 
 
 def _fwd_abstract(ga, q, k, v, ef, *, scale, has_edge):
@@ -60,14 +60,16 @@ def _attention(ga, q, k, ef, lse, has_edge, scale):
     return jnp.exp(scale * _edge_dot(ga, q, k, ef, has_edge) - lse[ga.dst])
 
 
+def _logits_xla(ga, q, k, ef, has_edge, scale):
+    """``z [E, H] = scale <q[i], k[j] (+ ef[e])>`` with plain gathers, as the kernels form it (one dot with the
+    sum: an infinite query meets ``k + ef``, never ``k`` and ``ef`` apart)."""
+    kp = k[ga.src] + ef if has_edge else k[ga.src]
+    return scale * jnp.sum(q[ga.dst] * kp, axis=-1)
+
+
 def _fwd_xla(ga, q, k, v, ef, *, scale, has_edge):
-    kp, vp = k[ga.src], v[ga.src]
-    if has_edge:
-        kp, vp = kp + ef, vp + ef
-    z = scale * jnp.sum(q[ga.dst] * kp, axis=-1)
-    lse = segment_lse(z, ga.dst, ga.n_dst)
-    alpha = jnp.exp(z - lse[ga.dst])
-    return jax.ops.segment_sum(alpha[..., None] * vp, ga.dst, num_segments=ga.n_dst), lse
+    vp = v[ga.src] + ef if has_edge else v[ga.src]
+    return softmax_aggregate(ga, _logits_xla(ga, q, k, ef, has_edge, scale), vp)
 
 
 def _jvp_composed(ga, q, k, v, ef, out, lse, dq, dk, dv, def_, *, scale, has_edge):
@@ -135,4 +137,4 @@ def mha_simple_core(ga, q, k, v, ef, *, scale):
 def attention_weights_simple(ga, q, k, ef, lse, *, scale):
     """``alpha [E, H]`` in input edge order, from the features and the forward's log-sum-exp."""
     q, k, ef = (None if x is None else x.astype(lse.dtype) for x in (q, k, ef))
-    return _attention(ga, q, k, ef, lse, ef is not None, scale)
+    return jnp.exp(_logits_xla(ga, q, k, ef, ef is not None, scale) - lse[ga.dst])

@@ -35,7 +35,8 @@ import numpy as np
 
 from ._calls import sddmm, spmm
 from ._primitive_kit import FusedOp, fused_op
-from ._primitive_utils import empty, leaky_relu, leaky_relu_slope, segment_lse, shape_dtype, softmax_cotangents
+from ._primitive_utils import (empty, leaky_relu, leaky_relu_slope, shape_dtype, softmax_aggregate,
+                               softmax_cotangents)
 from ._rows_primitives import rows_dot
 
 
@@ -64,10 +65,7 @@ def edge_logits_xla(ga, xs, xd, a, ef, has_edge, slope):
 
 def _fwd_xla(ga, xs, xd, a, ef, *, negative_slope, has_edge):
     _, z = edge_logits_xla(ga, xs, xd, a, ef, has_edge, negative_slope)
-    lse = segment_lse(z, ga.dst, ga.n_dst)
-    alpha = jnp.exp(z - lse[ga.dst])
-    out = jax.ops.segment_sum(alpha[..., None] * xs[ga.src], ga.dst, num_segments=ga.n_dst)
-    return out, lse
+    return softmax_aggregate(ga, z, xs[ga.src])
 
 
 def _jvp_composed(ga, xs, xd, a, ef, out, lse, dxs, dxd, da, def_, *, negative_slope, has_edge):

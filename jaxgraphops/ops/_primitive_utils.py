@@ -97,6 +97,15 @@ def segment_lse(z, dst, n_dst):
     return jnp.where(nonempty, m + jnp.log(jnp.where(nonempty, total, 1)), 0)
 
 
+def softmax_aggregate(ga, z, values):
+    """``(out [n_dst, H, C], lse [n_dst, H])``: the softmax of the logits ``z [E, H]`` over each destination's
+    in-edges (:func:`segment_lse`) and the sum of ``values [E, H, C]`` it weighs (the attention forward in
+    pure JAX)."""
+    lse = segment_lse(z, ga.dst, ga.n_dst)
+    alpha = jnp.exp(z - lse[ga.dst])
+    return jax.ops.segment_sum(alpha[..., None] * values, ga.dst, num_segments=ga.n_dst), lse
+
+
 def softmax_cotangents(*residuals_and_cts, **params):
     """``(lse, G, delta)`` for the backward of an attention forward ``(out, lse)``, from its operands
     ``(..., out, lse)`` and cotangents ``(ct_out, ct_lse)``: ``G = ct_out``,
