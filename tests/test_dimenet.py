@@ -191,20 +191,30 @@ def test_jit_vmap_and_empty(rng):
     np.testing.assert_array_equal(out, np.zeros((2, 4)))
 
 
-def test_edge_without_triplets_is_zero_also_with_nan_weights(rng):
-    """An edge without triplets is an empty sum: 0 on both paths even where W_b holds a NaN (the kernels gave
-    NaN x 0 = NaN; long fuzz profile, seed 32335); the edges with triplets get NaN. Oracle: the definition."""
+def test_edge_without_triplets_is_an_empty_sum_also_with_non_finite_operands(rng):
+    """An edge without triplets is an empty sum on every path: its output is 0 where W_b holds a NaN, and its
+    infinite embedding adds nothing to the gradient of W_b (the CPU kernels contracted each row's triplet sum
+    with W_b also for an empty row: NaN x 0; long fuzz profile, seed 32335, and the sanitizer replay of the
+    CUDA handlers' call). The edges with triplets get NaN. Oracle: the definition and the reference."""
     g = jgo.Graph.from_edges(np.array([0, 1, 1, 2, 3]), np.array([1, 0, 2, 1, 4]))  # 3 -> 4: no triplet
     t = triplets(g)
     vec = jnp.asarray(rng.normal(size=(g.n_edges, 3)), jnp.float32)
     sbf, emb, w = operands(rng, g.n_edges, 2, 3, np.float32)
-    w = w.at[-1, 0].set(np.nan)  # in W_b
-    lonely = np.asarray(t.out_offsets[1:] == t.out_offsets[:-1])
-    assert lonely.any() and not lonely.all()
+    lonely = np.asarray(t.out_offsets[1:] == t.out_offsets[:-1])  # no triplet ends on the edge
+    starts_none = np.asarray(t.in_offsets[1:] == t.in_offsets[:-1])  # no triplet starts on it
+    assert lonely.any() and not lonely.all() and starts_none.any()
+    w_nan = w.at[-1, 0].set(np.nan)  # in W_b
+    emb_inf = emb.at[np.flatnonzero(starts_none)].set(np.inf)
+
+    def w_grad(impl):
+        return jax.grad(lambda w_: agg_edge_to_edge(vec, sbf, emb_inf, w_, t, impl=impl).sum())(w)
+
     for impl in (None, "xla"):
-        out = np.asarray(agg_edge_to_edge(vec, sbf, emb, w, t, impl=impl))
+        out = np.asarray(agg_edge_to_edge(vec, sbf, emb, w_nan, t, impl=impl))
         np.testing.assert_array_equal(out[lonely], 0, err_msg=str(impl))
         assert np.isnan(out[~lonely]).any(axis=1).all(), impl
+        assert np.isfinite(w_grad(impl)).all(), impl
+    np.testing.assert_allclose(w_grad(None), w_grad("xla"), rtol=1e-5, atol=1e-6)
 
 
 def test_force_training_step_runs_fused_kernels(rng):

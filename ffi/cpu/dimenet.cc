@@ -151,6 +151,10 @@ JGO_DN_INLINE void InRows(const DimenetArgs& a, const DimenetOperands<T>& o, con
     if (want_q1) std::fill(q1, q1 + MC, T(0));
     if (want_q2) std::fill(q2, q2 + MC, T(0));
     const int64_t end = offsets[r + 1];
+    if (offsets[r] == end) {  // no triplets: an empty sum, never W_b x 0 (NaN where W_b or emb is not finite)
+      if (gemb) std::fill(gemb + C * r, gemb + C * (r + 1), T(0));
+      continue;
+    }
     for (int64_t k = offsets[r]; k < end; ++k) {
       const int64_t b = nbr[k];
       if (k + kPrefetchDistance < end && o.grad) PrefetchRow(o.grad + C * nbr[k + kPrefetchDistance], C);
@@ -212,6 +216,10 @@ JGO_DN_INLINE void OutRows(const DimenetArgs& a, const DimenetOperands<T>& o, co
     if (gout) std::fill(q1, q1 + MC, T(0));
     if (want_q2) std::fill(q2, q2 + MC, T(0));
     const int64_t end = offsets[r + 1];
+    if (offsets[r] == end) {  // no triplets: an empty sum, never W_b x 0 (as on CUDA and in the reference)
+      if (gout) std::fill(gout + C * r, gout + C * (r + 1), T(0));
+      continue;
+    }
     for (int64_t k = offsets[r]; k < end; ++k) {
       const int64_t e_in = nbr[k];
       if (k + kPrefetchDistance < end) {

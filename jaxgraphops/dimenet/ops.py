@@ -74,8 +74,5 @@ def agg_edge_to_edge(vec, sbf_rad, emb, weights, triplets: Triplets, *, impl: st
     vec, sbf_rad, emb, weights = (x.astype(work) for x in (vec, sbf_rad, emb, weights))
     if impl == "xla":
         return agg_edge_to_edge_ref(vec, sbf_rad, emb, weights, triplets).astype(dtype)
-    out = aggregate(triplets.arrays(), vec, _fold_first_projection(sbf_rad, weights[:_K]), emb, weights[_K:])
-    # an edge without triplets is an empty sum: 0, also where W_b holds a NaN (the kernels contract each row's
-    # triplet sum with W_b once, NaN x 0)
-    no_triplets = triplets.out_offsets[1:] == triplets.out_offsets[:-1]
-    return jnp.where(no_triplets[:, None], 0, out).astype(dtype)
+    return aggregate(triplets.arrays(), vec, _fold_first_projection(sbf_rad, weights[:_K]), emb,
+                     weights[_K:]).astype(dtype)
