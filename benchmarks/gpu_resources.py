@@ -48,11 +48,11 @@ ELEMENT_BYTES = {"float": 4, "double": 8, "__half": 2, "__nv_bfloat16": 2}
 REASONS = {
     "attention*.cu:*FwdKernel<double, *": "float64 online softmax: the kVec=4 accumulators, the softmax state and "
     "the float64 exp take 2 registers per value (78-86 on sm_90, 56-64 on sm_80); float32/half run at >= 50%",
-    "attention_simple.cu:BwdSrcKernel<double, *, kEdge>": "float64 with edge features: 2 x kVec float64 "
+    "mha_simple.cu:BwdSrcKernel<double, *, kEdge>": "float64 with edge features: 2 x kVec float64 "
     "accumulators (grad_k, grad_v) and the edge-feature row: 69 registers on sm_90 (62 on sm_80)",
-    "attention_v2.cu:BwdDstKernel<double, *": "float64: 2 x kVec float64 accumulators (grad_xd, grad_a) besides "
+    "gatv2.cu:BwdDstKernel<double, *": "float64: 2 x kVec float64 accumulators (grad_xd, grad_a) besides "
     "the per-edge logit and dot over C: 72-80 registers",
-    "attention_v2.cu:Bwd*Kernel<*, kEdge>": "edge features: a third row per edge, the pre-activation recomputed "
+    "gatv2.cu:Bwd*Kernel<*, kEdge>": "edge features: a third row per edge, the pre-activation recomputed "
     "per element (and grad_ef written by BwdDst): 70-72 registers",
     "dimenet.cu:Dimenet*Kernel<*": "one thread per edge holds a whole triplet (directions, 7 spherical harmonics "
     "and their derivatives, angle gradients): 72-255 registers; the stack frame is its n_mid scratch, not spills",

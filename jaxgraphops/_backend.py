@@ -8,7 +8,10 @@ Which handlers serve XLA's CPU platform is chosen once, at import, by the enviro
   runtime (a build with ``JGO_CUDA_EMULATION=ON``), registered under the same target names, so
   every op on the CPU runs the CUDA code path: CUDA's mixed precision and its policy for malformed
   indices included;
-- ``cuda``: the real CUDA handlers are required (an error at import if the build has none).
+- ``cuda``: the real CUDA handlers are required (an error at import if the build has none);
+- ``xla``: no kernels on the CPU: every op lowers to the pure-JAX compositions of its primitives,
+  what a backend without kernels runs (a TPU, a GPU without the CUDA build); slow, for checking
+  that path on a CPU.
 
 The CUDA handlers, when built, always serve XLA's CUDA platform.
 """
@@ -22,7 +25,7 @@ import jax
 from . import _ext
 from ._checks import did_you_mean
 
-KERNELS_CHOICES = ("auto", "cpu", "cuda", "cuda-emulation")
+KERNELS_CHOICES = ("auto", "cpu", "cuda", "cuda-emulation", "xla")
 KERNELS = os.environ.get("JGO_KERNELS", "").strip().lower() or "auto"
 if KERNELS not in KERNELS_CHOICES:
     raise ImportError(f"jaxgraphops: JGO_KERNELS={KERNELS!r} is not one of {', '.join(KERNELS_CHOICES)}"
@@ -63,20 +66,25 @@ def emulating_cuda() -> bool:
     return KERNELS == "cuda-emulation"
 
 
+def kernels_on_cpu() -> bool:
+    """Whether the CPU platform runs kernels at all (not with ``JGO_KERNELS=xla``)."""
+    return KERNELS != "xla"
+
+
 def kernel_platform() -> str:
     """Which handlers run the ops on JAX's default backend.
 
     ``"cpu"`` (the C++ CPU kernels), ``"cuda"`` (the CUDA kernels on a GPU), ``"cuda-emulation"``
     (the CUDA kernels on the emulated CUDA runtime, on the CPU; set ``JGO_KERNELS=cuda-emulation``
     before import), or ``"xla"`` where no kernel exists for the backend and the ops lower to their
-    pure-JAX reference (a GPU without the CUDA build, a TPU).
+    pure-JAX compositions (a GPU without the CUDA build, a TPU, or the CPU with ``JGO_KERNELS=xla``).
 
     >>> import jaxgraphops as jgo
     >>> jgo.kernel_platform() in ("cpu", "cuda", "cuda-emulation", "xla")
     True
     """
     backend = jax.default_backend()
-    if backend == "cpu":
+    if backend == "cpu" and kernels_on_cpu():
         return "cuda-emulation" if emulating_cuda() else "cpu"
     if backend in ("gpu", "cuda") and with_cuda():
         return "cuda"

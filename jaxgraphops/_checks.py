@@ -1,5 +1,6 @@
 """Argument checks shared by the public functions; every error names the function that raised it.
 
+- :func:`as_float_array`: a feature array is floating point and has one row per node or edge.
 - :func:`check_choice`: a string option (``reduce``, ``op``, ``impl``, a layer's ``aggr`` ...) must
   be one of its choices; a misspelling gets a "did you mean".
 - :func:`check_graph`: ``g`` is a :class:`~jaxgraphops.Graph` whose eight index arrays have the
@@ -16,6 +17,7 @@ from __future__ import annotations
 import difflib
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 _GRAPH_ARRAYS = ("src", "dst", "csc_offsets", "csc_src", "csc_eid", "csr_offsets", "csr_dst", "csr_eid")
@@ -37,6 +39,16 @@ def check_choice(fn: str, name: str, value, choices) -> None:
     if not any(_matches(value, c) for c in choices):
         listed = ", ".join(map(repr, choices))
         raise ValueError(f"{fn}: {name} must be one of {listed}; got {value!r}{did_you_mean(value, choices)}")
+
+
+def as_float_array(fn: str, name: str, x, rows: int, rows_name: str):
+    """``x`` as an array, which must be floating point with ``rows`` rows (``rows_name`` says which)."""
+    x = jnp.asarray(x)
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        raise TypeError(f"{fn}: {name} must be a floating-point array; got dtype {x.dtype}")
+    if x.ndim == 0 or x.shape[0] != rows:
+        raise ValueError(f"{fn}: {name} must have {rows} rows ({rows_name}); got shape {x.shape}")
+    return x
 
 
 def _matches(value, choice) -> bool:

@@ -58,5 +58,5 @@ def checked_edges(src: jax.Array, dst: jax.Array, n_src: int, n_dst: int) -> tup
     src, dst = to_common_varying(src, dst)
     kernel = lambda s, d: _kernel_check(s, d, n_src, n_dst)  # noqa: E731
     fallback = lambda s, d: _callback_check(s, d, n_src, n_dst)  # noqa: E731
-    return jax.lax.platform_dependent(src, dst, cpu=kernel, cuda=kernel if _backend.with_cuda() else fallback,
-                                      default=fallback)
+    return jax.lax.platform_dependent(src, dst, cpu=kernel if _backend.kernels_on_cpu() else fallback,
+                                      cuda=kernel if _backend.with_cuda() else fallback, default=fallback)

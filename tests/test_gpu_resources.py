@@ -140,8 +140,8 @@ def test_docstring_examples():
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed: no real compile")
 def test_real_compile_of_one_file():
-    """ffi/cuda/attention.cu for sm_80 and sm_90 (about 10 s on 2 cores)."""
-    source = gr.FFI / "cuda" / "attention.cu"
+    """ffi/cuda/gat.cu for sm_80 and sm_90 (about 10 s on 2 cores)."""
+    source = gr.FFI / "cuda" / "gat.cu"
     kernels = gr.collect(gr.compile_all([source], jobs=1), gr.block_size())
     names = {k.name for k in kernels}
     assert "GatFwdKernel<float, float, int, kEdge>" in names and len(names) == len(kernels) >= 12

@@ -10,7 +10,8 @@ from conftest import kernel_index_error, random_graph, repeated_edge_id, segment
 
 import jaxgraphops as jgo
 from jaxgraphops.ops import _primitives as prim
-from jaxgraphops.ops._calls import graph_arrays, sddmm, spmm
+from jaxgraphops.ops._primitive_utils import graph_arrays
+from jaxgraphops.ops._primitives import sddmm, spmm
 
 
 def _dummy(dtype):
@@ -95,9 +96,9 @@ def test_cuda_lowering():
 @pytest.mark.parametrize("edge", [False, True])
 def test_attention_forward_primitives_match_fallback(rng, edge):
     """The fused forward of each attention primitive against its pure-JAX lowering."""
-    from jaxgraphops.ops import _attention_primitives as gat
-    from jaxgraphops.ops import _attention_simple_primitives as simple
-    from jaxgraphops.ops import _attention_v2_primitives as v2
+    from jaxgraphops.ops import _gat_primitives as gat
+    from jaxgraphops.ops import _mha_simple_primitives as simple
+    from jaxgraphops.ops import _gatv2_primitives as v2
 
     g = random_graph(rng, 7, 6, 30)
     ga = graph_arrays(g)
@@ -120,12 +121,12 @@ def test_attention_forward_primitives_match_fallback(rng, edge):
 
 
 @pytest.mark.parametrize("order", [[0, 1, 2, 3, 4], [4, 3, 2, 1, 0], [1, 3, 0, 4, 2]])
-def test_attention_primitives_with_minus_inf_logits(order):
+def test_gat_primitives_with_minus_inf_logits(order):
     """Each fused attention primitive with -inf logits (edge 0 in head 0; every in-edge of node 1): out, lse and
     the VJP of the kernels against the pure-JAX lowering and NumPy; lse is 0 where all logits are -inf."""
-    from jaxgraphops.ops import _attention_primitives as gat
-    from jaxgraphops.ops import _attention_simple_primitives as simple
-    from jaxgraphops.ops import _attention_v2_primitives as v2
+    from jaxgraphops.ops import _gat_primitives as gat
+    from jaxgraphops.ops import _mha_simple_primitives as simple
+    from jaxgraphops.ops import _gatv2_primitives as v2
 
     rng = np.random.default_rng(0)
     h, c = 2, 3

@@ -26,8 +26,8 @@ VENV=${VENV:-$ROOT/.venv-gpu}
 SANITIZE_KERNELS=${SANITIZE_KERNELS:-kns=jgo}
 CONSTRAINTS=$ROOT/benchmarks/constraints.txt
 # One test file per op family for the sanitizers (each kernel runs there on small graphs).
-SANITIZE_TESTS=(tests/test_gspmm.py tests/test_gsddmm_softmax.py tests/test_attention.py tests/test_attention_v2.py
-                tests/test_attention_simple.py tests/test_gno.py tests/test_dimenet.py)
+SANITIZE_TESTS=(tests/test_gspmm.py tests/test_gsddmm_softmax.py tests/test_gat.py tests/test_gatv2.py
+                tests/test_mha_simple.py tests/test_gno.py tests/test_dimenet.py)
 # JAX would take 75% of the GPU at start-up: the sanitizers and the torch peers need it to grow instead.
 export XLA_PYTHON_CLIENT_PREALLOCATE=false
 cd "$ROOT" || exit 1

@@ -37,8 +37,8 @@ class Mutant:
     sanitizer: str | None = None  # "tsan" or "asan": also replayed under it (--cases)
 
 
-MP, GAT, V2, SIMPLE = "tests/test_gspmm.py", "tests/test_attention.py", "tests/test_attention_v2.py", \
-    "tests/test_attention_simple.py"
+MP, GAT, V2, SIMPLE = "tests/test_gspmm.py", "tests/test_gat.py", "tests/test_gatv2.py", \
+    "tests/test_mha_simple.py"
 GNO, DIMENET, SDDMM = "tests/test_gno.py", "tests/test_dimenet.py", "tests/test_gsddmm_softmax.py"
 
 MUTANTS = (
@@ -65,7 +65,7 @@ MUTANTS = (
     Mutant("no-shared-optin", "launches above 48 KiB of dynamic shared memory without raising the kernel's limit",
            "ffi/cuda/launch.cuh", "  if (shared_bytes > kDefaultSharedBytes)\n", "  if (false)\n", (GNO,)),
     Mutant("sum-identity", "GAT backward: the per-destination sum of logit gradients starts at 1",
-           "ffi/cuda/attention.cu", "    T acc = T(0);\n    for (int64_t k = begin; k < end; ++k) {\n      const int64_t j = nbr[k], e = eid[k];\n      if (!InRange(j, a.n_src)",
+           "ffi/cuda/gat.cu", "    T acc = T(0);\n    for (int64_t k = begin; k < end; ++k) {\n      const int64_t j = nbr[k], e = eid[k];\n      if (!InRange(j, a.n_src)",
            "    T acc = T(1);\n    for (int64_t k = begin; k < end; ++k) {\n      const int64_t j = nbr[k], e = eid[k];\n      if (!InRange(j, a.n_src)",
            (GAT,)),
     Mutant("swapped-view", "sddmm: the row and neighbour of an edge swapped (src/dst views swapped)",

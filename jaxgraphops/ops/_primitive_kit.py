@@ -1,6 +1,6 @@
 """A fused op family from its description: three primitives, their lowerings and every rule.
 
-A fused op ``name`` (GAT, GATv2, TransformerConv) is three primitives:
+A fused op ``name`` (GAT, GATv2, TransformerConv, GNO) is three primitives:
 
 ``name_fwd``  the fused forward kernel: ``(graph, *inputs) -> outputs``;
 ``name_jvp``  its JVP, linear in the input tangents: ``(graph, *inputs, *outputs, *tangents) ->
@@ -25,9 +25,9 @@ the graph arrays (:class:`~._primitive_utils.GraphArrays`) and its operands by n
 and :func:`fused_op` derives the rest: abstract evaluations (results shaped like the outputs, the
 tangents like the outputs, the gradients like their inputs), lowerings (FFI on CPU and CUDA, the
 compositions elsewhere, half-precision features converted to float32 except for the CUDA
-kernels), the forward JVP, the transpose, and batching (a batch folds into the head axis; a batch
-over graphs runs the graphs one after another). An absent optional operand is an empty ``[0]``
-array (:func:`~._primitive_utils.empty`).
+kernels), the forward JVP, the transpose, and batching (``batch="heads"``: a batch folds into the
+head axis; ``"graphs"``, and any batch over graphs: the batch elements run one after another). An
+absent optional operand is an empty ``[0]`` array (:func:`~._primitive_utils.empty`).
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from typing import Callable
 
 from jax.interpreters import ad, batching, xla
 
-from ._primitive_utils import (N_GRAPH, GraphArrays, KernelPrimitive, all_zero, composed_jvp, fold_batch_into_heads, in_float32,
-                               register_lowerings, zero_tangent)
+from ._primitive_utils import (N_GRAPH, GraphArrays, KernelPrimitive, all_zero, composed_jvp, fold_batch_into_heads,
+                               in_float32, map_over_graphs, register_lowerings, zero_tangent)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +49,8 @@ class FusedOp:
     ``inputs``: the differentiable operands after the graph arrays; ``outputs``: the forward's
     results; ``parts``: each backward part and the inputs whose gradients it returns, in order;
     ``cotangent_operands``: the names of what :attr:`cotangents` computes for the backward;
-    ``head_leading``: the inputs laid out ``[H, ...]`` (the others are ``[rows, H, ...]``).
+    ``head_leading``: the inputs laid out ``[H, ...]`` (the others are ``[rows, H, ...]``);
+    ``batch``: ``"heads"`` (independent heads: a batch folds into them) or ``"graphs"``.
     """
 
     name: str
@@ -65,6 +66,7 @@ class FusedOp:
     vjp: Callable
     vjp_ffi: Callable
     head_leading: tuple[str, ...] = ()
+    batch: str = "heads"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +85,10 @@ class FusedPrimitives:
 def _graph_first(fn):
     """``fn(ga, *operands, **params)`` as a rule over the flat operands of a primitive."""
     return lambda *args, **params: fn(GraphArrays(*args[:N_GRAPH]), *args[N_GRAPH:], **params)
+
+
+def _map_over_graphs(prim, args, dims, **params):
+    return map_over_graphs(prim, args, dims, params)
 
 
 def _fixed(avals):
@@ -152,6 +158,10 @@ def fused_op(op: FusedOp) -> FusedPrimitives:
     ad.primitive_transposes[prims.jvp] = jvp_transpose
     ad.primitive_jvps[prims.vjp] = composed_jvp(in_float32(_graph_first(op.vjp), vjp_abstract), prims.vjp)
 
+    if op.batch == "graphs":
+        for p in (prims.fwd, prims.jvp, prims.vjp):
+            batching.primitive_batchers[p] = partial(_map_over_graphs, p)
+        return prims
     # batching: the float operands' positions (after the graph arrays) laid out [H, ...]
     heads = [k for k, name in enumerate(op.inputs) if name in op.head_leading]
     leading = {prims.fwd: heads, prims.jvp: heads + [n_in + n_out + k for k in heads], prims.vjp: heads}

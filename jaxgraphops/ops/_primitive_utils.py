@@ -42,8 +42,21 @@ class GraphArrays(NamedTuple):
         return self[5:8]
 
     @property
+    def n_src(self) -> int:
+        return self.csr_offsets.shape[0] - 1
+
+    @property
     def n_dst(self) -> int:
         return self.csc_offsets.shape[0] - 1
+
+    @property
+    def n_edges(self) -> int:
+        return self.src.shape[0]
+
+
+def graph_arrays(g) -> GraphArrays:
+    """The index arrays of a Graph in the order every primitive takes them."""
+    return GraphArrays(g.src, g.dst, g.csc_offsets, g.csc_src, g.csc_eid, g.csr_offsets, g.csr_dst, g.csr_eid)
 
 
 class KernelPrimitive(Primitive):
@@ -78,43 +91,6 @@ def all_zero(ts):
     return all(type(t) is ad.Zero for t in ts)
 
 
-def leaky_relu(t, slope):
-    return jnp.where(t > 0, t, slope * t)
-
-
-def leaky_relu_slope(t, slope):
-    """The derivative of ``leaky_relu`` (``slope`` at 0, as in PyTorch)."""
-    return jnp.where(t > 0, jnp.ones_like(t), jnp.full_like(t, slope))
-
-
-def segment_lse(z, dst, n_dst):
-    """``lse [n_dst, ...]``: the log-sum-exp of the logits ``z [E, ...]`` over each destination's
-    in-edges, 0 for a destination without any (what the fused forward kernels return)."""
-    m = jax.ops.segment_max(z, dst, num_segments=n_dst)
-    m = jnp.where(jnp.isfinite(m), m, 0)
-    total = jax.ops.segment_sum(jnp.exp(z - m[dst]), dst, num_segments=n_dst)
-    nonempty = total > 0
-    return jnp.where(nonempty, m + jnp.log(jnp.where(nonempty, total, 1)), 0)
-
-
-def softmax_aggregate(ga, z, values):
-    """``(out [n_dst, H, C], lse [n_dst, H])``: the softmax of the logits ``z [E, H]`` over each destination's
-    in-edges (:func:`segment_lse`) and the sum of ``values [E, H, C]`` it weighs (the attention forward in
-    pure JAX)."""
-    lse = segment_lse(z, ga.dst, ga.n_dst)
-    alpha = jnp.exp(z - lse[ga.dst])
-    return jax.ops.segment_sum(alpha[..., None] * values, ga.dst, num_segments=ga.n_dst), lse
-
-
-def softmax_cotangents(*residuals_and_cts, **params):
-    """``(lse, G, delta)`` for the backward of an attention forward ``(out, lse)``, from its operands
-    ``(..., out, lse)`` and cotangents ``(ct_out, ct_lse)``: ``G = ct_out``,
-    ``delta = <G, out> - ct_lse`` per (destination, head), in ``lse``'s dtype."""
-    *_, out, lse, ct_out, ct_lse = residuals_and_cts
-    delta = jnp.sum(ct_out.astype(lse.dtype) * out.astype(lse.dtype), axis=-1) - ct_lse
-    return lse, ct_out, delta
-
-
 HALF_TYPES = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
 
 
@@ -122,6 +98,13 @@ def storage_dtype(dtype, work):
     """The dtype features are passed to the kernels in: half precision as it is (the CUDA
     kernels read it and compute in float32), else ``work``."""
     return jnp.dtype(dtype) if jnp.dtype(dtype) in HALF_TYPES else work
+
+
+def compute_dtype(*xs):
+    """``(dtype, work)``: the result dtype of ``xs`` and the one the kernels compute in (float32 for
+    half precision, else the dtype itself)."""
+    dtype = jnp.result_type(*[x for x in xs if x is not None])
+    return dtype, (dtype if dtype in (jnp.float32, jnp.float64) else jnp.float32)
 
 
 def in_float32(fn, abstract):
@@ -144,15 +127,17 @@ def register_lowerings(prim, reference, ffi, *, multiple_results, abstract=None,
     in float32 (:func:`in_float32`), except by the CUDA handler when ``cuda_half`` says it reads
     them itself. ``cuda_ffi`` replaces ``ffi`` on CUDA (e.g. to route shapes the CUDA kernels do
     not take to ``reference``). With the emulated CUDA handlers on the CPU
-    (``JGO_KERNELS=cuda-emulation``) the CPU lowering is the CUDA one.
+    (``JGO_KERNELS=cuda-emulation``) the CPU lowering is the CUDA one; with ``JGO_KERNELS=xla`` the
+    CPU has none but the pure-JAX one.
     """
     cuda_ffi = ffi if cuda_ffi is None else cuda_ffi
     if abstract is not None:
         cuda_ffi = cuda_ffi if cuda_half else in_float32(cuda_ffi, abstract)
         reference, ffi = in_float32(reference, abstract), in_float32(ffi, abstract)
     mlir.register_lowering(prim, mlir.lower_fun(reference, multiple_results=multiple_results))
-    cpu = cuda_ffi if _backend.emulating_cuda() else ffi
-    mlir.register_lowering(prim, mlir.lower_fun(cpu, multiple_results=multiple_results), platform="cpu")
+    if _backend.kernels_on_cpu():
+        cpu = cuda_ffi if _backend.emulating_cuda() else ffi
+        mlir.register_lowering(prim, mlir.lower_fun(cpu, multiple_results=multiple_results), platform="cpu")
     cuda = cuda_ffi if _backend.with_cuda() else reference
     mlir.register_lowering(prim, mlir.lower_fun(cuda, multiple_results=multiple_results), platform="cuda")
 

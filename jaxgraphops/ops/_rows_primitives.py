@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 from jax.interpreters import ad, batching, mlir, xla
 
+from .. import _backend
 from ._primitive_utils import HALF_TYPES, KernelPrimitive
 
 _HIGHEST = jax.lax.Precision.HIGHEST
@@ -84,8 +85,9 @@ def _rows_matmul_xla(x, w, *, block_diagonal):
 
 
 mlir.register_lowering(rows_dot_p, mlir.lower_fun(_rows_dot_xla, multiple_results=False))
-# On the CPU the fixed-order kernel, whichever handlers (JGO_KERNELS) serve the graph ops.
-mlir.register_lowering(rows_dot_p, mlir.lower_fun(_rows_dot_ffi, multiple_results=False), platform="cpu")
+# On the CPU the fixed-order kernel, whichever handlers serve the graph ops (none with JGO_KERNELS=xla).
+if _backend.kernels_on_cpu():
+    mlir.register_lowering(rows_dot_p, mlir.lower_fun(_rows_dot_ffi, multiple_results=False), platform="cpu")
 mlir.register_lowering(rows_matmul_p, mlir.lower_fun(_rows_matmul_xla, multiple_results=False))
 
 

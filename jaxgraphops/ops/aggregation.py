@@ -11,13 +11,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import reference
+from .._checks import as_float_array, check_choice, check_graph
 from ..graph import Graph
 from ._primitive_utils import HALF_TYPES
-from .message_passing import IMPLS, REDUCES, _as_float_array, _check_choice, _check_graph, gspmm
+from .message_passing import IMPLS, REDUCES, gspmm
 
 
 def _weight_vector(fn, g, edge_weight):
-    w = _as_float_array(fn, "edge_weight", edge_weight, g.n_edges, "n_edges")
+    w = as_float_array(fn, "edge_weight", edge_weight, g.n_edges, "n_edges")
     if w.ndim != 1:
         raise ValueError(f"{fn}: edge_weight must be [n_edges]; got shape {w.shape}")
     return w
@@ -25,7 +26,7 @@ def _weight_vector(fn, g, edge_weight):
 
 def _features(fn, name, x, rows, rows_name, cols="F"):
     """``x [rows, F]``: a floating-point array of rank 2 (the aggregation family's feature layout)."""
-    x = _as_float_array(fn, name, x, rows, rows_name)
+    x = as_float_array(fn, name, x, rows, rows_name)
     if x.ndim != 2:
         raise ValueError(f"{fn}: {name} must be [{rows_name}, {cols}] (rank 2); got shape {x.shape}")
     return x
@@ -58,9 +59,9 @@ def agg_simple(g: Graph, x=None, edge_feat=None, *, reduce: str = "sum", impl: s
            [3., 7.]], dtype=float32)
     """
     fn = "agg_simple"
-    _check_graph(fn, g)
-    _check_choice(fn, "reduce", reduce, REDUCES)
-    _check_choice(fn, "impl", impl, IMPLS)
+    check_graph(fn, g)
+    check_choice(fn, "reduce", reduce, REDUCES)
+    check_choice(fn, "impl", impl, IMPLS)
     if x is None and edge_feat is None:
         raise ValueError(f"{fn}: give x, edge_feat or both")
     x = None if x is None else _features(fn, "x", x, g.n_src, "n_src")
@@ -98,9 +99,9 @@ def agg_weighted(g: Graph, x, edge_weight, *, reduce: str = "sum", impl: str | N
     Array([0. , 3.5], dtype=float32)
     """
     fn = "agg_weighted"
-    _check_graph(fn, g)
-    _check_choice(fn, "reduce", reduce, REDUCES)
-    _check_choice(fn, "impl", impl, IMPLS)
+    check_graph(fn, g)
+    check_choice(fn, "reduce", reduce, REDUCES)
+    check_choice(fn, "impl", impl, IMPLS)
     x = _features(fn, "x", x, g.n_src, "n_src")
     w = _weight_vector(fn, g, edge_weight)
     if impl == "xla":
@@ -143,9 +144,9 @@ def agg_concat(g: Graph, x, *, x_dst=None, edge_feat=None, edge_weight=None, red
            [3., 4.]], dtype=float32)
     """
     fn = "agg_concat"
-    _check_graph(fn, g)
-    _check_choice(fn, "reduce", reduce, REDUCES)
-    _check_choice(fn, "impl", impl, IMPLS)
+    check_graph(fn, g)
+    check_choice(fn, "reduce", reduce, REDUCES)
+    check_choice(fn, "impl", impl, IMPLS)
     x = _features(fn, "x", x, g.n_src, "n_src")
     if x_dst is None:
         if g.n_src != g.n_dst:
@@ -185,8 +186,8 @@ def pool(x, graph_ids, n_graphs: int, *, reduce: str = "sum", ids_are_sorted: bo
     Array([1.5, 4. , 0. ], dtype=float32)
     """
     fn = "pool"
-    _check_choice(fn, "reduce", reduce, REDUCES)
-    _check_choice(fn, "impl", impl, IMPLS)
+    check_choice(fn, "reduce", reduce, REDUCES)
+    check_choice(fn, "impl", impl, IMPLS)
     x = jnp.asarray(x)
     if not jnp.issubdtype(x.dtype, jnp.floating):
         raise TypeError(f"{fn}: x must be a floating-point array; got dtype {x.dtype}")

@@ -11,14 +11,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import reference
+from .._checks import as_float_array, check_choice, check_graph
 from ..graph import Graph
-from ._attention_primitives import attention_weights, gat
-from ._attention_simple_primitives import attention_weights_simple, mha_simple_core
-from ._attention_v2_primitives import attention_weights_v2, gatv2
-from ._calls import graph_arrays
-from ._primitive_utils import storage_dtype
+from ._gat_primitives import attention_weights, gat
+from ._gatv2_primitives import attention_weights_v2, gatv2
+from ._mha_simple_primitives import attention_weights_simple, mha_simple_core
+from ._primitive_utils import compute_dtype, graph_arrays, storage_dtype
 from ._rows_primitives import rows_matmul
-from .message_passing import IMPLS, _as_float_array, _check_choice, _check_graph, _compute_dtype
+from .message_passing import IMPLS
 
 
 def _check_num_heads(fn, num_heads):
@@ -28,7 +28,7 @@ def _check_num_heads(fn, num_heads):
 
 
 def _check_features(fn, name, x, rows, rows_name, width):
-    x = _as_float_array(fn, name, x, rows, rows_name)
+    x = as_float_array(fn, name, x, rows, rows_name)
     if x.ndim != 2 or x.shape[1] != width:
         raise ValueError(f"{fn}: {name} must be [{rows_name}, num_heads * C] = [{rows}, {width}]; got shape {x.shape}")
     return x
@@ -37,7 +37,7 @@ def _check_features(fn, name, x, rows, rows_name, width):
 def _split_heads(fn, name, x, rows, rows_name, num_heads):
     """Checks ``num_heads`` and ``x [rows, num_heads * C]``; returns ``(H, C, x)``."""
     heads = _check_num_heads(fn, num_heads)
-    x = _as_float_array(fn, name, x, rows, rows_name)
+    x = as_float_array(fn, name, x, rows, rows_name)
     if x.ndim != 2 or x.shape[1] % heads != 0:
         raise ValueError(f"{fn}: {name} must be [{rows_name}, num_heads * C] with num_heads={heads}; got shape {x.shape}")
     return heads, x.shape[1] // heads, x
@@ -121,8 +121,8 @@ def mha_gat(g: Graph, x_src, attn_weights, *, x_dst=None, num_heads: int = 1, co
     Array([0.5, 0.5], dtype=float32)
     """
     fn = "mha_gat"
-    _check_graph(fn, g)
-    _check_choice(fn, "impl", impl, IMPLS)
+    check_graph(fn, g)
+    check_choice(fn, "impl", impl, IMPLS)
     heads, c, x_src, x_dst, edge_feat, attn_weights = _check_inputs(fn, g, x_src, x_dst, edge_feat, attn_weights,
                                                                      num_heads)
     width = heads * c
@@ -136,7 +136,7 @@ def mha_gat(g: Graph, x_src, attn_weights, *, x_dst=None, num_heads: int = 1, co
     if impl == "xla":
         return reference.mha_gat(g, x_src, attn_weights, **kw)
 
-    dtype, work = _compute_dtype(x_src, attn_weights, x_dst, edge_feat)
+    dtype, work = compute_dtype(x_src, attn_weights, x_dst, edge_feat)
     store = storage_dtype(dtype, work)
     xs = x_src.astype(store).reshape(g.n_src, heads, c)
     xd = xs[: g.n_dst] if x_dst is None else x_dst.astype(store).reshape(g.n_dst, heads, c)
@@ -197,8 +197,8 @@ def mha_gat_v2(g: Graph, x_src, x_dst, attn_weights, *, num_heads: int = 1, conc
     Array([0.5, 0.5], dtype=float32)
     """
     fn = "mha_gat_v2"
-    _check_graph(fn, g)
-    _check_choice(fn, "impl", impl, IMPLS)
+    check_graph(fn, g)
+    check_choice(fn, "impl", impl, IMPLS)
     heads, c, x_src, x_dst, edge_feat, attn_weights = _check_inputs(fn, g, x_src, x_dst, edge_feat, attn_weights,
                                                                      num_heads)
     width = heads * c
@@ -211,7 +211,7 @@ def mha_gat_v2(g: Graph, x_src, x_dst, attn_weights, *, num_heads: int = 1, conc
     if impl == "xla":
         return reference.mha_gat_v2(g, x_src, x_dst, attn_weights, **kw)
 
-    dtype, work = _compute_dtype(x_src, attn_weights, x_dst, edge_feat)
+    dtype, work = compute_dtype(x_src, attn_weights, x_dst, edge_feat)
     store = storage_dtype(dtype, work)
     xs = x_src.astype(store).reshape(g.n_src, heads, c)
     xd = xs[: g.n_dst] if x_dst is None else x_dst.astype(store).reshape(g.n_dst, heads, c)
@@ -270,8 +270,8 @@ def mha_simple(g: Graph, query, key, value, *, num_heads: int = 1, concat_heads:
     Array([0.5, 0.5], dtype=float32)
     """
     fn = "mha_simple"
-    _check_graph(fn, g)
-    _check_choice(fn, "impl", impl, IMPLS)
+    check_graph(fn, g)
+    check_choice(fn, "impl", impl, IMPLS)
     heads, c, key = _split_heads(fn, "key", key, g.n_src, "n_src", num_heads)
     width = heads * c
     query = _check_features(fn, "query", query, g.n_dst, "n_dst", width)
@@ -282,7 +282,7 @@ def mha_simple(g: Graph, query, key, value, *, num_heads: int = 1, concat_heads:
     if impl == "xla":
         return reference.mha_simple(g, query, key, value, **kw)
 
-    dtype, work = _compute_dtype(query, key, value, edge_feat)
+    dtype, work = compute_dtype(query, key, value, edge_feat)
     store = storage_dtype(dtype, work)
     q, k, v = (x.astype(store).reshape(x.shape[0], heads, c) for x in (query, key, value))
     ef = None if edge_feat is None else edge_feat.astype(store).reshape(g.n_edges, heads, c)

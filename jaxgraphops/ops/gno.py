@@ -5,10 +5,11 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from .. import reference
+from .._checks import as_float_array, check_choice, check_graph
 from ..graph import Graph
-from ._calls import graph_arrays
 from ._gno_primitives import gno
-from .message_passing import IMPLS, _as_float_array, _check_choice, _check_graph, _compute_dtype, gspmm
+from ._primitive_utils import compute_dtype, graph_arrays
+from .message_passing import IMPLS, gspmm
 
 KERNELS = ("matrix", "diagonal")
 REDUCES = ("sum", "mean")
@@ -29,13 +30,13 @@ def edge_vectors(g: Graph, pos_src, pos_dst=None):
            [-1., -2.]], dtype=float32)
     """
     fn = "edge_vectors"
-    _check_graph(fn, g)
-    pos_src = _as_float_array(fn, "pos_src", pos_src, g.n_src, "n_src")
+    check_graph(fn, g)
+    pos_src = as_float_array(fn, "pos_src", pos_src, g.n_src, "n_src")
     if pos_dst is None:
         if g.n_src != g.n_dst:
             raise ValueError(f"{fn}: pos_dst is required for a bipartite graph (n_src={g.n_src} != n_dst={g.n_dst})")
         pos_dst = pos_src
-    pos_dst = _as_float_array(fn, "pos_dst", pos_dst, g.n_dst, "n_dst")
+    pos_dst = as_float_array(fn, "pos_dst", pos_dst, g.n_dst, "n_dst")
     if pos_src.ndim != 2 or pos_dst.shape[1:] != pos_src.shape[1:]:
         raise ValueError(f"{fn}: pos_src and pos_dst must be [n, d] with one d; got {pos_src.shape} and {pos_dst.shape}")
     return reference.edge_vectors(g, pos_src, pos_dst)
@@ -51,10 +52,10 @@ def _check_shape(fn, name, x, shape, what):
 
 
 def _check_operands(fn, g, f_src, dx, U, b_u, V, b_v, kernel, edge_weight):
-    f_src = _as_float_array(fn, "f_src", f_src, g.n_src, "n_src")
+    f_src = as_float_array(fn, "f_src", f_src, g.n_src, "n_src")
     if f_src.ndim != 2:
         raise ValueError(f"{fn}: f_src must be [n_src, c_in]; got shape {f_src.shape}")
-    dx = _as_float_array(fn, "dx", dx, g.n_edges, "n_edges")
+    dx = as_float_array(fn, "dx", dx, g.n_edges, "n_edges")
     if dx.ndim != 2:
         raise ValueError(f"{fn}: dx must be [n_edges, d]; got shape {dx.shape}")
     U = jnp.asarray(U)
@@ -139,14 +140,14 @@ def gno_conv(g: Graph, f_src, dx, U, b_u, V, b_v, *, kernel: str = "matrix", red
            [6.]], dtype=float32)
     """
     fn = "gno_conv"
-    _check_graph(fn, g)
-    _check_choice(fn, "kernel", kernel, KERNELS)
-    _check_choice(fn, "reduce", reduce, REDUCES)
-    _check_choice(fn, "impl", impl, IMPLS)
+    check_graph(fn, g)
+    check_choice(fn, "kernel", kernel, KERNELS)
+    check_choice(fn, "reduce", reduce, REDUCES)
+    check_choice(fn, "impl", impl, IMPLS)
     f_src, dx, U, b_u, V, b_v, edge_weight = _check_operands(fn, g, f_src, dx, U, b_u, V, b_v, kernel, edge_weight)
     if impl == "xla":
         return reference.gno_conv(g, f_src, dx, U, b_u, V, b_v, kernel=kernel, reduce=reduce, edge_weight=edge_weight)
-    dtype, work = _compute_dtype(f_src, dx, U, b_u, V, b_v, edge_weight)
+    dtype, work = compute_dtype(f_src, dx, U, b_u, V, b_v, edge_weight)
     ops = [x.astype(work) for x in (f_src, dx, U, b_u, V, b_v)]
     w = None if edge_weight is None else edge_weight.astype(work)
     total = gno(graph_arrays(g), *ops, w, diagonal=kernel == "diagonal")

@@ -6,40 +6,20 @@ input edge order of the Graph.
 
 from __future__ import annotations
 
-import jax.numpy as jnp
 import numpy as np
 
 from .. import reference
-from .._checks import check_choice, check_graph
-from ..graph import Graph
-from . import _autodiff  # noqa: F401  (registers the differentiation rules)
-from ._calls import graph_arrays, sddmm, softmax, spmm
+from .._checks import as_float_array, check_choice, check_graph
 from .._layout import align_ranks
+from ..graph import Graph
+from ._primitive_utils import compute_dtype, graph_arrays
+from ._primitives import sddmm, softmax, spmm
 
 SPMM_OPS = ("copy_u", "copy_e", "u_mul_e", "u_add_e", "u_sub_e", "u_div_e")
 REDUCES = ("sum", "mean", "max", "min")
 SDDMM_OPS = ("dot", "add", "sub", "mul", "div")
 TARGETS = {"u": "src", "v": "dst", "e": "edge"}
 IMPLS = (None, "ffi", "xla")
-
-
-_check_choice = check_choice  # (fn, name, value, choices): "did you mean" for a misspelt option
-_check_graph = check_graph    # (fn, g): a Graph with valid index arrays (see jaxgraphops._checks)
-
-
-def _as_float_array(fn, name, x, rows, rows_name):
-    x = jnp.asarray(x)
-    if not jnp.issubdtype(x.dtype, jnp.floating):
-        raise TypeError(f"{fn}: {name} must be a floating-point array; got dtype {x.dtype}")
-    if x.ndim == 0 or x.shape[0] != rows:
-        raise ValueError(f"{fn}: {name} must have {rows} rows ({rows_name}); got shape {x.shape}")
-    return x
-
-
-def _compute_dtype(*xs):
-    """Kernels run in float32/float64; half precision is computed in float32."""
-    dtype = jnp.result_type(*[x for x in xs if x is not None])
-    return dtype, (dtype if dtype in (jnp.float32, jnp.float64) else jnp.float32)
 
 
 def gspmm(g: Graph, u=None, e=None, *, op: str = "copy_u", reduce: str = "sum", impl: str | None = None):
@@ -67,21 +47,21 @@ def gspmm(g: Graph, u=None, e=None, *, op: str = "copy_u", reduce: str = "sum", 
     Array([0., 5., 2.], dtype=float32)
     """
     fn = "gspmm"
-    _check_graph(fn, g)
-    _check_choice(fn, "op", op, SPMM_OPS)
-    _check_choice(fn, "reduce", reduce, REDUCES)
-    _check_choice(fn, "impl", impl, IMPLS)
+    check_graph(fn, g)
+    check_choice(fn, "op", op, SPMM_OPS)
+    check_choice(fn, "reduce", reduce, REDUCES)
+    check_choice(fn, "impl", impl, IMPLS)
     reads_u, reads_e = op != "copy_e", op != "copy_u"
     for name, x, needed in (("u", u, reads_u), ("e", e, reads_e)):
         if needed and x is None:
             raise ValueError(f"{fn}: op={op!r} needs {name}")
         if not needed and x is not None:
             raise ValueError(f"{fn}: op={op!r} does not read {name}; pass {name}=None")
-    u = _as_float_array(fn, "u", u, g.n_src, "n_src") if reads_u else None
-    e = _as_float_array(fn, "e", e, g.n_edges, "n_edges") if reads_e else None
+    u = as_float_array(fn, "u", u, g.n_src, "n_src") if reads_u else None
+    e = as_float_array(fn, "e", e, g.n_edges, "n_edges") if reads_e else None
     if impl == "xla":
         return reference.gspmm(g, u, e, op=op, reduce=reduce)
-    dtype, work = _compute_dtype(u, e)
+    dtype, work = compute_dtype(u, e)
     if reads_u and reads_e:
         fu, fe = align_ranks(u.shape[1:], e.shape[1:], f"{fn}: u and e")
         u, e = u.reshape((u.shape[0],) + fu), e.reshape((e.shape[0],) + fe)
@@ -122,21 +102,21 @@ def gsddmm(g: Graph, lhs, rhs, *, op: str = "dot", lhs_target: str = "u", rhs_ta
     Array([11., 11.], dtype=float32)
     """
     fn = "gsddmm"
-    _check_graph(fn, g)
-    _check_choice(fn, "op", op, SDDMM_OPS)
-    _check_choice(fn, "lhs_target", lhs_target, tuple(TARGETS))
-    _check_choice(fn, "rhs_target", rhs_target, tuple(TARGETS))
-    _check_choice(fn, "impl", impl, IMPLS)
+    check_graph(fn, g)
+    check_choice(fn, "op", op, SDDMM_OPS)
+    check_choice(fn, "lhs_target", lhs_target, tuple(TARGETS))
+    check_choice(fn, "rhs_target", rhs_target, tuple(TARGETS))
+    check_choice(fn, "impl", impl, IMPLS)
     rows = {"u": (g.n_src, "n_src"), "v": (g.n_dst, "n_dst"), "e": (g.n_edges, "n_edges")}
-    lhs = _as_float_array(fn, "lhs", lhs, *rows[lhs_target])
-    rhs = _as_float_array(fn, "rhs", rhs, *rows[rhs_target])
+    lhs = as_float_array(fn, "lhs", lhs, *rows[lhs_target])
+    rhs = as_float_array(fn, "rhs", rhs, *rows[rhs_target])
     if impl == "xla":
         return reference.gsddmm(g, lhs, rhs, op=op, lhs_target=lhs_target, rhs_target=rhs_target)
     fl, fr = align_ranks(lhs.shape[1:], rhs.shape[1:], f"{fn}: lhs and rhs")
     out_shape = tuple(np.broadcast_shapes(fl, fr))
     if op == "dot" and not out_shape:
         raise ValueError(f"{fn}: op='dot' needs a feature axis to reduce; got lhs {lhs.shape}, rhs {rhs.shape}")
-    dtype, work = _compute_dtype(lhs, rhs)
+    dtype, work = compute_dtype(lhs, rhs)
     lhs = lhs.reshape((lhs.shape[0],) + fl).astype(work)
     rhs = rhs.reshape((rhs.shape[0],) + fr).astype(work)
     if op == "sub":
@@ -169,10 +149,10 @@ def edge_softmax(g: Graph, logits, *, impl: str | None = None):
     Array([0.5, 0.5, 1. ], dtype=float32)
     """
     fn = "edge_softmax"
-    _check_graph(fn, g)
-    _check_choice(fn, "impl", impl, IMPLS)
-    logits = _as_float_array(fn, "logits", logits, g.n_edges, "n_edges")
+    check_graph(fn, g)
+    check_choice(fn, "impl", impl, IMPLS)
+    logits = as_float_array(fn, "logits", logits, g.n_edges, "n_edges")
     if impl == "xla":
         return reference.edge_softmax(g, logits)
-    dtype, work = _compute_dtype(logits)
+    dtype, work = compute_dtype(logits)
     return softmax(graph_arrays(g), logits.astype(work)).astype(dtype)

@@ -1,6 +1,6 @@
-// Per-edge attention math shared by the CPU and CUDA handlers of the attention family
-// (cpu/attention.cc, cuda/attention.cu): the activation of the logits and its derivative, the
-// online (single-pass) softmax of FlashAttention, and the per-edge backward terms.
+// Per-edge attention math shared by the CPU and CUDA handlers of the attention family (cpu/gat.cc,
+// gatv2.cc, mha_simple.cc and their CUDA twins): the activation of the logits and its derivative,
+// the online (single-pass) softmax of FlashAttention, and the per-edge backward terms.
 //
 // GAT (mha_gat), per head h and edge e = (j -> i):
 //   p_e   = s_src[j,h] + s_dst[i,h] (+ s_edge[e,h])       pre-activation logit

@@ -1,6 +1,6 @@
 // CPU handlers of the fused GATv2 op (mha_gat_v2): the one-pass forward (jgo_gatv2_fwd) and its
 // two atomic-free backward passes (jgo_gatv2_bwd_dst over the CSC, jgo_gatv2_bwd_src over the
-// reverse CSR). Math and argument checks: jgo/attention_v2.h, shared with cuda/attention_v2.cu.
+// reverse CSR). Math and argument checks: jgo/gatv2.h, shared with cuda/gatv2.cu.
 //
 // The logit of an edge needs the C-vector t = x_src[j] + x_dst[i] (+ edge_feat[e]) of each head:
 // it is computed into a per-thread scratch row of H*C elements and never written out, so nothing
@@ -22,7 +22,7 @@
 #include "handlers.h"
 #include "jgo/args.h"
 #include "jgo/attention.h"
-#include "jgo/attention_v2.h"
+#include "jgo/gatv2.h"
 
 namespace jgo {
 namespace {

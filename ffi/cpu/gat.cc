@@ -1,6 +1,6 @@
 // CPU handlers of the attention family: the fused multi-head GAT forward (jgo_gat_fwd) and its
 // two atomic-free backward passes (jgo_gat_bwd_dst over the CSC, jgo_gat_bwd_src over the
-// reverse CSR). The per-edge math lives in jgo/attention.h, shared with cuda/attention.cu.
+// reverse CSR). The per-edge math lives in jgo/attention.h, shared with cuda/gat.cu.
 //
 // Nothing of size E x H x C is written: the forward keeps one accumulator row per destination
 // and an online softmax per head (FlashAttention's running max and normaliser), and writes the

@@ -32,9 +32,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._calls import sddmm, spmm
+from ._attention_math import SOFTMAX_ATTENTION, softmax_aggregate, softmax_aggregate_jvp
 from ._primitive_kit import FusedOp, fused_op
-from ._primitive_utils import HALF_TYPES, empty, shape_dtype, softmax_aggregate, softmax_cotangents
+from ._primitive_utils import HALF_TYPES, empty, shape_dtype
+from ._primitives import sddmm, spmm
 
 
 def _fwd_abstract(ga, q, k, v, ef, *, scale, has_edge):
@@ -77,9 +78,7 @@ def _jvp_composed(ga, q, k, v, ef, out, lse, dq, dk, dv, def_, *, scale, has_edg
     alpha = _attention(ga, q, k, ef, lse, has_edge, scale)
     dz = scale * (_edge_dot(ga, dq, k, ef, has_edge) + _edge_dot(ga, q, dk, def_, has_edge))
     adz = alpha * dz
-    dlse = spmm(ga, None, adz, op="copy_rhs", out_shape=hc[:1])[0]
-    dout = (spmm(ga, dv, alpha[..., None], op="mul", out_shape=hc)[0]
-            + spmm(ga, v, adz[..., None], op="mul", out_shape=hc)[0] - dlse[..., None] * out)
+    dout, dlse = softmax_aggregate_jvp(ga, v, dv, alpha, adz, out)
     if has_edge:
         dout = dout + spmm(ga, None, alpha[..., None] * def_ + adz[..., None] * ef, op="copy_rhs", out_shape=hc)[0]
     return dout, dlse
@@ -121,10 +120,10 @@ def _vjp_ffi(ga, q, k, v, ef, lse, grad, delta, *, scale, has_edge, part):
 
 
 MHA_SIMPLE = fused_op(FusedOp(
-    name="mha_simple", inputs=("query", "key", "value", "edge_feat"), outputs=("out", "lse"),
-    parts={"src": ("key", "value"), "dst": ("query", "edge_feat")}, cotangent_operands=("lse", "grad", "delta"),
-    forward_abstract=_fwd_abstract, forward=_fwd_xla, forward_ffi=_fwd_ffi, jvp=_jvp_composed,
-    cotangents=softmax_cotangents, vjp=_vjp_composed, vjp_ffi=_vjp_ffi))
+    name="mha_simple", inputs=("query", "key", "value", "edge_feat"),
+    parts={"src": ("key", "value"), "dst": ("query", "edge_feat")}, forward_abstract=_fwd_abstract,
+    forward=_fwd_xla, forward_ffi=_fwd_ffi, jvp=_jvp_composed, vjp=_vjp_composed, vjp_ffi=_vjp_ffi,
+    **SOFTMAX_ATTENTION))
 
 
 def mha_simple_core(ga, q, k, v, ef, *, scale):

@@ -33,10 +33,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._calls import sddmm, spmm
+from ._attention_math import SOFTMAX_ATTENTION, leaky_relu, leaky_relu_slope, softmax_aggregate, softmax_aggregate_jvp
 from ._primitive_kit import FusedOp, fused_op
-from ._primitive_utils import (empty, leaky_relu, leaky_relu_slope, shape_dtype, softmax_aggregate,
-                               softmax_cotangents)
+from ._primitive_utils import empty, shape_dtype
+from ._primitives import sddmm, spmm
 from ._rows_primitives import rows_dot
 
 
@@ -69,17 +69,12 @@ def _fwd_xla(ga, xs, xd, a, ef, *, negative_slope, has_edge):
 
 
 def _jvp_composed(ga, xs, xd, a, ef, out, lse, dxs, dxd, da, def_, *, negative_slope, has_edge):
-    hc = tuple(xs.shape[1:])
     t = _pre(ga, xs, xd, ef, has_edge)
     u = leaky_relu(t, negative_slope)
     alpha = jnp.exp(jnp.sum(a * u, axis=-1) - lse[ga.dst])
     dt = _pre(ga, dxs, dxd, def_, has_edge)
     dz = jnp.sum(da * u, axis=-1) + jnp.sum(a * leaky_relu_slope(t, negative_slope) * dt, axis=-1)
-    adz = alpha * dz
-    dlse = spmm(ga, None, adz, op="copy_rhs", out_shape=hc[:1])[0]
-    dout = (spmm(ga, dxs, alpha[..., None], op="mul", out_shape=hc)[0]
-            + spmm(ga, xs, adz[..., None], op="mul", out_shape=hc)[0] - dlse[..., None] * out)
-    return dout, dlse
+    return softmax_aggregate_jvp(ga, xs, dxs, alpha, alpha * dz, out)
 
 
 def _vjp_composed(ga, xs, xd, a, ef, lse, grad, delta, *, negative_slope, has_edge, part):
@@ -124,11 +119,10 @@ def _vjp_ffi(ga, xs, xd, a, ef, lse, grad, delta, *, negative_slope, has_edge, p
 
 
 GATV2 = fused_op(FusedOp(
-    name="gatv2", inputs=("x_src", "x_dst", "attn_weights", "edge_feat"), outputs=("out", "lse"),
-    parts={"src": ("x_src",), "dst": ("x_dst", "attn_weights", "edge_feat")},
-    cotangent_operands=("lse", "grad", "delta"), forward_abstract=_fwd_abstract, forward=_fwd_xla,
-    forward_ffi=_fwd_ffi, jvp=_jvp_composed, cotangents=softmax_cotangents, vjp=_vjp_composed, vjp_ffi=_vjp_ffi,
-    head_leading=("attn_weights",)))
+    name="gatv2", inputs=("x_src", "x_dst", "attn_weights", "edge_feat"), head_leading=("attn_weights",),
+    parts={"src": ("x_src",), "dst": ("x_dst", "attn_weights", "edge_feat")}, forward_abstract=_fwd_abstract,
+    forward=_fwd_xla, forward_ffi=_fwd_ffi, jvp=_jvp_composed, vjp=_vjp_composed, vjp_ffi=_vjp_ffi,
+    **SOFTMAX_ATTENTION))
 
 
 def gatv2(ga, xs, xd, a, ef, *, negative_slope):

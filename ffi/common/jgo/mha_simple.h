@@ -1,5 +1,5 @@
 // TransformerConv attention (mha_simple): the per-element math, the argument checks and the
-// bindings shared by the CPU and CUDA handlers (cpu/attention_simple.cc, cuda/attention_simple.cu).
+// bindings shared by the CPU and CUDA handlers (cpu/mha_simple.cc, cuda/mha_simple.cu).
 //
 // Per head h and edge e = (j -> i), with k'_e = k[j,h,:] (+ ef[e,h,:]), v'_e = v[j,h,:] (+ ef[e,h,:]):
 //   z_e   = scale <q[i,h,:], k'_e>                    logit (scale = 1 / sqrt(C))

@@ -1,6 +1,6 @@
 // CUDA handlers of the fused GATv2 op: jgo_gatv2_fwd, jgo_gatv2_bwd_dst and jgo_gatv2_bwd_src.
-// Same operands, attributes and results as the CPU twin (cpu/attention_v2.cc), same math and
-// shape checks (jgo/attention_v2.h).
+// Same operands, attributes and results as the CPU twin (cpu/gatv2.cc), same math and
+// shape checks (jgo/gatv2.h).
 //
 // A group of lanes (a power of two <= 32 covering C) owns one (row, head): the lanes split the
 // C-length logit <a, leaky_relu(x_src[j] + x_dst[i] (+ e))> and the dot <G[i], x_src[j]> and
@@ -13,7 +13,7 @@
 //   nvcc -std=c++17 -O3 -Xcompiler -fPIC,-Wall,-Wextra --Werror all-warnings
 //     --generate-code=arch=compute_80,code=sm_80 --generate-code=arch=compute_90,code=sm_90
 //     -Iffi -Iffi/common -isystem $(python -c 'import jax.ffi;print(jax.ffi.include_dir())')
-//     -DJGO_WITH_CUDA -c ffi/cuda/attention_v2.cu
+//     -DJGO_WITH_CUDA -c ffi/cuda/gatv2.cu
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -26,7 +26,7 @@
 #include "handlers.h"
 #include "jgo/args.h"
 #include "jgo/attention.h"
-#include "jgo/attention_v2.h"
+#include "jgo/gatv2.h"
 
 namespace jgo {
 namespace {

@@ -1,5 +1,5 @@
 // CUDA handlers of the attention family: jgo_gat_fwd, jgo_gat_bwd_dst and jgo_gat_bwd_src. Same
-// operands, attributes and results as the CPU twin (cpu/attention.cc), same per-edge math
+// operands, attributes and results as the CPU twin (cpu/gat.cc), same per-edge math
 // (jgo/attention.h), same shape checks (jgo/attention_args.h).
 //
 // A group of lanes (a power of two <= 32 covering C) owns one (row, head); adjacent groups take
@@ -12,7 +12,7 @@
 //   nvcc -std=c++17 -O3 -Xcompiler -fPIC,-Wall,-Wextra --Werror all-warnings
 //     --generate-code=arch=compute_80,code=sm_80 --generate-code=arch=compute_90,code=sm_90
 //     -Iffi -Iffi/common -isystem $(python -c 'import jax.ffi;print(jax.ffi.include_dir())')
-//     -DJGO_WITH_CUDA -c ffi/cuda/attention.cu
+//     -DJGO_WITH_CUDA -c ffi/cuda/gat.cu
 #include <cuda_runtime.h>
 
 #include <algorithm>

@@ -30,10 +30,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._calls import sddmm, spmm
+from ._attention_math import SOFTMAX_ATTENTION, leaky_relu, leaky_relu_slope, softmax_aggregate, softmax_aggregate_jvp
 from ._primitive_kit import FusedOp, fused_op
-from ._primitive_utils import (empty, leaky_relu, leaky_relu_slope, shape_dtype, softmax_aggregate,
-                               softmax_cotangents)
+from ._primitive_utils import empty, shape_dtype
+from ._primitives import sddmm, spmm
 
 
 def _fwd_abstract(ga, x, s_src, s_dst, s_edge, *, negative_slope, has_edge):
@@ -58,17 +58,12 @@ def _fwd_xla(ga, x, s_src, s_dst, s_edge, *, negative_slope, has_edge):
 
 
 def _jvp_composed(ga, x, s_src, s_dst, s_edge, out, lse, dx, ds_src, ds_dst, ds_edge, *, negative_slope, has_edge):
-    hc = tuple(x.shape[1:])
     p, z = _edge_logits(ga, s_src, s_dst, s_edge, has_edge, negative_slope)
     alpha = jnp.exp(z - lse[ga.dst])
     dp = ds_src[ga.src] + ds_dst[ga.dst]
     if has_edge:
         dp = dp + ds_edge
-    adz = alpha * leaky_relu_slope(p, negative_slope) * dp
-    dlse = spmm(ga, None, adz, op="copy_rhs", out_shape=hc[:1])[0]
-    dout = (spmm(ga, dx, alpha[..., None], op="mul", out_shape=hc)[0]
-            + spmm(ga, x, adz[..., None], op="mul", out_shape=hc)[0] - dlse[..., None] * out)
-    return dout, dlse
+    return softmax_aggregate_jvp(ga, x, dx, alpha, alpha * leaky_relu_slope(p, negative_slope) * dp, out)
 
 
 def _vjp_composed(ga, x, s_src, s_dst, s_edge, lse, grad, delta, *, negative_slope, has_edge, part):
@@ -106,10 +101,9 @@ def _vjp_ffi(ga, x, s_src, s_dst, s_edge, lse, grad, delta, *, negative_slope, h
 
 
 GAT = fused_op(FusedOp(
-    name="gat", inputs=("x", "s_src", "s_dst", "s_edge"), outputs=("out", "lse"),
-    parts={"src": ("x", "s_src"), "dst": ("s_dst", "s_edge")}, cotangent_operands=("lse", "grad", "delta"),
-    forward_abstract=_fwd_abstract, forward=_fwd_xla, forward_ffi=_fwd_ffi, jvp=_jvp_composed,
-    cotangents=softmax_cotangents, vjp=_vjp_composed, vjp_ffi=_vjp_ffi))
+    name="gat", inputs=("x", "s_src", "s_dst", "s_edge"), parts={"src": ("x", "s_src"), "dst": ("s_dst", "s_edge")},
+    forward_abstract=_fwd_abstract, forward=_fwd_xla, forward_ffi=_fwd_ffi, jvp=_jvp_composed, vjp=_vjp_composed,
+    vjp_ffi=_vjp_ffi, **SOFTMAX_ATTENTION))
 
 
 def gat(ga, x, s_src, s_dst, s_edge, *, negative_slope):

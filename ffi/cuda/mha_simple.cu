@@ -1,6 +1,6 @@
 // CUDA handlers of the fused TransformerConv attention op (mha_simple): jgo_mha_simple_fwd,
 // jgo_mha_simple_bwd_dst and jgo_mha_simple_bwd_src. Same operands, attributes and results as the
-// CPU twin (cpu/attention_simple.cc), same math and shape checks (jgo/attention_simple.h).
+// CPU twin (cpu/mha_simple.cc), same math and shape checks (jgo/mha_simple.h).
 //
 // Features are stored as float32, float64, bfloat16 or float16 (the kernels are templated on the
 // storage type S); scores, softmax statistics and accumulators are float32 for half storage, else
@@ -18,7 +18,7 @@
 //   nvcc -std=c++17 -O3 -Xcompiler -fPIC,-Wall,-Wextra --Werror all-warnings
 //     --generate-code=arch=compute_80,code=sm_80 --generate-code=arch=compute_90,code=sm_90
 //     -Iffi -Iffi/common -isystem $(python -c 'import jax.ffi;print(jax.ffi.include_dir())')
-//     -DJGO_WITH_CUDA -c ffi/cuda/attention_simple.cu
+//     -DJGO_WITH_CUDA -c ffi/cuda/mha_simple.cu
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -30,7 +30,7 @@
 #include "handlers.h"
 #include "jgo/args.h"
 #include "jgo/attention.h"
-#include "jgo/attention_simple.h"
+#include "jgo/mha_simple.h"
 
 namespace jgo {
 namespace {

@@ -1,7 +1,7 @@
 // CPU handlers of the fused TransformerConv attention op (mha_simple): the one-pass forward
 // (jgo_mha_simple_fwd) and its two atomic-free backward passes (jgo_mha_simple_bwd_dst over the
 // CSC, jgo_mha_simple_bwd_src over the reverse CSR). Math and argument checks:
-// jgo/attention_simple.h, shared with cuda/attention_simple.cu.
+// jgo/mha_simple.h, shared with cuda/mha_simple.cu.
 //
 // The key and value rows of an edge with edge features (k[j] + ef[e], v[j] + ef[e]) are formed in
 // a per-thread scratch row of H*C elements and never written out, so nothing of size E x H x C is
@@ -19,7 +19,7 @@
 #include "handlers.h"
 #include "jgo/args.h"
 #include "jgo/attention.h"
-#include "jgo/attention_simple.h"
+#include "jgo/mha_simple.h"
 
 namespace jgo {
 namespace {

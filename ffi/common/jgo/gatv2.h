@@ -1,5 +1,5 @@
 // GATv2 (mha_gat_v2): the per-element math, the argument checks and the bindings shared by the CPU
-// and CUDA handlers (cpu/attention_v2.cc, cuda/attention_v2.cu).
+// and CUDA handlers (cpu/gatv2.cc, cuda/gatv2.cu).
 //
 // Per head h and edge e = (j -> i), with t_e = x_src[j,h,:] + x_dst[i,h,:] (+ edge_feat[e,h,:]):
 //   z_e   = <a[h], leaky_relu(t_e)>                     logit (t_e is never stored)

@@ -1,0 +1,66 @@
+"""The softmax attention the attention families share, in pure JAX (the fallbacks and the JVPs).
+
+Per head, with logits ``z [E, H]`` and values ``[E, H, C]``: ``lse`` the log-sum-exp of ``z`` over each
+destination's in-edges, ``alpha = exp(z - lse[dst])``, ``out = sum_e alpha * value``.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from ._primitives import spmm
+
+
+def leaky_relu(t, slope):
+    return jnp.where(t > 0, t, slope * t)
+
+
+def leaky_relu_slope(t, slope):
+    """The derivative of ``leaky_relu`` (``slope`` at 0, as in PyTorch)."""
+    return jnp.where(t > 0, jnp.ones_like(t), jnp.full_like(t, slope))
+
+
+def segment_lse(z, dst, n_dst):
+    """``lse [n_dst, ...]``: the log-sum-exp of the logits ``z [E, ...]`` over each destination's
+    in-edges, 0 for a destination without any (what the fused forward kernels return)."""
+    m = jax.ops.segment_max(z, dst, num_segments=n_dst)
+    m = jnp.where(jnp.isfinite(m), m, 0)
+    total = jax.ops.segment_sum(jnp.exp(z - m[dst]), dst, num_segments=n_dst)
+    nonempty = total > 0
+    return jnp.where(nonempty, m + jnp.log(jnp.where(nonempty, total, 1)), 0)
+
+
+def softmax_aggregate(ga, z, values):
+    """``(out [n_dst, H, C], lse [n_dst, H])``: the softmax of the logits ``z [E, H]`` over each destination's
+    in-edges (:func:`segment_lse`) and the sum of ``values [E, H, C]`` it weighs (the attention forward in
+    pure JAX)."""
+    lse = segment_lse(z, ga.dst, ga.n_dst)
+    alpha = jnp.exp(z - lse[ga.dst])
+    return jax.ops.segment_sum(alpha[..., None] * values, ga.dst, num_segments=ga.n_dst), lse
+
+
+def softmax_cotangents(*residuals_and_cts, **params):
+    """``(lse, G, delta)`` for the backward of an attention forward ``(out, lse)``, from its operands
+    ``(..., out, lse)`` and cotangents ``(ct_out, ct_lse)``: ``G = ct_out``,
+    ``delta = <G, out> - ct_lse`` per (destination, head), in ``lse``'s dtype."""
+    *_, out, lse, ct_out, ct_lse = residuals_and_cts
+    delta = jnp.sum(ct_out.astype(lse.dtype) * out.astype(lse.dtype), axis=-1) - ct_lse
+    return lse, ct_out, delta
+
+
+def softmax_aggregate_jvp(ga, values, d_values, alpha, adz, out):
+    """``(dout [n_dst, H, C], dlse [n_dst, H])``: the tangents of :func:`softmax_aggregate`'s results for
+    values gathered from the sources, ``values, d_values [n_src, H, C]`` (value and tangent), the weights
+    ``alpha [E, H]`` and ``adz = alpha * dz`` (``dz`` the tangent of the logits)."""
+    hc = tuple(values.shape[1:])
+    dlse = spmm(ga, None, adz, op="copy_rhs", out_shape=hc[:1])[0]
+    dout = (spmm(ga, d_values, alpha[..., None], op="mul", out_shape=hc)[0]
+            + spmm(ga, values, adz[..., None], op="mul", out_shape=hc)[0] - dlse[..., None] * out)
+    return dout, dlse
+
+
+SOFTMAX_ATTENTION = dict(outputs=("out", "lse"), cotangent_operands=("lse", "grad", "delta"),
+                         cotangents=softmax_cotangents)
+"""The :class:`~._primitive_kit.FusedOp` fields of a forward ``(out, lse)`` whose backward kernels read
+``(lse, G, delta)`` (:func:`softmax_cotangents`)."""
