@@ -3,6 +3,9 @@ library, ms, peak_bytes``)."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 LIBRARIES = ("jaxgraphops", "XLA reference", "jraph", "e3nn-jax", "cuEquivariance naive", "PyG", "PyG CSR spmm",
              "DGL", "neuraloperator")
 OURS, XLA = LIBRARIES[0], LIBRARIES[1]
@@ -80,3 +83,13 @@ def bandwidth(results, cases, copy_gbps: float) -> str:
         lines.append(f"| {case.op} | {case.shape} | {case.min_bytes / 1e6:.0f} / {case.no_reuse_bytes / 1e6:.0f} | "
                      f"{lo:.1f}–{hi:.1f} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def replace_section(path: Path, begin: str, end: str, body: str) -> None:
+    """Replaces the text between the markers ``begin`` and ``end`` in ``path`` with ``body`` (appends the
+    block the first time)."""
+    text = path.read_text() if path.exists() else ""
+    block = f"{begin}\n{body}{end}"
+    pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.S)
+    text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
+    path.write_text(text)

@@ -15,6 +15,7 @@ _versions.check()  # warns once if jax/jaxlib are outside the tested range
 
 from . import dimenet  # noqa: E402
 from ._backend import kernel_platform, with_cuda  # noqa: E402
+from .distributed import PartitionedGraph, halo_exchange, partition_graph, shard_parts  # noqa: E402
 from .graph import BatchedGraph, Graph, batch, pad, padding_masks  # noqa: E402
 from .neighbors import knn_graph, radius_graph  # noqa: E402
 from .ops.aggregation import agg_concat, agg_simple, agg_weighted, pool  # noqa: E402
@@ -22,12 +23,15 @@ from .ops.attention import mha_gat, mha_gat_v2, mha_simple  # noqa: E402
 from .ops.gno import edge_vectors, gno_conv  # noqa: E402
 from .ops.message_passing import edge_softmax, gsddmm, gspmm  # noqa: E402
 from ._versions import UntestedVersionWarning  # noqa: E402
+from .ops._primitive_utils import PartitionedJitWarning  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BatchedGraph",
     "Graph",
+    "PartitionedGraph",
+    "PartitionedJitWarning",
     "UntestedVersionWarning",
     "__version__",
     "agg_concat",
@@ -40,6 +44,7 @@ __all__ = [
     "gno_conv",
     "gsddmm",
     "gspmm",
+    "halo_exchange",
     "kernel_platform",
     "knn_graph",
     "mha_gat",
@@ -47,7 +52,9 @@ __all__ = [
     "mha_simple",
     "pad",
     "padding_masks",
+    "partition_graph",
     "pool",
     "radius_graph",
+    "shard_parts",
     "with_cuda",
 ]

@@ -87,7 +87,8 @@ def test_compositions_match_the_references(tmp_path, x64):
     path = tmp_path / "compositions.npz"
     env = dict(os.environ, JGO_KERNELS="xla", PYTHONPATH=str(Path(__file__).parent))
     code = f"import test_compositions as t; t._child({str(path)!r})"
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600,
+                          cwd=Path(__file__).parent)  # not the repository root, whose jaxgraphops/ is not built
     assert proc.returncode == 0, proc.stderr[-3000:]
     got, want = np.load(path), _results("xla")
     assert sorted(got.files) == sorted(want)

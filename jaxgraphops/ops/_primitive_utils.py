@@ -6,6 +6,8 @@ absent optional operands are empty ``[0]`` arrays.
 
 from __future__ import annotations
 
+import math
+import warnings
 from typing import NamedTuple
 
 import jax
@@ -137,9 +139,45 @@ def register_lowerings(prim, reference, ffi, *, multiple_results, abstract=None,
     mlir.register_lowering(prim, mlir.lower_fun(reference, multiple_results=multiple_results))
     if _backend.kernels_on_cpu():
         cpu = cuda_ffi if _backend.emulating_cuda() else ffi
-        mlir.register_lowering(prim, mlir.lower_fun(cpu, multiple_results=multiple_results), platform="cpu")
-    cuda = cuda_ffi if _backend.with_cuda() else reference
-    mlir.register_lowering(prim, mlir.lower_fun(cuda, multiple_results=multiple_results), platform="cuda")
+        mlir.register_lowering(prim, kernel_lowering(cpu, multiple_results), platform="cpu")
+    cuda = kernel_lowering(cuda_ffi, multiple_results) if _backend.with_cuda() else mlir.lower_fun(
+        reference, multiple_results=multiple_results)
+    mlir.register_lowering(prim, cuda, platform="cuda")
+
+
+class PartitionedJitWarning(UserWarning):
+    """A kernel was lowered in a ``jit`` over several devices outside ``shard_map``."""
+
+
+_warned_partitioned_jit = False
+
+
+def _devices_outside_shard_map(context) -> int:
+    """How many devices XLA partitions a lowering over: a jit's, or a shard_map's non-manual mesh axes."""
+    if hasattr(context, "num_devices"):
+        return context.num_devices
+    mesh, manual = getattr(context, "mesh", None), getattr(context, "manual_axes", frozenset())
+    return 1 if mesh is None else math.prod(size for name, size in mesh.shape.items() if name not in manual)
+
+
+def kernel_lowering(fn, multiple_results):
+    """``mlir.lower_fun(fn)`` for a lowering that calls a kernel, warning once per process where it is
+    lowered in a ``jit`` whose operands span several devices outside ``shard_map``: XLA cannot split
+    an FFI call, so it gathers the operands onto every device and runs the whole op there (correct,
+    but no faster and no smaller than one device; docs/distributed.md)."""
+    rule = mlir.lower_fun(fn, multiple_results=multiple_results)
+
+    def lowering(ctx, *args, **params):
+        global _warned_partitioned_jit
+        if not _warned_partitioned_jit and _devices_outside_shard_map(ctx.module_context.axis_context) > 1:
+            _warned_partitioned_jit = True
+            warnings.warn("jaxgraphops: a kernel was compiled in a jit over several devices outside shard_map: XLA "
+                          "gathers its operands onto every device and runs it whole there (correct, not scaled). "
+                          "Use shard_map, with jgo.partition_graph and jgo.halo_exchange for one large graph "
+                          "(docs/distributed.md).", PartitionedJitWarning, stacklevel=2)
+        return rule(ctx, *args, **params)
+
+    return lowering
 
 
 def composed_jvp(composed, prim):
