@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from .tables import replace_section
+
 ROOT = Path(__file__).resolve().parent.parent
 FFI = ROOT / "ffi"
 ARCHS = ("sm_80", "sm_90")
@@ -386,11 +388,7 @@ def render(kernels: list[Kernel], block: int, preamble: str, details: bool) -> s
 
 def write_section(path: Path, body: str) -> None:
     """Replaces the text between ``BEGIN`` and ``END`` in ``path`` (appends it the first time)."""
-    text = path.read_text() if path.exists() else ""
-    block = f"{BEGIN}\n{body}{END}"
-    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
-    text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
-    path.write_text(text)
+    replace_section(path, BEGIN, END, body)
 
 
 def nvcc_version(nvcc: str = "nvcc") -> str:

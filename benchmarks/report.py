@@ -13,7 +13,6 @@ import argparse
 import gc
 import json
 import os
-import re
 import shlex
 import sys
 import time
@@ -105,12 +104,7 @@ def measure(case_list, repeats: int, log=print):
 
 def _write_section(path: Path, tag: str, body: str) -> None:
     """Replaces the text between ``<!-- tag -->`` and ``<!-- /tag -->`` in ``path`` (appends it the first time)."""
-    start, end = f"<!-- {tag} -->", f"<!-- /{tag} -->"
-    text = path.read_text() if path.exists() else ""
-    block = f"{start}\n{body}\n{end}"
-    pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.S)
-    text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
-    path.write_text(text)
+    tables.replace_section(path, f"<!-- {tag} -->", f"<!-- /{tag} -->", body + "\n")
 
 
 WORKLOADS = """\
