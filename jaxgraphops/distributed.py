@@ -164,7 +164,7 @@ def halo_exchange(pg: PartitionedGraph, x_owned, axis_name):
     incoming = jax.lax.all_to_all(outgoing, axis_name, 0, 0, tiled=True)
     valid = pg.halo_valid[0].reshape((-1,) + (1,) * (x_owned.ndim - 1))
     halo = jnp.where(valid, incoming[pg.halo[0]], 0)
-    return jnp.concatenate([x_owned, halo.astype(x_owned.dtype)])
+    return jnp.concatenate([x_owned, halo])
 
 
 def partition_graph(g: Graph, n_parts: int, *, method: str = "contiguous", coords=None,
