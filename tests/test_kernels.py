@@ -121,7 +121,7 @@ def test_attention_forward_primitives_match_fallback(rng, edge):
 
 
 @pytest.mark.parametrize("order", [[0, 1, 2, 3, 4], [4, 3, 2, 1, 0], [1, 3, 0, 4, 2]])
-def test_gat_primitives_with_minus_inf_logits(order):
+def test_attention_primitives_with_minus_inf_logits(order):
     """Each fused attention primitive with -inf logits (edge 0 in head 0; every in-edge of node 1): out, lse and
     the VJP of the kernels against the pure-JAX lowering and NumPy; lse is 0 where all logits are -inf."""
     from jaxgraphops.ops import _gat_primitives as gat
