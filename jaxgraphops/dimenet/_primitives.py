@@ -42,7 +42,7 @@ import jax
 import jax.numpy as jnp
 from jax.interpreters import ad, batching, xla
 
-from ..ops._primitive_utils import KernelPrimitive, map_over_graphs, register_lowerings, zero_tangent
+from ..ops._primitive_utils import KernelPrimitive, batch_over_graphs, register_lowerings, zero_tangent
 from .basis import N_SPHERICAL
 from .reference import triplet_form
 from .triplets import Triplets
@@ -230,11 +230,7 @@ ad.primitive_jvps[dimenet_hvp_p] = _hvp_jvp
 ad.primitive_transposes[dimenet_hvp_p] = _hvp_transpose
 
 
-def _hvp_batch(args, dims, *, outputs):
-    return map_over_graphs(dimenet_hvp_p, args, dims, dict(outputs=outputs))
-
-
-batching.primitive_batchers[dimenet_hvp_p] = _hvp_batch
+batching.primitive_batchers[dimenet_hvp_p] = batch_over_graphs(dimenet_hvp_p)
 
 
 def aggregate(tri, vec, a, emb, w_b):

@@ -38,8 +38,8 @@ from typing import Callable
 
 from jax.interpreters import ad, batching, xla
 
-from ._primitive_utils import (N_GRAPH, GraphArrays, KernelPrimitive, all_zero, composed_jvp, fold_batch_into_heads,
-                               in_float32, map_over_graphs, register_lowerings, zero_tangent)
+from ._primitive_utils import (N_GRAPH, GraphArrays, KernelPrimitive, all_zero, batch_over_graphs, composed_jvp,
+                               fold_batch_into_heads, in_float32, register_lowerings, zero_tangent)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,10 +85,6 @@ class FusedPrimitives:
 def _graph_first(fn):
     """``fn(ga, *operands, **params)`` as a rule over the flat operands of a primitive."""
     return lambda *args, **params: fn(GraphArrays(*args[:N_GRAPH]), *args[N_GRAPH:], **params)
-
-
-def _map_over_graphs(prim, args, dims, **params):
-    return map_over_graphs(prim, args, dims, params)
 
 
 def _fixed(avals):
@@ -160,7 +156,7 @@ def fused_op(op: FusedOp) -> FusedPrimitives:
 
     if op.batch == "graphs":
         for p in (prims.fwd, prims.jvp, prims.vjp):
-            batching.primitive_batchers[p] = partial(_map_over_graphs, p)
+            batching.primitive_batchers[p] = batch_over_graphs(p)
         return prims
     # batching: the float operands' positions (after the graph arrays) laid out [H, ...]
     heads = [k for k, name in enumerate(op.inputs) if name in op.head_leading]

@@ -210,6 +210,11 @@ def map_over_graphs(prim, args, dims, params):
     return out, (jax.tree_util.tree_map(lambda _: 0, out) if prim.multiple_results else 0)
 
 
+def batch_over_graphs(prim):
+    """The batching rule of ``prim`` that runs the batch elements one after another (:func:`map_over_graphs`)."""
+    return lambda args, dims, **params: map_over_graphs(prim, args, dims, params)
+
+
 def fold_batch_into_heads(prim, head_leading_inputs=(), head_leading_outputs=lambda params: ()):
     """Batching rule for ops whose heads are independent: a batch folds into the head axis.
 
