@@ -19,11 +19,31 @@ The CUDA handlers, when built, always serve XLA's CUDA platform.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import jax
 
-from . import _ext
 from ._checks import did_you_mean
+
+
+def _missing_extension(error: ImportError) -> ImportError:
+    """The error for a package imported without its compiled extension: most often the source tree of a
+    clone (which has none) found ahead of the installed package, because Python runs in the clone's root."""
+    here = Path(__file__).resolve().parent
+    return ImportError(
+        f"jaxgraphops was imported from {here}, which has no compiled extension (jaxgraphops._ext): a source "
+        f"tree, not an installed package. Install it (pip install . in the repository root, or the editable "
+        f"install of CONTRIBUTING.md) and run Python from outside the repository root (python -m pytest and "
+        f"scripts started in the root put the source tree first on the import path; use pytest). "
+        f"The import failed with: {error}")
+
+
+try:
+    from . import _ext
+except ImportError as _error:
+    if _error.name != f"{__package__}._ext" and "cannot import name '_ext'" not in str(_error):
+        raise  # the extension exists but failed to load (e.g. a missing shared library): that error says why
+    raise _missing_extension(_error) from _error
 
 KERNELS_CHOICES = ("auto", "cpu", "cuda", "cuda-emulation", "xla")
 KERNELS = os.environ.get("JGO_KERNELS", "").strip().lower() or "auto"

@@ -62,3 +62,22 @@ def test_pyproject_lower_bound_is_the_lowest_tested_version():
     pyproject = (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text()
     [dependency] = re.findall(r'dependencies = \[[^\]]*"jax>=([0-9.]+)"', pyproject)
     assert dependency == _versions.TESTED[0]
+
+
+def test_a_source_tree_without_the_extension_names_the_problem(tmp_path):
+    """Importing the package from a clone's root (whose ``jaxgraphops/`` has no compiled extension) raises an
+    ImportError that says so and how to fix it, not Python's "partially initialized module"."""
+    import shutil
+    import subprocess
+    import sys
+
+    package = Path(jgo.__file__).resolve().parent
+    shutil.copytree(package, tmp_path / "jaxgraphops", ignore=shutil.ignore_patterns("_ext*", "__pycache__"))
+    # an editable install's finder would import the real package whatever the path says: left out
+    code = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in type(f).__module__]; "
+            f"sys.path.insert(0, {str(tmp_path)!r}); import jaxgraphops")
+    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode != 0
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: jaxgraphops was imported from"), run.stderr
+    assert "no compiled extension" in last and "pip install ." in last and "outside the repository root" in last
