@@ -1,8 +1,15 @@
-"""Shared fixtures: random graphs with every corner case, and an x64 switch. The repository root
-is appended to the import path for the benchmark modules (``benchmarks``); appended, so that the
-installed jaxgraphops (with its extension) stays the one imported."""
+"""Shared fixtures: random graphs with every corner case, and an x64 switch; the test profiles. The
+repository root is appended to the import path for the benchmark modules (``benchmarks``); appended,
+so that the installed jaxgraphops (with its extension) stays the one imported.
+
+Profiles (``JGO_TESTS``): ``quick`` (the default) runs every test function but at most
+``QUICK_PARAMETRIZATIONS`` of its parametrizations, spread over them, and the fuzzer's quick
+profile; ``exhaustive`` (CI) runs every parametrization. A test named on the command line
+(``file::test[...]``) always runs.
+"""
 
 import contextlib
+import os
 import sys
 from pathlib import Path
 
@@ -16,8 +23,34 @@ import jaxgraphops as jgo
 sys.path.append(str(Path(__file__).resolve().parent.parent))
 
 
+PROFILES = ("quick", "exhaustive")
+PROFILE = os.environ.get("JGO_TESTS", "").strip().lower() or "quick"
+if PROFILE not in PROFILES:
+    raise pytest.UsageError(f"JGO_TESTS={PROFILE!r} is not one of {', '.join(PROFILES)}")
+QUICK_PARAMETRIZATIONS = 3
+
+
 def pytest_report_header(config):
-    return f"jaxgraphops kernels: {jgo.kernel_platform()} (JGO_KERNELS selects them)"
+    return [f"jaxgraphops kernels: {jgo.kernel_platform()} (JGO_KERNELS selects them)",
+            f"test profile: {PROFILE} (JGO_TESTS=quick|exhaustive)"]
+
+
+def _spread(n, k):
+    """``k`` indices spread evenly over ``range(n)``, the first and the last included."""
+    return sorted({round(i * (n - 1) / (k - 1)) for i in range(k)}) if n > k else list(range(n))
+
+
+def pytest_collection_modifyitems(config, items):
+    if PROFILE == "exhaustive" or any("::" in arg for arg in config.args):
+        return
+    groups = {}
+    for item in items:
+        groups.setdefault((item.path, getattr(item, "originalname", item.name)), []).append(item)
+    keep = {id(group[i]) for group in groups.values() for i in _spread(len(group), QUICK_PARAMETRIZATIONS)}
+    deselected = [item for item in items if id(item) not in keep]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if id(item) in keep]
 
 
 @contextlib.contextmanager
