@@ -78,7 +78,7 @@ assert jax.default_backend() == "gpu", "JAX sees no GPU"
 assert jaxgraphops.with_cuda(), "the CUDA handlers were not built"')
 }
 
-tests() { JGO_KERNELS=cuda "$VENV/bin/pytest" -q tests; }
+tests() { JGO_TESTS=exhaustive JGO_KERNELS=cuda "$VENV/bin/pytest" -q tests; }  # one process: a GPU is not shared
 
 sanitizer() {
   local tool=$1 exe
