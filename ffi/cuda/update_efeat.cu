@@ -2,8 +2,9 @@
 // jgo_update_efeat_bwd_src and jgo_update_efeat_bwd_dst. Same operands, attributes and results as
 // the CPU twin (cpu/update_efeat.cc), same math and checks (jgo/update_efeat.h).
 //
-// Forward: one thread per output element in input edge order, so the writes of whole output rows
-// are coalesced and adjacent threads read adjacent elements of the gathered node rows. Backward: a
+// Forward: a group of lanes (up to a warp) per edge in input edge order, the lanes striding over the
+// output row part by part, so the writes of whole output rows are coalesced and adjacent lanes read
+// adjacent elements of the gathered node rows; the ids are read once per edge. Backward: a
 // group of lanes per row of the walked structure (reverse CSR or CSC), the lanes striding over the
 // block's columns (coalesced reads of G rows), no atomics. An edge whose node id (forward) or edge
 // id (backward) is out of range contributes 0 and offsets are clamped, so no kernel reads or writes
@@ -31,33 +32,34 @@ namespace {
 
 template <typename T, typename I, int kParts, bool kSum>
 __global__ void EfeatFwdKernel(EfeatArgs a, const I* src, const I* dst, const T* ef, const T* xs, const T* xd,
-                               T* out) {
+                               T* out, int group) {
   constexpr bool kE = (kParts & kEfeatEdge) != 0, kS = (kParts & kEfeatSrc) != 0, kD = (kParts & kEfeatDst) != 0;
   const int64_t W = a.width, Fe = a.f_edge, Fs = a.f_src, Fd = a.f_dst;
-  const int64_t total = a.n_edges * W;
-  for (int64_t i = ThreadIndex(); i < total; i += ThreadCount()) {
-    const int64_t e = i / W, c = i % W;
+  const int lane = threadIdx.x % group;
+  for (int64_t e = ThreadIndex() / group; e < a.n_edges; e += ThreadCount() / group) {
     const int64_t j = kS ? static_cast<int64_t>(src[e]) : 0;
     const int64_t v = kD ? static_cast<int64_t>(dst[e]) : 0;
-    const bool s_ok = kS && InRange(j, a.n_src_rows), d_ok = kD && InRange(v, a.n_dst_rows);
-    T value;
+    const bool s_ok = !kS || InRange(j, a.n_src_rows), d_ok = !kD || InRange(v, a.n_dst_rows);
+    const T* er = kE ? ef + e * Fe : nullptr;
+    const T* sr = kS && s_ok ? xs + j * Fs : nullptr;
+    const T* dr = kD && d_ok ? xd + v * Fd : nullptr;
+    T* o = out + e * W;
     if constexpr (kSum) {
       // An edge with an out-of-range node id sums to 0 (nothing is read out of bounds).
-      if ((kS && !s_ok) || (kD && !d_ok)) {
-        value = T(0);
-      } else {
-        value = EfeatSum<kParts>(kE ? ef + e * Fe : nullptr, kS ? xs + j * Fs : nullptr, kD ? xd + v * Fd : nullptr, c);
-      }
+      for (int64_t c = lane; c < W; c += group) o[c] = s_ok && d_ok ? EfeatSum<kParts>(er, sr, dr, c) : T(0);
     } else {
-      if (kE && c < Fe) {
-        value = ef[e * Fe + c];
-      } else if (kS && c < (kE ? Fe : 0) + Fs) {
-        value = s_ok ? xs[j * Fs + (c - (kE ? Fe : 0))] : T(0);
-      } else {
-        value = d_ok ? xd[v * Fd + (c - (kE ? Fe : 0) - (kS ? Fs : 0))] : T(0);
+      if constexpr (kE) {
+        for (int64_t c = lane; c < Fe; c += group) o[c] = er[c];
+        o += Fe;
+      }
+      if constexpr (kS) {
+        for (int64_t c = lane; c < Fs; c += group) o[c] = s_ok ? sr[c] : T(0);
+        o += Fs;
+      }
+      if constexpr (kD) {
+        for (int64_t c = lane; c < Fd; c += group) o[c] = d_ok ? dr[c] : T(0);
       }
     }
-    out[i] = value;
   }
 }
 
@@ -70,8 +72,9 @@ ffi::Error EfeatFwdTyped(cudaStream_t stream, const EfeatArgs& a, ffi::AnyBuffer
   return DispatchEfeatParts(a.parts, [&](auto parts) {
     constexpr int P = decltype(parts)::value;
     auto kernel = a.sum ? EfeatFwdKernel<T, I, P, true> : EfeatFwdKernel<T, I, P, false>;
-    return Launch("jgo_update_efeat_fwd", kernel, a.n_edges * a.width, stream, a, src.typed_data<I>(),
-                  dst.typed_data<I>(), ef, xs, xd, out.typed_data<T>());
+    const int group = GroupWidth(a.width);
+    return Launch("jgo_update_efeat_fwd", kernel, a.width == 0 ? 0 : a.n_edges * group, stream, a,
+                  src.typed_data<I>(), dst.typed_data<I>(), ef, xs, xd, out.typed_data<T>(), group);
   });
 }
 
