@@ -283,3 +283,23 @@ def gno_conv(g, f_src, dx, U, b_u, V, b_v, *, kernel="matrix", reduce="mean", ed
     safe = jnp.where(weight_sum == 0, 1, weight_sum)
     # 0 where the weights sum to 0, unless a message is NaN (0 x inf included): total * 0 keeps it
     return jnp.where(weight_sum == 0, total * 0, total / safe)
+
+
+@_checks_graph
+@_in_float32
+def update_efeat(g, edge_feat=None, x_src=None, x_dst=None, *, mode="concat"):
+    """Reference of :func:`jaxgraphops.update_efeat`: the present parts of
+    ``[edge_feat[e], x_src[src_e], x_dst[dst_e]]``, concatenated or added left to right."""
+    parts = []
+    if edge_feat is not None:
+        parts.append(edge_feat)
+    if x_src is not None:
+        parts.append(x_src[g.src])
+    if x_dst is not None:
+        parts.append(x_dst[g.dst])
+    if mode == "concat":
+        return jnp.concatenate(parts, axis=1)
+    out = parts[0]
+    for part in parts[1:]:
+        out = out + part
+    return out

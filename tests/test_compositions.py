@@ -50,6 +50,9 @@ def _cases(jgo):
                      (a(n, 2), a(e, 3), a(4, 3), a(4), a(6, 4), a(6))),
         "agg_edge_to_edge": (lambda impl, vec, sbf, emb, w: agg_edge_to_edge(vec, sbf, emb, w, t, impl=impl),
                              (a(e, 3), a(e, 42), a(e, 5), a(47, 3) / 4)),
+        "update_efeat": (lambda impl, f, x: jgo.update_efeat(g, f, x, x, impl=impl), (a(e, 3), a(n, 4))),
+        "update_efeat_sum": (lambda impl, f, xs, xd: jgo.update_efeat(g, f, xs, xd, mode="sum", impl=impl),
+                             (a(e, 4), a(n, 4), a(n, 4))),
     }
 
 
