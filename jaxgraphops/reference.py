@@ -283,3 +283,18 @@ def gno_conv(g, f_src, dx, U, b_u, V, b_v, *, kernel="matrix", reduce="mean", ed
     safe = jnp.where(weight_sum == 0, 1, weight_sum)
     # 0 where the weights sum to 0, unless a message is NaN (0 x inf included): total * 0 keeps it
     return jnp.where(weight_sum == 0, total * 0, total / safe)
+
+
+@_checks_graph
+@_in_float32
+def agg_dmpnn(g, h, rev_edge_ids, *, concat_own=False):
+    """Reference of :func:`jaxgraphops.agg_dmpnn`: ``m[e] = sum_{e' into src(e)} h[e'] - h[rev(e)]``.
+
+    The node sums (``segment_sum`` over the destinations) gathered at each edge's source, minus the
+    reverse edge's row where ``rev_edge_ids[e] != -1``; differentiated by JAX, for any ``rev``.
+    """
+    rev = jnp.asarray(rev_edge_ids)
+    into_source = jax.ops.segment_sum(h, g.dst, num_segments=g.n_dst)[g.src]
+    reverse = jnp.take(h, jnp.maximum(rev, 0), axis=0)
+    m = jnp.where((rev >= 0)[:, None], into_source - reverse, into_source)
+    return jnp.concatenate([m, h], axis=1) if concat_own else m
