@@ -31,8 +31,10 @@ backward never needed ``S``: it sums ``G``). The price is rows written in CSR (C
 than input order, each row still written whole by adjacent lanes.
 
 ``rev`` is an integer operand of the primitives: its tangent is a ``float0`` zero and no part
-returns its gradient. Second and higher orders differentiate the compositions. A batch (vmap)
-runs the batch elements one after another.
+returns its gradient. Second and higher orders differentiate the compositions, whose backward is the transpose of the
+forward composition (right for any ``rev``: where no kernel runs, an unchecked traced ``rev``
+that is not an involution still gets its true gradient). A batch (vmap) runs the batch elements
+one after another.
 """
 
 from __future__ import annotations
@@ -78,13 +80,9 @@ def _cotangents(h, rev, out, ct_out, **params):
 
 
 def _vjp_composed(ga, h, rev, G, *, concat_own, part):
-    d = h.shape[1]
-    gm = G[:, :d]
-    sums = jax.ops.segment_sum(gm, ga.src, num_segments=ga.n_src)  # T[u]: over the out-edges of u
-    grad = jnp.where((rev >= 0)[:, None], sums[ga.dst] - _rows_of_rev(gm, rev), sums[ga.dst])
-    if concat_own:
-        grad = grad + G[:, d:]
-    return (grad,)
+    # the transpose of the composition itself (a scatter where rev names an edge): right for any rev,
+    # where the kernels' T[dst x] - G[rev x] needs the involution
+    return jax.vjp(lambda h: _fwd_xla(ga, h, rev, concat_own=concat_own)[0], h)[1](G)
 
 
 # ---------------------------------------------------------------------------------------

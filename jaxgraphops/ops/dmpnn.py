@@ -63,7 +63,9 @@ def agg_dmpnn(g: Graph, h, rev_edge_ids, *, concat_own: bool = False, impl: str 
     ValueError. Under ``jit`` the CPU kernels check it when they run (a ``JaxRuntimeError`` naming
     rev_edge_ids); the CUDA kernels cannot raise: they write NaN into the rows of the edges whose
     entry is out of range or breaks the involution (forward and gradient), never touching memory
-    out of bounds. ``impl="xla"`` computes the definition for any in-range ``rev``.
+    out of bounds. ``impl="xla"``, and the pure-JAX lowering where no kernel runs (``JGO_KERNELS=xla``,
+    a GPU without the CUDA build), compute the definition and its true gradient for any in-range
+    ``rev``, involution or not; a traced entry out of range is clamped there, as every JAX gather does.
 
     NaN and Inf propagate as in the reference: each node's sum is formed first and the reverse row
     subtracted from it after, so an infinite ``h[e']`` that is also the subtracted reverse gives
