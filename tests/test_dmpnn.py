@@ -316,8 +316,8 @@ def test_invalid_rev_under_jit(rng, concat_own):
     grad = jax.jit(jax.grad(lambda h, r: jnp.sum(jgo.agg_dmpnn(g, h, r, concat_own=concat_own))))
     cases = [(np.where(np.arange(16) == 5, 99, rev), r"rev_edge_ids\[5\] = 99 is out of range \[-1, 16\)", [4, 5]),
              (np.where(np.arange(16) == 5, -7, rev), r"rev_edge_ids\[5\] = -7 is out of range", [4, 5]),
-             (np.where(np.arange(16) == 1, -1, rev), r"rev_edge_ids must be an involution .*rev_edge_ids\[0\] = 1 but "
-                                                     r"rev_edge_ids\[1\] = -1", [0])]
+             (np.where(np.arange(16) == 1, -1, rev),
+              r"rev_edge_ids must be an involution .*rev_edge_ids\[0\] = 1 but rev_edge_ids\[1\] = -1", [0])]
     for bad, message, rows in cases:
         bad = jnp.asarray(bad, jnp.int32)
         with kernel_index_error(f".*agg_dmpnn \\(dmpnn_fwd\\): {message}"):
