@@ -23,7 +23,9 @@
   X(jgo_check_edges, CheckEdges)             \
   X(jgo_update_efeat_fwd, UpdateEfeatFwd)    \
   X(jgo_update_efeat_bwd_src, UpdateEfeatBwdSrc) \
-  X(jgo_update_efeat_bwd_dst, UpdateEfeatBwdDst)
+  X(jgo_update_efeat_bwd_dst, UpdateEfeatBwdDst) \
+  X(jgo_dmpnn_fwd, DmpnnFwd)                 \
+  X(jgo_dmpnn_bwd, DmpnnBwd)
 
 // Targets with a CPU handler only (Jgo<Stem>Cpu), registered for the CPU platform whichever
 // handlers serve the targets above: on a GPU these ops are XLA's own.

@@ -21,6 +21,7 @@ from .neighbors import knn_graph, radius_graph  # noqa: E402
 from .ops.aggregation import agg_concat, agg_simple, agg_weighted, pool  # noqa: E402
 from .ops.attention import mha_gat, mha_gat_v2, mha_simple  # noqa: E402
 from .ops.gno import edge_vectors, gno_conv  # noqa: E402
+from .ops.dmpnn import agg_dmpnn  # noqa: E402
 from .ops.message_passing import edge_softmax, gsddmm, gspmm  # noqa: E402
 from .ops.update_efeat import update_efeat  # noqa: E402
 from ._versions import UntestedVersionWarning  # noqa: E402
@@ -59,4 +60,5 @@ __all__ = [
     "shard_parts",
     "with_cuda",
     "update_efeat",
+    "agg_dmpnn",
 ]

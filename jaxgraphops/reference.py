@@ -303,3 +303,18 @@ def update_efeat(g, edge_feat=None, x_src=None, x_dst=None, *, mode="concat"):
     for part in parts[1:]:
         out = out + part
     return out
+
+
+@_checks_graph
+@_in_float32
+def agg_dmpnn(g, h, rev_edge_ids, *, concat_own=False):
+    """Reference of :func:`jaxgraphops.agg_dmpnn`: ``m[e] = sum_{e' into src(e)} h[e'] - h[rev(e)]``.
+
+    The node sums (``segment_sum`` over the destinations) gathered at each edge's source, minus the
+    reverse edge's row where ``rev_edge_ids[e] != -1``; differentiated by JAX, for any ``rev``.
+    """
+    rev = jnp.asarray(rev_edge_ids)
+    into_source = jax.ops.segment_sum(h, g.dst, num_segments=g.n_dst)[g.src]
+    reverse = jnp.take(h, jnp.maximum(rev, 0), axis=0)
+    m = jnp.where((rev >= 0)[:, None], into_source - reverse, into_source)
+    return jnp.concatenate([m, h], axis=1) if concat_own else m

@@ -24,6 +24,14 @@ def _graph(jgo):
     return jgo.Graph.from_edges(src, dst, 9, 9)
 
 
+def _involution(e):
+    """Reverse edge ids for agg_dmpnn: pairs (0, 1), (2, 3), ... among the first half, -1 after, one fixed point."""
+    rev = np.full(e, -1)
+    rev[:e // 2] = np.arange(e // 2) ^ 1
+    rev[e - 2] = e - 2
+    return rev
+
+
 def _cases(jgo):
     """``{name: fn(*args) -> out}`` with their float64 arguments: every public op family."""
     from jaxgraphops.dimenet import agg_edge_to_edge, triplets
@@ -53,6 +61,7 @@ def _cases(jgo):
         "update_efeat": (lambda impl, f, x: jgo.update_efeat(g, f, x, x, impl=impl), (a(e, 3), a(n, 4))),
         "update_efeat_sum": (lambda impl, f, xs, xd: jgo.update_efeat(g, f, xs, xd, mode="sum", impl=impl),
                              (a(e, 4), a(n, 4), a(n, 4))),
+        "agg_dmpnn": (lambda impl, x: jgo.agg_dmpnn(g, x, _involution(e), concat_own=True, impl=impl), (a(e, 3),)),
     }
 
 
