@@ -50,6 +50,11 @@ def _cases(jgo):
                      (a(n, 2), a(e, 3), a(4, 3), a(4), a(6, 4), a(6))),
         "agg_edge_to_edge": (lambda impl, vec, sbf, emb, w: agg_edge_to_edge(vec, sbf, emb, w, t, impl=impl),
                              (a(e, 3), a(e, 42), a(e, 5), a(47, 3) / 4)),
+        "agg_hg_basis": (lambda impl, x, comp, xd, t=np.random.default_rng(5).integers(0, 3, e): jgo.agg_hg_basis(
+            g, x, t, comp, n_edge_types=3, x_dst=xd, concat_own=True, norm_by_dst_degree=True, impl=impl),
+            (a(n, 4), a(3, 2), a(n, 4))),
+        "agg_hg_basis_no_comp": (lambda impl, x, t=np.random.default_rng(6).integers(0, 4, e): jgo.agg_hg_basis(
+            g, x, t, n_edge_types=4, concat_own=True, impl=impl), (a(n, 3),)),
     }
 
 

@@ -53,6 +53,17 @@ JGO_INLINE T Dot8(const T* __restrict__ a, const T* __restrict__ b, int64_t n) {
   return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
+// Prefetches what edge position q reads through its edge id: its type and, with kNorm, its weight
+// (edge-valued arrays are in input order, so these reads are random where the structure is).
+template <bool kNorm, typename T, typename I>
+JGO_INLINE void PrefetchEdgeData(const I* eid, const I* types, const T* w, int64_t q, int64_t last) {
+  if (q < last) {
+    const int64_t e = eid[q];
+    __builtin_prefetch(types + e, 0, 1);
+    if (kNorm) __builtin_prefetch(w + e, 0, 1);
+  }
+}
+
 // The first edge whose type lies outside [0, R), as an INVALID_ARGUMENT error naming edge_types.
 template <typename I>
 ffi::Error CheckTypes(const I* types, int64_t n_edges, int64_t n_types, const char* what) {
@@ -78,7 +89,10 @@ ffi::Error NormTyped(ffi::ThreadPool& pool, const HgBasisArgs& a, const I* o, co
     std::vector<int64_t> count(a.n_types, 0);
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t begin = o[r], end = o[r + 1];
-      for (int64_t k = begin; k < end; ++k) ++count[types[eid[k]]];
+      for (int64_t k = begin; k < end; ++k) {
+        PrefetchEdgeData<true>(eid, types, w, k + 2 * kPrefetchDistance, a.n_edges);
+        ++count[types[eid[k]]];
+      }
       for (int64_t k = begin; k < end; ++k) w[eid[k]] = HgBasisNorm<T>(count[types[eid[k]]]);
       for (int64_t k = begin; k < end; ++k) count[types[eid[k]]] = 0;
     }
@@ -113,6 +127,7 @@ JGO_INLINE void FwdRows(const HgBasisArgs& a, const I* offsets, const I* nbr, co
     std::fill(o, o + KD, T(0));
     for (int64_t k = offsets[r], end = offsets[r + 1]; k < end; ++k) {
       if (k + kPrefetchDistance < last) PrefetchRow(x + static_cast<int64_t>(nbr[k + kPrefetchDistance]) * D, D);
+      PrefetchEdgeData<kNorm>(eid, types, w, k + kPrefetchDistance, last);
       const int64_t e = eid[k], t = types[e];
       const T we = kNorm ? w[e] : T(1);
       const T* xj = x + static_cast<int64_t>(nbr[k]) * D;
@@ -214,6 +229,8 @@ JGO_INLINE void BwdSrcRows(const HgBasisArgs& a, const I* offsets, const I* nbr,
     std::fill(gx, gx + D, T(0));
     const T* xr = x + r * D;
     for (int64_t k = offsets[r], end = offsets[r + 1]; k < end; ++k) {
+      // types two distances ahead, so that the type a G row's block needs is in cache one distance ahead
+      PrefetchEdgeData<kNorm>(eid, types, w, k + (kComp ? 1 : 2) * kPrefetchDistance, last);
       if (k + kPrefetchDistance < last) {
         const int64_t q = k + kPrefetchDistance;
         const int64_t off = kComp ? 0 : static_cast<int64_t>(types[eid[q]]) * D;
