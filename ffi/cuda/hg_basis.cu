@@ -158,7 +158,10 @@ __global__ void HgFwdKernel(HgBasisArgs a, int width, const I* offsets, const I*
   const int64_t D = a.dim, B = a.n_bases, KD = a.blocks * D;
   for (int64_t r = g.worker; r < a.n_rows; r += g.workers) {
     T* o = out + r * a.width;
-    for (int64_t q = g.lane; q < KD; q += width) o[q] = T(0);
+    // lane l owns the elements of features d = l, l + width, ... in every block (no barrier needed)
+    for (int64_t d = g.lane; d < D; d += width) {
+      for (int64_t q = d; q < KD; q += D) o[q] = T(0);
+    }
     const int64_t begin = Clamp(offsets[r], 0, a.n_edges);
     const int64_t end = Clamp(offsets[r + 1], begin, a.n_edges);
     for (int64_t k = begin; k < end; ++k) {
