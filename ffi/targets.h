@@ -25,7 +25,10 @@
   X(jgo_update_efeat_bwd_src, UpdateEfeatBwdSrc) \
   X(jgo_update_efeat_bwd_dst, UpdateEfeatBwdDst) \
   X(jgo_dmpnn_fwd, DmpnnFwd)                 \
-  X(jgo_dmpnn_bwd, DmpnnBwd)
+  X(jgo_dmpnn_bwd, DmpnnBwd) \
+  X(jgo_hg_basis_norm, HgBasisNorm)          \
+  X(jgo_hg_basis_fwd, HgBasisFwd)            \
+  X(jgo_hg_basis_bwd_src, HgBasisBwdSrc)
 
 // Targets with a CPU handler only (Jgo<Stem>Cpu), registered for the CPU platform whichever
 // handlers serve the targets above: on a GPU these ops are XLA's own.

@@ -26,6 +26,7 @@ from .ops.message_passing import edge_softmax, gsddmm, gspmm  # noqa: E402
 from .ops.update_efeat import update_efeat  # noqa: E402
 from ._versions import UntestedVersionWarning  # noqa: E402
 from .ops._primitive_utils import PartitionedJitWarning  # noqa: E402
+from .ops.hg_basis import agg_hg_basis  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -61,4 +62,5 @@ __all__ = [
     "with_cuda",
     "update_efeat",
     "agg_dmpnn",
+    "agg_hg_basis",
 ]

@@ -318,3 +318,24 @@ def agg_dmpnn(g, h, rev_edge_ids, *, concat_own=False):
     reverse = jnp.take(h, jnp.maximum(rev, 0), axis=0)
     m = jnp.where((rev >= 0)[:, None], into_source - reverse, into_source)
     return jnp.concatenate([m, h], axis=1) if concat_own else m
+
+
+def agg_hg_basis(g, x, edge_types, comp=None, *, n_edge_types, x_dst=None, concat_own=False,
+                 norm_by_dst_degree=False):
+    """Reference of :func:`jaxgraphops.agg_hg_basis`, term by term from the definition: the per-(dst, type) edge
+    counts from a table of ``n_dst * R`` segments, the ``[E, B, D]`` per-edge terms with comp."""
+    n_dst, d, r = g.n_dst, x.shape[1], n_edge_types
+    key = g.dst.astype(edge_types.dtype) * r + edge_types  # the (destination, relation) of each edge
+    norm = jnp.ones((g.n_edges,), x.dtype)
+    if norm_by_dst_degree:
+        count = jax.ops.segment_sum(jnp.ones((g.n_edges,), x.dtype), key, num_segments=n_dst * r)
+        norm = 1 / count[key]
+    x_j = x[g.src] * norm[:, None]
+    if comp is None:
+        out = jax.ops.segment_sum(x_j, key, num_segments=n_dst * r).reshape(n_dst, r * d)
+    else:
+        terms = jnp.einsum("eb,ed->ebd", comp[edge_types], x_j, precision=jax.lax.Precision.HIGHEST)
+        out = jax.ops.segment_sum(terms.reshape(g.n_edges, comp.shape[1] * d), g.dst, num_segments=n_dst)
+    if concat_own:
+        out = jnp.concatenate([out, x[:n_dst] if x_dst is None else x_dst], axis=1)
+    return out

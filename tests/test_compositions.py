@@ -62,6 +62,11 @@ def _cases(jgo):
         "update_efeat_sum": (lambda impl, f, xs, xd: jgo.update_efeat(g, f, xs, xd, mode="sum", impl=impl),
                              (a(e, 4), a(n, 4), a(n, 4))),
         "agg_dmpnn": (lambda impl, x: jgo.agg_dmpnn(g, x, _involution(e), concat_own=True, impl=impl), (a(e, 3),)),
+        "agg_hg_basis": (lambda impl, x, comp, xd, t=np.random.default_rng(5).integers(0, 3, e): jgo.agg_hg_basis(
+            g, x, t, comp, n_edge_types=3, x_dst=xd, concat_own=True, norm_by_dst_degree=True, impl=impl),
+            (a(n, 4), a(3, 2), a(n, 4))),
+        "agg_hg_basis_no_comp": (lambda impl, x, t=np.random.default_rng(6).integers(0, 4, e): jgo.agg_hg_basis(
+            g, x, t, n_edge_types=4, concat_own=True, impl=impl), (a(n, 3),)),
     }
 
 
