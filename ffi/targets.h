@@ -20,7 +20,8 @@
   X(jgo_gno_bwd_dst, GnoBwdDst)              \
   X(jgo_dimenet_in, DimenetIn)               \
   X(jgo_dimenet_out, DimenetOut)             \
-  X(jgo_check_edges, CheckEdges)
+  X(jgo_check_edges, CheckEdges)             \
+  X(jgo_sample_neighbors, SampleNeighbors)
 
 // Targets with a CPU handler only (Jgo<Stem>Cpu), registered for the CPU platform whichever
 // handlers serve the targets above: on a GPU these ops are XLA's own.

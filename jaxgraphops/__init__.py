@@ -24,6 +24,7 @@ from .ops.gno import edge_vectors, gno_conv  # noqa: E402
 from .ops.message_passing import edge_softmax, gsddmm, gspmm  # noqa: E402
 from ._versions import UntestedVersionWarning  # noqa: E402
 from .ops._primitive_utils import PartitionedJitWarning  # noqa: E402
+from .sampling import SampledBlock, sample_blocks, sample_neighbors  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -57,4 +58,7 @@ __all__ = [
     "radius_graph",
     "shard_parts",
     "with_cuda",
+    "SampledBlock",
+    "sample_blocks",
+    "sample_neighbors",
 ]
