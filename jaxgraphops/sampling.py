@@ -151,42 +151,50 @@ def _slots(g: Graph, seeds, key_words, fanout: int, replace: bool, impl):
                                       cuda=kernel if _backend.with_cuda() else fallback, default=fallback)
 
 
-def _relabel(seeds, slot_src):
-    """Local source ids of the edge slots and the block's input node ids (seeds first, then the new
-    nodes by first appearance, then -1), by one stable sort of ``[seeds, slot_src]``."""
+def _relabel_block(seeds, slot_src, fanout: int) -> tuple[Graph, jax.Array]:
+    """The block graph and its input node ids (seeds first, then the new nodes by first appearance
+    in the edge slots, then -1), from one stable sort of ``[seeds, slot_src]`` by global id.
+
+    The sort groups the entries of one node (seed positions first, then its edge slots in order);
+    the first position of a group names the node's local id. The CSR (edges grouped by local
+    source, in edge order) follows from the same groups by counting, without a second sort.
+    """
     idx = seeds.dtype
     S, E = seeds.shape[0], slot_src.shape[0]
     N = S + E
     ids = jnp.concatenate([seeds, slot_src])
-    keys = jnp.where(ids < 0, jnp.iinfo(idx).max, ids)
-    order = jnp.argsort(keys, stable=True)
+    keys = jnp.where(ids < 0, jnp.iinfo(idx).max, ids)  # padding last
+    order = jnp.argsort(keys, stable=True).astype(idx)
     sorted_keys = keys[order]
-    first = jnp.concatenate([jnp.ones(1, bool), sorted_keys[1:] != sorted_keys[:-1]])
-    pos = jnp.arange(N, dtype=idx)
-    group_start = jax.lax.cummax(jnp.where(first, pos, 0))
-    rep = jnp.zeros(N, idx).at[order].set(order[group_start].astype(idx))  # first position holding the same id
+    first = jnp.concatenate([jnp.ones(min(N, 1), bool), sorted_keys[1:] != sorted_keys[:-1]])
+    k = jnp.arange(N, dtype=idx)
+    group_start = jax.lax.cummax(jnp.where(first, k, 0)) if N else k
+    rep = jnp.zeros(N, idx).at[order].set(order[group_start])  # the first position holding the same id
+    pos = k
     is_new = (pos >= S) & (rep == pos) & (ids >= 0)
     rank = jnp.cumsum(is_new.astype(idx)) - 1
     local_of_rep = jnp.where(rep < S, rep, S + rank[rep])
     local_src = jnp.where(slot_src >= 0, local_of_rep[S:], N - 1).astype(idx)
     input_nodes = jnp.full(N, -1, idx).at[:S].set(seeds)
     input_nodes = input_nodes.at[jnp.where(is_new, S + rank, N)].set(ids, mode="drop")
-    return local_src, input_nodes
-
-
-def _block_graph(local_src, n_seeds: int, fanout: int) -> Graph:
-    idx = local_src.dtype
-    E, n_src = n_seeds * fanout, n_seeds * (1 + fanout)
-    dst = jnp.repeat(jnp.arange(n_seeds, dtype=idx), fanout, total_repeat_length=E)
-    csc_offsets = jnp.arange(n_seeds + 1, dtype=idx) * fanout
-    eid = jnp.arange(E, dtype=idx)
-    order = jnp.argsort(local_src, stable=True).astype(idx)
-    counts = jnp.zeros(n_src, idx).at[local_src].add(1)
+    # CSR: an edge's place among the edges of its group (its node), after the edges of lower local ids
+    is_edge = (order >= S).astype(idx)
+    seen = jnp.cumsum(is_edge)
+    before_group = (seen - is_edge)[group_start]
+    rank_in_node = seen - 1 - before_group  # for the edge entries of the sorted order
+    slot = order - S
+    local_sorted = (jnp.where(is_edge > 0, local_src[jnp.maximum(slot, 0)], N) if E  # N: not an edge
+                    else jnp.full(N, N, idx))
+    counts = jnp.zeros(N, idx).at[local_sorted].add(1, mode="drop")
     csr_offsets = jnp.concatenate([jnp.zeros(1, idx), jnp.cumsum(counts).astype(idx)])
-    g = Graph(local_src, dst, csc_offsets, local_src, eid, csr_offsets, dst[order], order, n_src, n_seeds,
-              validate=False)
+    csr_pos = jnp.where(is_edge > 0, csr_offsets[jnp.minimum(local_sorted, N - 1)] + rank_in_node, E)
+    csr_eid = jnp.zeros(E, idx).at[csr_pos].set(slot, mode="drop")
+    dst = jnp.repeat(jnp.arange(S, dtype=idx), fanout, total_repeat_length=E)
+    csc_offsets = jnp.arange(S + 1, dtype=idx) * fanout
+    g = Graph(local_src, dst, csc_offsets, local_src, jnp.arange(E, dtype=idx), csr_offsets, csr_eid // max(fanout, 1),
+              csr_eid, N, S, validate=False)
     g._checked = True  # valid by construction
-    return g
+    return g, input_nodes
 
 
 def _sample(fn, key_words, g: Graph, seeds, fanout: int, replace: bool, impl) -> SampledBlock:
@@ -195,8 +203,8 @@ def _sample(fn, key_words, g: Graph, seeds, fanout: int, replace: bool, impl) ->
         raise ValueError(f"{fn}: len(seeds) * (1 + fanout) = {S * (1 + fanout)} does not fit the graph's index "
                          f"dtype {g.index_dtype}")
     slot_src, slot_eid = _slots(g, seeds, key_words, fanout, replace, impl)
-    local_src, input_nodes = _relabel(seeds, slot_src)
-    return SampledBlock(_block_graph(local_src, S, fanout), slot_eid >= 0, input_nodes, input_nodes >= 0, slot_eid)
+    graph, input_nodes = _relabel_block(seeds, slot_src, fanout)
+    return SampledBlock(graph, slot_eid >= 0, input_nodes, input_nodes >= 0, slot_eid)
 
 
 def sample_neighbors(key, g: Graph, seeds, fanout: int, *, replace: bool = False,

@@ -285,8 +285,8 @@ def test_kernel_matches_pure_jax_sampler_bitwise(replace, index_dtype, x64):
     seeds = rng.permutation(n)[:300]
     seeds[::7] = -1
     for fanout in (1, 5, 30):
-        a = jgo.sample_neighbors(jax.random.key(11), g, seeds, fanout, replace=replace)
-        b = jgo.sample_neighbors(jax.random.key(11), g, seeds, fanout, replace=replace, impl="xla")
+        a, b = (jax.jit(lambda k, s, impl=impl: jgo.sample_neighbors(k, g, s, fanout, replace=replace, impl=impl))(
+            jax.random.key(11), seeds) for impl in (None, "xla"))
         for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
             assert np.array_equal(x, y)
 
@@ -297,9 +297,9 @@ os.sched_setaffinity(0, json.loads(sys.argv[1]))
 import jax, numpy as np
 import jaxgraphops as jgo
 rng = np.random.default_rng(4)
-n, E = 20000, 200000
+n, E = 5000, 50000
 g = jgo.Graph.from_edges(rng.integers(0, n, E), rng.integers(0, n, E), n, n)
-seeds = rng.permutation(n)[:5000]
+seeds = rng.permutation(n)[:2000]  # 8 tasks of 256 seeds in the CPU kernel
 out = {}
 for replace in (False, True):
     blocks = jax.jit(lambda k, s: jgo.sample_blocks(k, g, s, [3, 10], replace=replace))(jax.random.key(3), seeds)
