@@ -20,13 +20,14 @@ from .graph import BatchedGraph, Graph, batch, pad, padding_masks  # noqa: E402
 from .neighbors import knn_graph, radius_graph  # noqa: E402
 from .ops.aggregation import agg_concat, agg_simple, agg_weighted, pool  # noqa: E402
 from .ops.attention import mha_gat, mha_gat_v2, mha_simple  # noqa: E402
-from .ops.gno import edge_vectors, gno_conv  # noqa: E402
 from .ops.dmpnn import agg_dmpnn  # noqa: E402
+from .ops.gno import edge_vectors, gno_conv  # noqa: E402
+from .ops.hg_basis import agg_hg_basis  # noqa: E402
 from .ops.message_passing import edge_softmax, gsddmm, gspmm  # noqa: E402
 from .ops.update_efeat import update_efeat  # noqa: E402
-from ._versions import UntestedVersionWarning  # noqa: E402
 from .ops._primitive_utils import PartitionedJitWarning  # noqa: E402
-from .ops.hg_basis import agg_hg_basis  # noqa: E402
+from .sampling import SampledBlock, sample_blocks, sample_neighbors  # noqa: E402
+from ._versions import UntestedVersionWarning  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -35,9 +36,12 @@ __all__ = [
     "Graph",
     "PartitionedGraph",
     "PartitionedJitWarning",
+    "SampledBlock",
     "UntestedVersionWarning",
     "__version__",
     "agg_concat",
+    "agg_dmpnn",
+    "agg_hg_basis",
     "agg_simple",
     "agg_weighted",
     "batch",
@@ -58,9 +62,9 @@ __all__ = [
     "partition_graph",
     "pool",
     "radius_graph",
+    "sample_blocks",
+    "sample_neighbors",
     "shard_parts",
-    "with_cuda",
     "update_efeat",
-    "agg_dmpnn",
-    "agg_hg_basis",
+    "with_cuda",
 ]

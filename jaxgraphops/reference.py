@@ -339,3 +339,83 @@ def agg_hg_basis(g, x, edge_types, comp=None, *, n_edge_types, x_dst=None, conca
     if concat_own:
         out = jnp.concatenate([out, x[:n_dst] if x_dst is None else x_dst], axis=1)
     return out
+
+
+# -- neighbour sampling ---------------------------------------------------------------------------
+# The sampler of jgo.sample_neighbors written in jax.numpy from its definition (ffi/common/jgo/
+# sampling.h): Philox-4x32-10 random words, Lemire's bounded integers, Floyd's algorithm. Same bits
+# as the kernels, so impl="xla" (and a backend without kernels) draws the same sample.
+
+_PHILOX_M = (0xD2511F53, 0xCD9E8D57)
+_PHILOX_W = (0x9E3779B9, 0xBB67AE85)
+
+
+def _mulhilo32(a, b):
+    """(hi, lo) words of the 64-bit product of uint32 arrays, in 16-bit limbs (no uint64 needed)."""
+    mask = jnp.uint32(0xFFFF)
+    al, ah, bl, bh = a & mask, a >> 16, b & mask, b >> 16
+    ll, lh, hl, hh = al * bl, al * bh, ah * bl, ah * bh
+    mid = (ll >> 16) + (lh & mask) + (hl & mask)
+    return hh + (lh >> 16) + (hl >> 16) + (mid >> 16), a * b
+
+
+def _philox4x32(c, k0, k1):
+    c0, c1, c2, c3 = c
+    m0, m1 = jnp.uint32(_PHILOX_M[0]), jnp.uint32(_PHILOX_M[1])
+    for _ in range(10):
+        hi0, lo0 = _mulhilo32(m0, c0)
+        hi1, lo1 = _mulhilo32(m1, c2)
+        c0, c1, c2, c3 = hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0
+        k0, k1 = k0 + jnp.uint32(_PHILOX_W[0]), k1 + jnp.uint32(_PHILOX_W[1])
+    return c0, c1, c2, c3
+
+
+def _uniform_below(key_words, pos, draw, n):
+    """Uniform integers in ``[0, n)`` (uint32 arrays, n >= 1): draw ``draw`` of seed position ``pos``."""
+    zero = jnp.zeros_like(pos)
+    words = _philox4x32((jnp.full_like(pos, draw), pos, zero, zero), key_words[0], key_words[1])
+    threshold = (jnp.uint32(0) - n) % n
+    hi, done = jnp.zeros_like(pos), jnp.zeros(pos.shape, bool)
+    for w in words:  # the first word whose product clears the threshold (else the last one)
+        h, lo = _mulhilo32(w, n)
+        hi = jnp.where(done, hi, h)
+        done = done | (lo >= threshold)
+    return hi
+
+
+def sample_neighbor_slots(g, seeds, key_words, fanout: int, *, replace: bool = False):
+    """The sampled in-edges of each seed, as the kernels return them.
+
+    ``seeds [S]`` (destination ids, -1: a padding seed; others out of range sample nothing),
+    ``key_words`` uint32[2]. Returns ``(src [S*fanout], eid [S*fanout])``: slot ``s*fanout + m``
+    holds the m-th sampled in-edge of seed s, its global source id and input edge id, or -1.
+    Without replacement the chosen in-edges are the seed's CSC positions in increasing order.
+    """
+    idx = g.csc_offsets.dtype
+    S = seeds.shape[0]
+    valid = (seeds >= 0) & (seeds < g.n_dst)
+    v = jnp.where(valid, seeds, 0)
+    begin = jnp.where(valid, g.csc_offsets[v], 0).astype(idx)
+    deg = jnp.where(valid, g.csc_offsets[jnp.minimum(v + 1, g.n_dst)] - begin, 0).astype(idx)
+    pos = jnp.arange(S, dtype=jnp.uint32)
+    n = jnp.maximum(deg, 1).astype(jnp.uint32)
+    slot = jnp.arange(fanout, dtype=idx)[None, :]
+    if replace:
+        draws = [_uniform_below(key_words, pos, m, n) for m in range(fanout)]
+        t = jnp.stack(draws, 1).astype(idx) if fanout else jnp.zeros((S, 0), idx)
+        chosen = jnp.where((deg > 0)[:, None], t, -1)
+    else:
+        def floyd(m, sel):  # Floyd: draw m picks t in [0, j], j = deg - fanout + m; j if t is taken
+            j = (deg - fanout + m).astype(idx)
+            t = _uniform_below(key_words, pos, m, jnp.where(deg > fanout, j + 1, 1).astype(jnp.uint32)).astype(idx)
+            taken = jnp.any(sel == t[:, None], axis=1)
+            return sel.at[:, m].set(jnp.where(taken, j, t))
+
+        sel = jax.lax.fori_loop(0, fanout, floyd, jnp.full((S, fanout), -1, idx))
+        sel = jnp.sort(sel, axis=1)
+        chosen = jnp.where((deg > fanout)[:, None], sel, jnp.where(slot < deg[:, None], slot, -1))
+    k = jnp.clip(begin[:, None] + chosen, 0, max(g.n_edges - 1, 0))
+    real = chosen >= 0
+    src = jnp.where(real, g.csc_src[k] if g.n_edges else -1, -1).astype(idx)
+    eid = jnp.where(real, g.csc_eid[k] if g.n_edges else -1, -1).astype(idx)
+    return src.reshape(-1), eid.reshape(-1)
