@@ -515,6 +515,72 @@ def _apply_edge_vectors(jgo, g, a, x, cfg, impl):
     return jgo.edge_vectors(g, v["pos_src"], v.get("pos_dst"))
 
 
+@target("update_efeat", 3)
+def _gen_update_efeat(t):
+    mode = t.choice("mode", ("concat", "sum"))
+    present = [bool(t.rng.random() < 0.7) for _ in range(3)]
+    if not any(present):
+        present[int(t.rng.integers(3))] = True
+    widths = [_pick(t.rng, [0, 1, 3]) for _ in range(3)]
+    if mode == "sum":
+        widths = [widths[0]] * 3
+    for name, rows, on, w in zip(("edge_feat", "x_src", "x_dst"), (t.n_edges, t.n_src, t.n_dst), present, widths):
+        if on:
+            t.add(name, t.normal(rows, w))
+    return (("mode", mode),)
+
+
+def _apply_update_efeat(jgo, g, a, x, cfg, impl):
+    v = _named(x["names"], a)
+    return jgo.update_efeat(g, v.get("edge_feat"), v.get("x_src"), v.get("x_dst"), **dict(cfg), impl=impl)
+
+
+@target("agg_hg_basis", 3)
+def _gen_agg_hg_basis(t):
+    r = _pick(t.rng, [1, 2, 3])
+    with_comp, concat_own = bool(t.rng.random() < 0.6), bool(t.rng.random() < 0.4)
+    t.add("x", t.normal(t.n_src, _pick(t.rng, [0, 1, 3])))
+    if with_comp:
+        t.add("comp", t.normal(r, _pick(t.rng, [1, 2])))
+    if concat_own and (t.n_src < t.n_dst or t.rng.random() < 0.5):
+        t.add("x_dst", t.normal(t.n_dst, t.case.arrays[0].shape[1]))
+    types = tuple(int(k) for k in t.rng.integers(0, r, t.n_edges))
+    return (("n_edge_types", r), ("edge_types", types), ("concat_own", concat_own),
+            ("norm_by_dst_degree", bool(t.rng.random() < 0.5)))
+
+
+def _apply_agg_hg_basis(jgo, g, a, x, cfg, impl):
+    kw, v = dict(cfg), _named(x["names"], a)
+    types = np.asarray(kw.pop("edge_types"), np.int32).reshape(-1)
+    return jgo.agg_hg_basis(g, v["x"], types, v.get("comp"), x_dst=v.get("x_dst"), **kw, impl=impl)
+
+
+@target("agg_dmpnn", 3, square=True)
+def _gen_agg_dmpnn(t):
+    t.add("h", t.normal(t.n_edges, _pick(t.rng, [0, 1, 3])))
+    rev = tuple(int(k) for k in involution(t.n_edges, int(t.rng.integers(3))))
+    return (("concat_own", bool(t.rng.random() < 0.4)), ("rev_edge_ids", rev))
+
+
+def involution(n_edges, pairing):
+    """``rev_edge_ids`` pairing consecutive edges (``pairing`` 0), leaving some without reverse (1: every third
+    is -1) or as their own reverse (2: every third is a fixed point)."""
+    rev = np.arange(n_edges) ^ 1
+    rev[rev >= n_edges] = -1
+    if pairing:
+        lone = np.arange(0, n_edges, 6)
+        lone_pairs = np.concatenate([lone, lone + 1])
+        lone_pairs = lone_pairs[lone_pairs < n_edges]
+        rev[lone_pairs] = -1 if pairing == 1 else lone_pairs
+    return rev
+
+
+def _apply_agg_dmpnn(jgo, g, a, x, cfg, impl):
+    kw, v = dict(cfg), _named(x["names"], a)
+    rev = np.asarray(kw.pop("rev_edge_ids"), np.int32).reshape(-1)
+    return jgo.agg_dmpnn(g, v["h"], rev, **kw, impl=impl)
+
+
 @target("agg_edge_to_edge", 3, square=True, min_edges=1, concrete=True, no_loops=True)
 def _gen_agg_edge_to_edge(t):
     n_emb, n_mid = _pick(t.rng, [1, 3]), _pick(t.rng, [1, 2])
@@ -701,6 +767,11 @@ def _apply_layer(jgo, g, a, x, cfg, impl):
 
 
 APPLY = {name: globals()[f"_apply_{name}"] for name in TARGETS}
+# JGO_FUZZ_TARGETS=name,name fuzzes those targets only (e.g. a new op's); unknown names are an error
+ONLY_TARGETS = [n for n in os.environ.get("JGO_FUZZ_TARGETS", "").split(",") if n]
+if set(ONLY_TARGETS) - set(TARGETS) - {"layer"}:
+    raise SystemExit(f"JGO_FUZZ_TARGETS: unknown targets {sorted(set(ONLY_TARGETS) - set(TARGETS))}; "
+                     f"known: {sorted(TARGETS)}")
 
 
 # -- mutations --------------------------------------------------------------------------------------
@@ -946,7 +1017,9 @@ def make_case(seed: int) -> Case:
     names = list(TARGETS)
     name = _pick(rng, names, [TARGETS[n]["weight"] for n in names])
     layer = None
-    if structure % 4 == 0:  # every 4th structure takes the next target or layer in turn: all are covered early
+    if ONLY_TARGETS:  # JGO_FUZZ_TARGETS: the same draws, over the named targets only
+        name = _pick(rng, ONLY_TARGETS)
+    elif structure % 4 == 0:  # every 4th structure takes the next target or layer in turn: all are covered early
         rotation = [(n, None) for n in names if n != "layer"] + [("layer", n) for n in LAYERS]
         name, layer = rotation[(structure // 4) % len(rotation)]
     spec = TARGETS[name]
