@@ -116,6 +116,34 @@ def _gno_cases(scale: float):
             Case("gno_diagonal", "gno_conv diagonal (IntegralTransform)", "gno", shape, kernel(c))]
 
 
+def _relational_cases(scale: float):
+    """RGCN's aggregation on the power-law graph, MeshGraphNet's edge-update input on a 2-D mesh, and
+    Chemprop's bond message on a batch of molecules (Chemprop's hidden size, 300)."""
+    from .relational import molecule_bonds
+
+    rng = np.random.default_rng(5)
+    n, e, f, r, b = int(169_343 * scale), int(1_166_243 * scale), 64, 8, 4
+    src, dst = workloads.power_law_graph(n, e)
+    rgcn = dict(src=src, dst=dst, n=n, x=rng.normal(size=(n, f)).astype(np.float32),
+                types=rng.integers(0, r, e).astype(np.int32), comp=rng.normal(size=(r, b)).astype(np.float32))
+    n_mesh, fe = int(200_000 * scale), 32
+    src, dst = workloads.mesh_graph(n_mesh)
+    mesh = dict(src=src, dst=dst, n=n_mesh, x=rng.normal(size=(n_mesh, fe)).astype(np.float32),
+                e=rng.normal(size=(len(src), fe)).astype(np.float32))
+    n_mol, atoms, d = int(7_000 * scale), 18, 300
+    src, dst, rev = molecule_bonds(n_mol, atoms)
+    bonds = dict(src=src, dst=dst, n=n_mol * atoms, rev=rev, h=rng.normal(size=(len(src), d)).astype(np.float32))
+    return [
+        Case("hg_basis", "agg_hg_basis (RGCN, bases, mean)", "relational",
+             f"power-law N={n:,} E={e:,} D={f} R={r} B={b}", rgcn),
+        Case("update_efeat", "update_efeat concat (MeshGraphNet)", "relational",
+             f"2-D mesh N={n_mesh:,} E={len(mesh['src']):,} F={fe}+{fe}+{fe}", mesh),
+        Case("dmpnn", "agg_dmpnn (Chemprop)", "relational",
+             f"{n_mol:,} molecules E={len(src):,} bonds D={d}", bonds),
+    ]
+
+
 def cases(scale: float = 1.0) -> list[Case]:
     """Every case of the report; ``scale`` multiplies the graph sizes (1: the shapes above)."""
-    return [*_graph_cases(scale), *_pool_cases(scale), *_dimenet_case(scale), *_gno_cases(scale)]
+    return [*_graph_cases(scale), *_pool_cases(scale), *_dimenet_case(scale), *_gno_cases(scale),
+            *_relational_cases(scale)]

@@ -104,6 +104,24 @@ def _gno_diagonal(d, impl):
     return _gno(d, impl, "diagonal", "sum")
 
 
+@_both("hg_basis")
+def _hg_basis(d, impl):
+    r = d["comp"].shape[0]
+    return jax_runner(lambda g, x, t, c: jgo.agg_hg_basis(g, x, t, c, n_edge_types=r, norm_by_dst_degree=True,
+                                                         impl=impl),
+                      (_graph(d), d["x"], d["types"], d["comp"]), (1, 3))
+
+
+@_both("update_efeat")
+def _update_efeat(d, impl):
+    return jax_runner(lambda g, e, x: jgo.update_efeat(g, e, x, x, impl=impl), (_graph(d), d["e"], d["x"]), (1, 2))
+
+
+@_both("dmpnn")
+def _dmpnn(d, impl):
+    return jax_runner(lambda g, h, rev: jgo.agg_dmpnn(g, h, rev, impl=impl), (_graph(d), d["h"], d["rev"]), (1,))
+
+
 # -- jraph ---------------------------------------------------------------------------------------
 
 @implements("agg_mean", "jraph")

@@ -265,3 +265,26 @@ def _dgl_gatv2(d):
     _set(conv.attn, d["att"])
     g, x = _dgl_graph(d), _t(d["x"])
     return torch_runner(lambda: conv(g, x).reshape(d["n"], h * c), [x], [conv.attn])
+
+
+# -- relational ----------------------------------------------------------------------------------
+
+@implements("update_efeat", "PyG")
+def _pyg_update_efeat(d):
+    """PyG's message passing gathers ``x_j``/``x_i`` with ``index_select``; a MeshGraphNet edge block concatenates."""
+    s, t = _t(d["src"], torch.int64), _t(d["dst"], torch.int64)
+    e, x = _t(d["e"]), _t(d["x"])
+    return torch_runner(lambda: torch.cat([e, x.index_select(0, s), x.index_select(0, t)], dim=1), [e, x])
+
+
+@implements("dmpnn", "Chemprop")
+def _chemprop_dmpnn(d):
+    """Chemprop's own ``BondMessagePassing.message`` (its scatter_reduce and reverse-bond gather) on the batch."""
+    from chemprop.nn import BondMessagePassing
+
+    mp = BondMessagePassing(d_h=d["h"].shape[1]).to(DEVICE)
+    bmg = types.SimpleNamespace(V=torch.zeros(d["n"], 1, device=DEVICE),
+                                edge_index=_t(np.stack([d["src"], d["dst"]]), torch.int64),
+                                rev_edge_index=_t(d["rev"], torch.int64))
+    h = _t(d["h"])
+    return torch_runner(lambda: mp.message(h, bmg), [h])

@@ -1,9 +1,11 @@
-"""RGCN's ``agg_hg_basis`` and Chemprop's ``agg_dmpnn`` against the pure-JAX reference
+"""RGCN's ``agg_hg_basis``, MeshGraphNet's ``update_efeat`` and Chemprop's ``agg_dmpnn`` against the pure-JAX reference
 (``impl="xla"``), forward and forward+backward (the value and gradient of ``sum(out ** 2)`` in
 every float input, as the other suites), float32.
 
 - ``agg_hg_basis``: N = 100k nodes, E = 1M uniformly random edges, D = 32, R = 8 relations, with
   B = 4 bases and without (one block per relation), mean per relation (the issue's shape).
+- ``update_efeat``: a 2-D mesh of 200k nodes (6 nearest neighbours, both directions, about 1.6M
+  edges), ``[edge | x_src | x_dst]`` with 32 features each (``"concat"``) and their sum (``"sum"``).
 - ``agg_dmpnn``: a batch of QM9-sized molecules (chains of 18 atoms with a ring bond each, both
   directions of every bond, ``rev_edge_ids`` pairing them), D = 300 (Chemprop's hidden size),
   about 250k directed bonds at ``--scale 1``.
@@ -17,6 +19,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxgraphops as jgo
+
+from .workloads import mesh_graph
 
 
 def _loss_and_grads(fn, argnums):
@@ -58,6 +62,23 @@ def molecule_bonds(n_molecules: int, atoms: int = 18):
     return src.astype(np.int32), dst.astype(np.int32), rev.astype(np.int32)
 
 
+def _update_efeat_cases(scale: float):
+    n, f = int(200_000 * scale), 32
+    src, dst = mesh_graph(n)
+    g = jgo.Graph.from_edges(src, dst, n, n)
+    rng = np.random.default_rng(0)
+    e = jnp.asarray(rng.normal(size=(len(src), f)).astype(np.float32))
+    x = jnp.asarray(rng.normal(size=(n, f)).astype(np.float32))
+    for mode in ("concat", "sum"):
+        def op(impl, mode=mode):
+            return lambda g, e, x: jgo.update_efeat(g, e, x, x, mode=mode, impl=impl)
+
+        shape = f"2-D mesh N={n:,} E={len(src):,} F={f} {mode} f32"
+        yield "update_efeat", shape, "forward", jax.jit(op(None)), jax.jit(op("xla")), (g, e, x)
+        yield ("update_efeat", shape, "forward+backward", jax.jit(_loss_and_grads(op(None), (1, 2))),
+               jax.jit(_loss_and_grads(op("xla"), (1, 2))), (g, e, x))
+
+
 def _dmpnn_cases(scale: float):
     n_mol, atoms, d = int(7_000 * scale), 18, 300
     src, dst, rev = molecule_bonds(n_mol, atoms)
@@ -75,6 +96,7 @@ def _dmpnn_cases(scale: float):
 
 
 def cases(scale: float = 1.0):
-    """Yields (name, shape, pass, kernel_fn, reference_fn, args) for agg_hg_basis and agg_dmpnn."""
+    """Yields (name, shape, pass, kernel_fn, reference_fn, args) for agg_hg_basis, update_efeat and agg_dmpnn."""
     yield from _hg_basis_cases(scale)
+    yield from _update_efeat_cases(scale)
     yield from _dmpnn_cases(scale)

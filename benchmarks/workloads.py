@@ -5,6 +5,8 @@
 - :func:`molecule_batch_sizes`: graph sizes of a QM9-like batch of molecules (9 to 29 atoms).
 - :func:`catalyst_batch`: an OC20-like batch for DimeNet++ (metal slabs, periodic, 5 Å cutoff).
 - :func:`airfoil_points`: the 2-D airfoil mesh shipped with pygsp (4,253 nodes), for the GNO.
+- :func:`mesh_graph`: a MeshGraphNet-like 2-D mesh (k nearest neighbours of scattered points, both
+  directions), ids shuffled.
 """
 
 from __future__ import annotations
@@ -69,3 +71,24 @@ def airfoil_points() -> np.ndarray:
     pos = np.stack([mat["x"].ravel(), mat["y"].ravel()], axis=1).astype(np.float64)
     pos -= pos.min(axis=0)
     return pos / pos.max()
+
+
+def mesh_graph(n: int, k: int = 6, *, seed: int = 0):
+    """``(src, dst)`` int32 of a 2-D mesh-like graph on ``n`` random points of the unit square: each
+    point's ``k`` nearest neighbours, every edge in both directions (duplicates removed), node ids
+    randomly permuted, edges in random order.
+
+    >>> src, dst = mesh_graph(1000)
+    >>> bool(np.all(src != dst)) and 6 <= len(src) / 1000 <= 12
+    True
+    """
+    from scipy.spatial import cKDTree
+
+    rng = np.random.default_rng(seed)
+    pos = rng.random((n, 2))
+    _, nbr = cKDTree(pos).query(pos, k + 1)
+    u, v = np.repeat(np.arange(n), k), nbr[:, 1:].ravel()
+    keys = np.unique(np.concatenate([u * n + v, v * n + u]))
+    keys = rng.permutation(keys)
+    relabel = rng.permutation(n).astype(np.int32)
+    return relabel[keys // n], relabel[keys % n]

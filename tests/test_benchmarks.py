@@ -38,7 +38,7 @@ def test_same_work_check_rejects_a_different_result():
 def _installed(library):
     modules = {"jraph": "jraph", "e3nn-jax": "e3nn_jax", "cuEquivariance naive": "cuequivariance_jax",
                "PyG": "torch_geometric", "PyG CSR spmm": "torch_geometric", "DGL": "dgl",
-               "neuraloperator": "neuralop"}
+               "neuraloperator": "neuralop", "Chemprop": "chemprop"}
     return library not in modules or importlib.util.find_spec(modules[library]) is not None
 
 
