@@ -16,7 +16,7 @@ TESTED_TEXT = "0.10.2 (Python 3.11) and 0.12.x (Python 3.12, 3.13)"
 
 
 class UntestedVersionWarning(UserWarning):
-    """jaxgraphops is imported with a jax or jaxlib outside the tested range (:data:`TESTED`)."""
+    """jaxgraphops is imported with a jax or jaxlib outside the tested range (``TESTED``)."""
 
 
 def installed() -> dict:
@@ -28,7 +28,7 @@ def installed() -> dict:
 
 
 def is_tested(version: str) -> bool:
-    """Whether ``version`` (e.g. ``"0.12.1"``, ``"0.12.1.dev20260101"``) is in :data:`TESTED`."""
+    """Whether ``version`` (e.g. ``"0.12.1"``, ``"0.12.1.dev20260101"``) is in ``TESTED``."""
     release = version.split("+")[0].split(".dev")[0].split("rc")[0]
     parts = release.split(".")
     return any(parts[:len(t.split("."))] == t.split(".") for t in TESTED)

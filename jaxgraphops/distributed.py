@@ -83,7 +83,7 @@ class PartitionedGraph:
 
     @property
     def local_graph(self) -> Graph:
-        """Part 0's local graph: inside ``shard_map`` (one part per device), this device's."""
+        """Part 0's local graph; inside ``shard_map`` (one part per device), this device's."""
         return jax.tree_util.tree_map(lambda a: a[0], self.graph)
 
     def scatter_nodes(self, x):
