@@ -102,7 +102,8 @@ def _node_input(layer: str, name: str, x, rows: int, rows_name: str):
     x = x if isinstance(x, jax.Array) else np.asarray(x)
     if jnp.issubdtype(x.dtype, jnp.integer):
         if x.shape != (rows,):
-            raise ValueError(f"{layer}: {name} given as node ids must be [{rows_name}] = ({rows},); got shape {x.shape}")
+            raise ValueError(f"{layer}: {name} given as node ids must be [{rows_name}] = ({rows},); "
+                             f"got shape {x.shape}")
         return "ids", jnp.asarray(x)
     x = as_float_array(layer, name, x, rows, rows_name)
     if x.ndim != 2:

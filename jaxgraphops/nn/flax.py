@@ -554,7 +554,7 @@ class RGCNConv(nn.Module):
         if mode == "features":
             x_src, x_dst, w = _promote(self.dtype, x_src, x_dst, w)
         else:
-            w = _promote(self.dtype, w)
+            (w,) = _promote(self.dtype, w)
         x = (x_src, x_dst) if self.root_weight else x_src
         return rgcn_conv(g, x, edge_types, w, aggr=self.aggr)
 
