@@ -15,8 +15,9 @@ _versions.check()  # warns once if jax/jaxlib are outside the tested range
 
 from . import dimenet  # noqa: E402
 from ._backend import kernel_platform, with_cuda  # noqa: E402
+from .batching import BatchedGraph, batch, pad_batch  # noqa: E402
 from .distributed import PartitionedGraph, halo_exchange, partition_graph, shard_parts  # noqa: E402
-from .graph import BatchedGraph, Graph, batch, pad, padding_masks  # noqa: E402
+from .graph import Graph, pad, padding_masks  # noqa: E402
 from .neighbors import knn_graph, radius_graph  # noqa: E402
 from .ops.aggregation import agg_concat, agg_simple, agg_weighted, pool  # noqa: E402
 from .ops.attention import mha_gat, mha_gat_v2, mha_simple  # noqa: E402
@@ -58,6 +59,7 @@ __all__ = [
     "mha_gat_v2",
     "mha_simple",
     "pad",
+    "pad_batch",
     "padding_masks",
     "partition_graph",
     "pool",

@@ -4,13 +4,13 @@ Edges go from a source node to a destination node (``src -> dst``) and messages
 are aggregated at the destination. Sources and destinations are separate node
 sets of sizes ``n_src`` and ``n_dst``; an ordinary graph has ``n_src == n_dst``.
 Edge-valued arrays are always in the input edge order, the order of ``src`` and
-``dst`` given to :meth:`Graph.from_edges`.
+``dst`` given to :meth:`Graph.from_edges`. Batches of graphs (the disjoint union, padding a batch
+for ``jit``, jraph's ``GraphsTuple``) live in :mod:`jaxgraphops.batching`.
 """
 
 from __future__ import annotations
 
 import operator
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -19,7 +19,7 @@ import numpy as np
 from ._checks import check_graph
 from ._edge_check import checked_edges
 
-__all__ = ["Graph", "BatchedGraph", "batch", "pad", "padding_masks"]
+__all__ = ["Graph", "pad", "padding_masks"]
 
 _INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 
@@ -51,13 +51,17 @@ def _check_edge_array(name: str, x) -> None:
         raise ValueError(f"Graph.from_edges: {name} must be 1-D [E], got shape {tuple(x.shape)}")
 
 
-def _size(name: str, n) -> int:
+def static_count(fn: str, name: str, n) -> int:
+    """``n`` as a non-negative Python int, or a TypeError/ValueError naming ``fn`` and ``name``."""
+    if isinstance(n, jax.core.Tracer):
+        raise TypeError(f"{fn}: {name} must be a static int (it sets array shapes); got a traced value. "
+                        f"Pass a Python int (mark it static: jax.jit(..., static_argnames=...))")
     try:
         n = operator.index(n)
     except TypeError:
-        raise TypeError(f"Graph.from_edges: {name} must be an int, got {type(n).__name__}") from None
+        raise TypeError(f"{fn}: {name} must be an int, got {type(n).__name__}") from None
     if n < 0:
-        raise ValueError(f"Graph.from_edges: {name} must be >= 0, got {n}")
+        raise ValueError(f"{fn}: {name} must be >= 0, got {n}")
     return n
 
 
@@ -209,8 +213,8 @@ class Graph:
                 raise ValueError("Graph.from_edges: n_src or n_dst is required when src/dst "
                                  "are traced (inside jit); node counts cannot be inferred")
             n_src = n_dst = int(max(src.max(), dst.max())) + 1 if src.size else 0
-        n_src = _size("n_src", n_dst if n_src is None else n_src)
-        n_dst = _size("n_dst", n_src if n_dst is None else n_dst)
+        n_src = static_count("Graph.from_edges", "n_src", n_dst if n_src is None else n_src)
+        n_dst = static_count("Graph.from_edges", "n_dst", n_src if n_dst is None else n_dst)
         if max(n_src, n_dst, src.shape[0]) > np.iinfo(idx).max:
             raise ValueError(f"Graph.from_edges: n_src={n_src}, n_dst={n_dst}, E={src.shape[0]} "
                              f"do not fit the index dtype {idx}")
@@ -230,7 +234,9 @@ class Graph:
             csc = _group_np(dst, src, n_dst)
             csr = _group_np(src, dst, n_src)
         leaves = (src, dst, *csc, *csr)
-        g = cls(*(jnp.asarray(x, dtype=idx) for x in leaves), n_src, n_dst, validate=False)
+        # concrete: cast on the host and device_put, which (unlike jnp.asarray) compiles nothing per new shape
+        to_jax = (lambda x: jnp.asarray(x, dtype=idx)) if traced else (lambda x: jax.device_put(np.asarray(x, idx)))
+        g = cls(*map(to_jax, leaves), n_src, n_dst, validate=False)
         g._checked = not traced  # valid by construction
         return g
 
@@ -275,13 +281,25 @@ class Graph:
         return cls.from_edges(senders, receivers, n_nodes, n_nodes, index_dtype=index_dtype)
 
     @classmethod
-    def from_jraph(cls, graphs, *, index_dtype=None) -> Graph:
-        """Graph of a jraph ``GraphsTuple`` (or anything with ``senders``, ``receivers``, ``n_node``).
+    def from_jraph(cls, graphs, *, n_nodes: int | None = None, index_dtype=None) -> Graph:
+        """Graph of a jraph ``GraphsTuple`` (or anything with ``senders``, ``receivers``, ``n_node``, ``nodes``).
 
-        The node count is ``sum(graphs.n_node)``, which must be concrete.
+        Works inside ``jit``. The node count is static: ``n_nodes`` if given, else
+        ``sum(graphs.n_node)`` when that is concrete, else the leading size of the arrays in
+        ``graphs.nodes`` (jraph's convention, padded tuples included). A traced ``n_node``
+        without node arrays needs ``n_nodes``. Concrete counts are checked against the arrays.
+        For the graph ids and padding masks of a batch, see
+        :meth:`jaxgraphops.BatchedGraph.from_jraph`.
+
+        >>> import jax, jax.numpy as jnp, jraph
+        >>> gt = jraph.GraphsTuple(nodes=jnp.zeros((3, 2)), edges=None, globals=None,
+        ...                        senders=jnp.array([0, 1]), receivers=jnp.array([1, 2]),
+        ...                        n_node=jnp.array([3]), n_edge=jnp.array([2]))
+        >>> jax.jit(lambda gt: Graph.from_jraph(gt).in_degrees())(gt).tolist()
+        [0, 1, 1]
         """
-        n_nodes = int(np.sum(np.asarray(graphs.n_node)))
-        return cls.from_edges(graphs.senders, graphs.receivers, n_nodes, n_nodes, index_dtype=index_dtype)
+        n = jraph_node_count("Graph.from_jraph", graphs, n_nodes)
+        return cls.from_edges(graphs.senders, graphs.receivers, n, n, index_dtype=index_dtype)
 
     @classmethod
     def from_edge_index(cls, edge_index, num_nodes: int | None = None, *, index_dtype=None) -> Graph:
@@ -289,6 +307,9 @@ class Graph:
         if len(edge_index.shape) != 2 or edge_index.shape[0] != 2:
             raise ValueError(f"Graph.from_edge_index: edge_index must have shape [2, E], "
                              f"got {tuple(edge_index.shape)}")
+        if num_nodes is None and isinstance(edge_index, jax.core.Tracer):
+            raise ValueError("Graph.from_edge_index: num_nodes (a static int) is required when edge_index is "
+                             "traced (inside jit): the node count cannot be read from traced ids")
         return cls.from_edges(edge_index[0], edge_index[1], num_nodes, num_nodes, index_dtype=index_dtype)
 
     # -- export ---------------------------------------------------------------------------
@@ -300,6 +321,7 @@ class Graph:
         """
         import scipy.sparse
 
+        _require_concrete("Graph.to_scipy", self, weights)
         data = np.ones(self.n_edges) if weights is None else np.asarray(weights)
         if data.shape != (self.n_edges,):
             raise ValueError(f"Graph.to_scipy: weights must have shape ({self.n_edges},), "
@@ -315,6 +337,7 @@ class Graph:
         """``networkx.MultiDiGraph`` with nodes ``0..n-1`` and one edge per graph edge."""
         import networkx as nx
 
+        _require_concrete("Graph.to_networkx", self)
         if self.n_src != self.n_dst:
             raise ValueError(f"Graph.to_networkx: needs n_src == n_dst, got a bipartite graph "
                              f"with n_src={self.n_src}, n_dst={self.n_dst}")
@@ -324,75 +347,24 @@ class Graph:
         return G
 
 
-class BatchedGraph(NamedTuple):
-    """The disjoint union of several graphs, as returned by :func:`batch`.
-
-    ``src_graph_ids [n_src]`` and ``dst_graph_ids [n_dst]`` (int32) give each node's graph.
-    """
-
-    graph: Graph
-    src_graph_ids: jax.Array
-    dst_graph_ids: jax.Array
-    n_graphs: int
-
-
-def batch(graphs) -> BatchedGraph:
-    """The disjoint union of ``graphs`` (a non-empty sequence of graphs of one index dtype).
-
-    Node ids of each graph are offset by the node counts of the graphs before it, and edges
-    are concatenated in order, so the edge arrays of the parts concatenate in the same order.
-    The CSC/CSR groupings are concatenated too (no re-sort), so this works inside ``jit``.
-
-    >>> import numpy as np
-    >>> a = Graph.from_edges(np.array([0]), np.array([1]))
-    >>> b = Graph.from_edges(np.array([1, 0]), np.array([0, 0]), 2)
-    >>> bg = batch([a, b])
-    >>> bg.graph.src.tolist(), bg.graph.dst.tolist()
-    ([0, 3, 2], [1, 2, 2])
-    >>> bg.dst_graph_ids.tolist(), bg.n_graphs
-    ([0, 0, 1, 1], 2)
-    """
-    graphs = list(graphs)
-    if not graphs:
-        raise ValueError("batch: graphs must be a non-empty sequence of Graph")
-    dtypes = {g.index_dtype for g in graphs}
-    if len(dtypes) > 1:
-        raise ValueError(f"batch: all graphs must have one index dtype, got {sorted(map(str, dtypes))}")
-    idx = dtypes.pop()
-    n_src = np.array([g.n_src for g in graphs])
-    n_dst = np.array([g.n_dst for g in graphs])
-    n_edges = np.array([g.n_edges for g in graphs])
-    if max(n_src.sum(), n_dst.sum(), n_edges.sum()) > np.iinfo(idx).max:
-        raise ValueError(f"batch: the union does not fit the index dtype {idx}")
-    src_off, dst_off, e_off = (np.cumsum(n) - n for n in (n_src, n_dst, n_edges))
-
-    def cat(field, offsets):
-        return jnp.concatenate([getattr(g, field) + o.astype(idx) for g, o in zip(graphs, offsets)])
-
-    def cat_offsets(field):
-        parts = [getattr(g, field)[:-1] + o.astype(idx) for g, o in zip(graphs, e_off)]
-        return jnp.concatenate([*parts, jnp.array([n_edges.sum()], idx)])
-
-    union = Graph(
-        cat("src", src_off), cat("dst", dst_off),
-        cat_offsets("csc_offsets"), cat("csc_src", src_off), cat("csc_eid", e_off),
-        cat_offsets("csr_offsets"), cat("csr_dst", dst_off), cat("csr_eid", e_off),
-        int(n_src.sum()), int(n_dst.sum()), validate=False,
-    )
-    union._checked = all(g._checked for g in graphs)
-    ids = np.arange(len(graphs), dtype=np.int32)
-    src_ids, dst_ids = jnp.asarray(np.repeat(ids, n_src)), jnp.asarray(np.repeat(ids, n_dst))
-    return BatchedGraph(union, src_ids, dst_ids, len(graphs))
-
-
 def pad(g: Graph, n_src: int, n_dst: int, n_edges: int) -> Graph:
     """``g`` padded to ``n_src`` source nodes, ``n_dst`` destination nodes and ``n_edges`` edges.
 
     New nodes get ids after the existing ones. Padding edges go from the last source node
     ``n_src - 1`` to the last destination node ``n_dst - 1``, which must therefore be padding
     nodes: adding edges needs ``n_src > g.n_src`` and ``n_dst > g.n_dst``. Use
-    :func:`padding_masks` to tell real entries from padding.
+    :func:`padding_masks` to tell real entries from padding. A batch of graphs is padded with
+    :func:`jaxgraphops.pad_batch` instead (one padding graph, graph ids and masks kept).
+
+    >>> import numpy as np
+    >>> g = Graph.from_edges(np.array([0, 1]), np.array([1, 0]))
+    >>> p = pad(g, 3, 3, 4)
+    >>> p.src.tolist(), p.dst.tolist()
+    ([0, 1, 2, 2], [1, 0, 2, 2])
     """
+    if not isinstance(g, Graph):
+        hint = " (pad a BatchedGraph with pad_batch)" if type(g).__name__ == "BatchedGraph" else ""
+        raise TypeError(f"pad: g must be a Graph{hint}; got {type(g).__name__}")
     sizes = (("n_src", n_src, g.n_src), ("n_dst", n_dst, g.n_dst), ("n_edges", n_edges, g.n_edges))
     for name, new, old in sizes:
         if new < old:
@@ -421,3 +393,31 @@ def padding_masks(original: Graph, padded: Graph) -> tuple[jax.Array, jax.Array,
         if new < old:
             raise ValueError(f"padding_masks: padded.{name}={new} is smaller than original.{name}={old}")
     return tuple(jnp.arange(new) < old for _, old, new in sizes)
+
+
+def _require_concrete(fn: str, g: Graph, *arrays) -> None:
+    if any(isinstance(x, jax.core.Tracer) for x in (g.src, g.dst, *arrays)):
+        raise TypeError(f"{fn}: needs concrete arrays (it builds a host object); call it outside jax.jit")
+
+
+def jraph_node_count(fn: str, graphs, n_nodes) -> int:
+    """The static node count of a jraph ``GraphsTuple`` for ``fn``, checked against what is concrete."""
+    leaves = jax.tree_util.tree_leaves(getattr(graphs, "nodes", None))
+    from_nodes = leaves[0].shape[0] if leaves and jnp.ndim(leaves[0]) else None
+    from_counts = None if isinstance(graphs.n_node, jax.core.Tracer) else int(np.sum(np.asarray(graphs.n_node)))
+    if n_nodes is not None:
+        n_nodes = static_count(fn, "n_nodes", n_nodes)
+    found = [(name, n) for name, n in (("n_nodes", n_nodes), ("sum(graphs.n_node)", from_counts),
+                                       ("the leading size of graphs.nodes", from_nodes)) if n is not None]
+    if not found:
+        raise ValueError(f"{fn}: the node count is data-dependent: graphs.n_node is traced (inside jit) and "
+                         f"graphs.nodes holds no array to read it from; pass n_nodes=<static int>")
+    if len({n for _, n in found}) > 1:
+        raise ValueError(f"{fn}: the node counts disagree: " + ", ".join(f"{name} = {n}" for name, n in found))
+    n_edge = getattr(graphs, "n_edge", None)
+    if n_edge is not None and not isinstance(n_edge, jax.core.Tracer):
+        total = int(np.sum(np.asarray(n_edge)))
+        if total != graphs.senders.shape[0]:
+            raise ValueError(f"{fn}: sum(graphs.n_edge) = {total}, but graphs.senders has "
+                             f"{graphs.senders.shape[0]} edges")
+    return found[0][1]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse
 
-from jaxgraphops.graph import BatchedGraph, Graph, batch, pad, padding_masks
+from jaxgraphops.graph import Graph, pad, padding_masks
 
 LEAVES = ("src", "dst", "csc_offsets", "csc_src", "csc_eid", "csr_offsets", "csr_dst", "csr_eid")
 
@@ -305,48 +305,7 @@ def test_senders_receivers_and_jraph():
     assert_same_graph(Graph.from_jraph(graphs), small_graph())
 
 
-# -- batching and padding ----------------------------------------------------------------
-
-
-def three_graphs():
-    a = Graph.from_edges(np.array([0, 1, 2]), np.array([1, 2, 0]))  # triangle
-    b = Graph.from_edges(np.zeros(0, np.int32), np.zeros(0, np.int32), 2)  # no edges
-    c = Graph.from_edges(np.array([1, 0]), np.array([0, 0]), 3)  # node 2 isolated
-    return a, b, c
-
-
-def test_batch():
-    bg = batch(three_graphs())
-    assert isinstance(bg, BatchedGraph) and bg.n_graphs == 3
-    g = bg.graph
-    assert (g.n_src, g.n_dst, g.n_edges) == (8, 8, 5)
-    assert edge_list(g) == [(0, 1), (1, 2), (2, 0), (6, 5), (5, 5)]
-    assert_same_graph(g, Graph.from_edges(g.src, g.dst, 8))  # groupings equal a fresh build
-    np.testing.assert_array_equal(g.csc_offsets, [0, 1, 2, 3, 3, 3, 5, 5, 5])
-    np.testing.assert_array_equal(g.csc_eid, [2, 0, 1, 3, 4])
-    for ids in (bg.src_graph_ids, bg.dst_graph_ids):
-        assert ids.dtype == jnp.int32
-        np.testing.assert_array_equal(ids, [0, 0, 0, 1, 1, 2, 2, 2])
-
-
-def test_batch_bipartite_and_jit():
-    a = Graph.from_edges(np.array([1, 0, 1]), np.array([2, 2, 0]), n_src=2, n_dst=3)
-    b = Graph.from_edges(np.array([0, 0]), np.array([1, 0]), n_src=1, n_dst=2)
-    bg = jax.jit(lambda gs: batch(gs).graph)([a, b, a])
-    expected = Graph.from_edges(np.array([1, 0, 1, 2, 2, 4, 3, 4]), np.array([2, 2, 0, 4, 3, 7, 7, 5]), 5, 8)
-    assert_same_graph(bg, expected)
-    full = batch([a, b, a])
-    np.testing.assert_array_equal(full.src_graph_ids, [0, 0, 1, 2, 2])
-    np.testing.assert_array_equal(full.dst_graph_ids, [0, 0, 0, 1, 1, 2, 2, 2])
-
-
-def test_batch_errors():
-    with pytest.raises(ValueError, match="non-empty"):
-        batch([])
-    with jax.enable_x64(True):
-        g64 = small_graph()
-    with pytest.raises(ValueError, match="one index dtype"):
-        batch([small_graph(), g64])
+# -- padding (batches: test_batching.py) ----------------------------------------------------------------
 
 
 def test_pad_and_masks():
@@ -446,11 +405,12 @@ def test_a_valid_hand_built_graph_is_accepted_and_checked_once():
     x = jnp.arange(10.0).reshape(5, 2)
     np.testing.assert_array_equal(jgo.gspmm(rebuilt, x), jgo.gspmm(g, x))
     assert rebuilt._checked
-    union = batch([g, g]).graph
-    assert union._checked
+    union = jgo.batch([g, g]).graph
+    padded = jgo.pad_batch(jgo.batch([g, g]), 12, 16, 3).graph
+    assert union._checked and padded._checked
     # the library's own hand-built graphs pass the check (rebuilt, so that they are checked)
     from jaxgraphops.nn._functional import gat_graph
-    for derived in (union, union.reverse(), jgo.nn.add_self_loops(g), gat_graph(g)):
+    for derived in (union, union.reverse(), padded, jgo.nn.add_self_loops(g), gat_graph(g)):
         check_graph("test", jax.tree_util.tree_map(lambda a: a, derived))
 
 
