@@ -48,7 +48,7 @@ extensions = [
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
-exclude_patterns = ["_build", "_figures_src", "_ext", "requirements.txt", "README.md"]
+exclude_patterns = ["_build", "_figures_src", "_ext"]
 
 # MyST: $...$ math, ::: fences, heading anchors for the existing pages' [text](#anchor) links
 myst_enable_extensions = ["dollarmath", "colon_fence", "deflist"]
@@ -56,8 +56,9 @@ myst_heading_anchors = 3
 
 # autodoc: the docstrings are Google style (napoleon) with reST roles
 autodoc_member_order = "bysource"
-autodoc_typehints = "signature"
-autodoc_default_options = {"show-inheritance": False}
+autodoc_typehints = "description"  # signatures stay readable; types join the documented parameters
+autodoc_typehints_description_target = "documented_params"
+autodoc_preserve_defaults = True  # "nn.initializers.zeros_init()", not "<function zeros>"
 autosummary_generate = False  # the tables link to the entries of api/*.rst; no stub pages
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
 import types
 from pathlib import Path
 
@@ -198,6 +199,15 @@ def write_pages(folder: Path) -> None:
             path.write_text(text)
 
 
+def drop_framework_fields(app, what, name, obj, options, signature, return_annotation):
+    """Flax modules' signatures end with ``parent`` and ``name``, fields every linen module has: drop them."""
+    if what == "class" and signature and hasattr(obj, "__dataclass_fields__") and "parent" in obj.__dataclass_fields__:
+        signature = re.sub(r", parent=[^,]*(?=, name=)", "", signature)
+        signature = re.sub(r", name=None\)$", ")", signature)
+    return signature, return_annotation
+
+
 def setup(app):
     app.connect("builder-inited", lambda app: write_pages(Path(app.srcdir) / "api"))
+    app.connect("autodoc-process-signature", drop_framework_fields)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
