@@ -49,12 +49,14 @@ __all__ = ["BatchedGraph", "batch", "pad_batch"]
 class BatchedGraph:
     """The disjoint union of ``n_graphs`` graphs, padded or not (:func:`batch`, :func:`pad_batch`).
 
-    - ``graph``: the union, a :class:`~jaxgraphops.Graph` with the graphs' nodes one after another.
-    - ``src_graph_ids [graph.n_src]``, ``dst_graph_ids [graph.n_dst]`` (int32): each node's graph;
-      they never decrease (each graph's nodes are contiguous).
-    - ``n_graphs``: a static int (pytree aux data, so ``pool`` gets a Python int inside ``jit``).
-    - ``graph_mask [n_graphs]`` (bool): True for real graphs, False for padding graphs; all True
-      unless padded. :attr:`node_mask`, :attr:`src_node_mask` and :attr:`edge_mask` follow from it.
+    Attributes:
+      graph: the union, a :class:`~jaxgraphops.Graph` with the graphs' nodes one after another.
+      src_graph_ids: ``[graph.n_src]`` (int32), each source node's graph; never decreasing (each
+        graph's nodes are contiguous).
+      dst_graph_ids: ``[graph.n_dst]`` (int32), each destination node's graph; never decreasing.
+      n_graphs: a static int (pytree aux data, so ``pool`` gets a Python int inside ``jit``).
+      graph_mask: ``[n_graphs]`` (bool), True for real graphs, False for padding graphs; all True
+        unless padded. :attr:`node_mask`, :attr:`src_node_mask` and :attr:`edge_mask` follow from it.
 
     The constructor checks shapes and dtypes, and concrete graph ids (in range, never decreasing).
     """
