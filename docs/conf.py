@@ -75,6 +75,5 @@ nitpick_ignore_regex = [
 
 html_theme = "furo"
 html_title = f"jaxgraphops {release}"
-html_static_path = ["_static"]
 html_theme_options = {"navigation_with_keys": True}
 pygments_style = "friendly"
