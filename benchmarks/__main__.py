@@ -10,11 +10,11 @@ import sys
 import jax
 import numpy as np
 
-from . import aggregation, attention, dimenet, gno, gspmm, relational
+from . import aggregation, attention, dimenet, gno, gspmm, relational, sampling
 from ._timing import machine, median_ms
 
 SUITES = {"aggregation": aggregation.cases, "attention": attention.cases, "dimenet": dimenet.cases,
-          "gno": gno.cases, "gspmm": gspmm.cases, "relational": relational.cases}
+          "gno": gno.cases, "gspmm": gspmm.cases, "relational": relational.cases, "sampling": sampling.cases}
 
 
 def main(argv=None) -> int:

@@ -21,7 +21,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from . import impl_jax, plots, scaling, tables
+from . import impl_jax, plots, sampling, scaling, tables
 from ._timing import machine
 from .cases import cases as all_cases
 from .runners import IMPLEMENTATIONS, median_ms, pin_mmap_threshold
@@ -118,7 +118,7 @@ gspmm, also `utils.spmm` over a CSR adjacency; DGL's are `dgl.ops` and its conv 
 """
 
 
-def render(device, command, seconds, args, copy_gbps, results, missing, case_list, sweep, link) -> str:
+def render(device, command, seconds, args, copy_gbps, results, missing, case_list, sweep, link, sampled=None) -> str:
     """The markdown section of one report."""
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     skipped = "".join(f"- {lib}: {why}\n" for lib, why in sorted(missing.items()))
@@ -147,6 +147,13 @@ def render(device, command, seconds, args, copy_gbps, results, missing, case_lis
                  f"`--sweep-reference-max-edges` go further). The lower panels show throughput: it rises while "
                  f"the per-call overhead dominates and flattens where the thread pool is saturated.\n\n"
                  f"{scaling.table(sweep)}\n![scaling]({link}/scaling_{device}.png)\n")
+    if sampled:
+        records, not_run = sampled
+        body += (f"### Neighbour sampling (seeds per second)\n\n"
+                 f"`sample_blocks` with fanouts {sampling.FANOUTS} (two hops, without replacement) and the CPU "
+                 f"samplers of DGL and PyG; {records[0]['shape'] if records else ''}. Seeds per second over "
+                 f"one run of every batch (median of {args.repeats} runs after a warm-up run); relabelled "
+                 f"blocks out (`benchmarks/sampling.py`).\n\n{sampling.table(records, not_run)}\n")
     return body
 
 
@@ -157,7 +164,8 @@ def main(argv=None) -> int:
     parser.add_argument("--sweep-max-edges", type=float, default=1e7, help="largest E of the sweep (0: no sweep)")
     parser.add_argument("--sweep-reference-max-edges", type=float, default=1e6,
                         help="largest E at which the sweep also times the XLA reference")
-    parser.add_argument("--only", action="append", help="run only these case keys (e.g. gat)")
+    parser.add_argument("--only", action="append", help="run only these case keys (e.g. gat; sampling: the "
+                        "neighbour-sampling table)")
     parser.add_argument("--output", default=str(ROOT / "BENCHMARKS.md"), help="markdown file to update ('' to skip)")
     parser.add_argument("--plot-dir", default=str(ROOT / "benchmarks" / "plots"), help="where the PNGs and JSON go")
     args = parser.parse_args(argv)
@@ -176,18 +184,21 @@ def main(argv=None) -> int:
     sweep = []
     if args.sweep_max_edges > 0:
         sweep = scaling.run(int(args.sweep_max_edges), int(args.sweep_reference_max_edges), args.repeats)
+    sampled = sampling.run(args.scale, args.repeats) if not args.only or "sampling" in args.only else None
 
     plot_dir = Path(args.plot_dir).resolve()
     plot_dir.mkdir(parents=True, exist_ok=True)
     (plot_dir / f"report_{device}.json").write_text(json.dumps(
-        {"machine": machine(), "copy_gbps": copy_gbps, "results": results, "sweep": sweep}, indent=1))
-    plots.speedups(results, str(plot_dir / f"speedups_{device}.png"), f"jaxgraphops vs peers, {machine()}")
+        {"machine": machine(), "copy_gbps": copy_gbps, "results": results, "sweep": sweep,
+         "sampling": sampled and sampled[0]}, indent=1))
+    if results:
+        plots.speedups(results, str(plot_dir / f"speedups_{device}.png"), f"jaxgraphops vs peers, {machine()}")
     if sweep:
         plots.scaling(sweep, str(plot_dir / f"scaling_{device}.png"), f"scaling sweep, {machine()}")
 
     command = shlex.join(["python", "-m", "benchmarks.report", *(argv if argv is not None else sys.argv[1:])])
     body = render(device, command, time.perf_counter() - started, args, copy_gbps, results, missing, case_list,
-                  sweep, os.path.relpath(plot_dir, Path(args.output or ".").resolve().parent))
+                  sweep, os.path.relpath(plot_dir, Path(args.output or ".").resolve().parent), sampled)
     print(body)
     if args.output:
         _write_section(Path(args.output), f"peer-report-{device}", body)
