@@ -259,7 +259,7 @@ def check_dmpnn_config(layer: str, depth, undirected) -> None:
 def _reverse_rows(h, rev):
     """``h[rev[e]]``, or ``h[e]`` where ``rev[e] == -1`` (an edge without a reverse is its own)."""
     rev = jnp.asarray(rev)
-    return jnp.where((rev >= 0)[:, None], h[jnp.maximum(rev, 0)], h)
+    return h[jnp.where(rev >= 0, rev, jnp.arange(rev.shape[0], dtype=rev.dtype))]
 
 
 def dmpnn_encoder(g: Graph, atom_features, bond_features, rev_edge_ids, w: dict, *, depth: int, undirected: bool,
