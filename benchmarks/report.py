@@ -150,10 +150,10 @@ def render(device, command, seconds, args, copy_gbps, results, missing, case_lis
     if sampled:
         records, not_run = sampled
         body += (f"### Neighbour sampling (seeds per second)\n\n"
-                 f"`sample_blocks` with fanouts {sampling.FANOUTS} (two hops, without replacement) and the CPU "
-                 f"samplers of DGL and PyG; {records[0]['shape'] if records else ''}. Seeds per second over "
-                 f"one run of every batch (median of {args.repeats} runs after a warm-up run); relabelled "
-                 f"blocks out (`benchmarks/sampling.py`).\n\n{sampling.table(records, not_run)}\n")
+                 f"`sample_blocks` with fanouts {sampling.FANOUTS} (two hops, without replacement; kernels and "
+                 f"`impl=\"xla\"`) and the CPU samplers of DGL and PyG; {records[0]['shape'] if records else ''}. "
+                 f"Seeds per second over one run of every batch (median of {args.repeats} runs after a warm-up "
+                 f"run); relabelled blocks out (`benchmarks/sampling.py`).\n\n{sampling.table(records, not_run)}\n")
     return body
 
 

@@ -7,7 +7,8 @@ samples the same 16 batches of 1,024 distinct random seeds in every library, wit
 in-edges of each seed (10 per seed, then 25 per reached node) and returns relabelled blocks:
 
 - jaxgraphops: ``jax.jit(sample_blocks)`` (the CPU kernels when JAX runs on the CPU, the CUDA ones on a
-  GPU): two static-shape blocks, CSC and CSR views included.
+  GPU): two static-shape blocks, CSC and CSR views included; and the same with ``impl="xla"`` (the
+  pure-JAX sampler, which draws the same sample: the "XLA reference" row).
 - DGL: ``dgl.dataloading.NeighborSampler([25, 10]).sample_blocks`` (``sample_neighbors`` and
   ``to_block`` per hop).
 - PyG: ``torch_geometric.sampler.NeighborSampler(num_neighbors=[10, 25])`` (PyG lists hops from the seeds
@@ -36,7 +37,7 @@ from . import workloads
 
 FANOUTS = [25, 10]  # layer order (DGL's): 10 in-neighbours of each seed, then 25 of each reached node
 BATCH, BATCHES = 1024, 16
-LIBRARIES = ("jaxgraphops", "DGL", "PyG")
+LIBRARIES = ("jaxgraphops", "XLA reference", "DGL", "PyG")
 
 
 def workload(scale: float = 1.0):
@@ -52,11 +53,11 @@ def shape(n: int, e: int) -> str:
     return f"power-law N={n:,} E={e:,}, {BATCHES} batches of {BATCH} seeds, fanouts {FANOUTS}"
 
 
-def _jax_sampler(src, dst, n, seeds):
+def _jax_sampler(src, dst, n, seeds, impl=None):
     """``(run, hop1_edges)``: ``run()`` samples every batch; ``hop1_edges()`` counts the first batch's
     sampled edges into its seeds."""
     g = jgo.Graph.from_edges(src, dst, n, n)
-    sample = jax.jit(lambda key, g, seeds: jgo.sample_blocks(key, g, seeds, FANOUTS))
+    sample = jax.jit(lambda key, g, seeds: jgo.sample_blocks(key, g, seeds, FANOUTS, impl=impl))
     keys = jax.random.split(jax.random.key(0), len(seeds))
     batches = [jnp.asarray(s) for s in seeds]
 
@@ -111,13 +112,14 @@ def _pyg_sampler(src, dst, n, seeds):
     return run, hop1_edges
 
 
-SAMPLERS = {"jaxgraphops": _jax_sampler, "DGL": _dgl_sampler, "PyG": _pyg_sampler}
+SAMPLERS = {"jaxgraphops": _jax_sampler, "XLA reference": lambda *a: _jax_sampler(*a, impl="xla"),
+            "DGL": _dgl_sampler, "PyG": _pyg_sampler}
 
 
 def _unavailable(library: str, error: Exception) -> str:
     if library == "PyG" and "requires either 'pyg-lib' or 'torch-sparse'" in str(error):
-        return ("needs pyg-lib (not on PyPI) or torch-sparse (an sdist: pip install --no-build-isolation "
-                "torch-scatter torch-sparse builds it against the installed torch)")
+        return ("its NeighborSampler needs pyg-lib (no PyPI release) or torch-sparse (PyPI has only the sdist, "
+                "to build with torch-scatter against the installed torch); neither is installed")
     if isinstance(error, ImportError):
         return f"not installed ({error.name or error})"
     return f"failed on this stack: {type(error).__name__}: {error}"[:300]
@@ -145,7 +147,7 @@ def run(scale: float = 1.0, repeats: int = 5, log=print):
             sample, hop1_edges = make(src, dst, n, seeds)
             got = hop1_edges()
         except Exception as e:  # a peer that does not run on this stack (jaxgraphops' own errors propagate)
-            if library == "jaxgraphops":
+            if library in ("jaxgraphops", "XLA reference"):
                 raise
             missing[library] = _unavailable(library, e)
             log(f"sampling: {library} not run: {missing[library]}")
