@@ -1,6 +1,7 @@
 """The QM9 examples run end to end in their ``--quick`` mode (a few thousand molecules, a few steps), each
 in a subprocess as a user runs it: the train step compiles once, the plot is written, and the trained
-model beats its baseline (chance for GraphSAGE's 5 classes, the mean predictor for D-MPNN's MAE)."""
+model beats its baseline (chance for GraphSAGE's 5 classes, the mean predictor for D-MPNN's MAE). The
+D-MPNN example's featurizer is Chemprop's (its default molecule featurizer as the oracle)."""
 
 import importlib.util
 import re
@@ -8,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -49,3 +51,26 @@ def test_dmpnn_qm9_quick(tmp_path):
     mae, = _number(r"test MAE \(at best validation\)\s+([\d.]+) eV", out)
     baseline, = _number(r"test MAE of the mean predictor\s+([\d.]+) eV", out)
     assert mae < 0.8 * baseline
+
+
+# QM9 molecules (rings, triple bonds, aromatics, F) and a few with charges, stereocentres and stereo bonds
+SMILES = ["C", "C#N", "OC1COC1", "CC1=CC=CN1", "FC(F)(F)C#C", "O=C1C=CC(=O)C=C1", "c1ccccc1O", "N=C1OC=CC1=O",
+          "C[C@H](N)C(=O)O", "C/C=C/C", "[NH3+]CC([O-])=O", "CC12CC1(C)O2"]
+
+
+def test_dmpnn_featurizer_is_chemprops():
+    pytest.importorskip("chemprop", reason="Chemprop (the oracle) is not installed")
+    from chemprop.featurizers import SimpleMoleculeMolGraphFeaturizer
+    from chemprop.utils import make_mol
+
+    spec = importlib.util.spec_from_file_location("dmpnn_qm9", EXAMPLES / "dmpnn_qm9.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    featurizer = SimpleMoleculeMolGraphFeaturizer()
+    for smiles in SMILES:
+        expected = featurizer(make_mol(smiles))
+        atoms, bonds, src, dst = example.featurize(smiles)
+        np.testing.assert_array_equal(atoms, expected.V, err_msg=smiles)
+        np.testing.assert_array_equal(bonds, expected.E, err_msg=smiles)
+        np.testing.assert_array_equal(np.stack([src, dst]), expected.edge_index, err_msg=smiles)
+        np.testing.assert_array_equal(np.arange(len(src)) ^ 1, expected.rev_edge_index, err_msg=smiles)
