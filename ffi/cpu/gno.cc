@@ -124,10 +124,12 @@ struct ChunkScratch {
 };
 
 // Edges k0 .. k0 + n - 1 of a row (edge l = k - k0): x[l] = w_e rows[nbr[k]] (len elements; w_e = 1
-// where w is null), sum += x[l], x1[l] = [1, dx_e], and h[l] = the pre-activations U dx_e + b_u (0 in
-// the padding). The weights are a run-time choice, not a template parameter: a product by 1 is exact,
-// and one instantiation fewer per pass, type and ISA halved this file's compile time.
-template <typename T, typename I, int kVec>
+// where w is null or kUnweighted), sum += x[l], x1[l] = [1, dx_e], and h[l] = the pre-activations
+// U dx_e + b_u (0 in the padding). The weights are a run-time choice of the forward and jgo_gno_bwd_src
+// passes, not a template parameter (a product by 1 is exact): only jgo_gno_bwd_dst, whose weighted form
+// does more per edge, is compiled for each (kWeight). That cut this file's compile time by a quarter at
+// the same speed; a run-time choice there too would cut it by half but slowed the unweighted pass 2x.
+template <typename T, typename I, int kVec, bool kUnweighted = false>
 JGO_INLINE void GatherEdges(const GnoArgs& a, const Packed<T>& p, const I* nbr, const I* eid, const T* rows,
                             int64_t len, const T* dx, const T* w, int64_t k0, int64_t n, int64_t last,
                             ChunkScratch<T>& s) {
@@ -135,7 +137,7 @@ JGO_INLINE void GatherEdges(const GnoArgs& a, const Packed<T>& p, const I* nbr, 
   for (int64_t l = 0; l < n; ++l) {
     PrefetchEdge(a, nbr, eid, rows, len, dx, k0 + l, last);
     const int64_t e = eid[k0 + l];
-    const T we = w ? w[e] : T(1);
+    const T we = !kUnweighted && w ? w[e] : T(1);
     const T* src = rows + static_cast<int64_t>(nbr[k0 + l]) * len;
     T* xl = s.x.data() + l * len;
     for (int64_t c = 0; c < len; ++c) {
@@ -319,7 +321,7 @@ struct BwdSrcRows {
 //   ga_e = w_e t_e relu'(a_e),  grad_dx_e = U^T ga_e,  grad_U += ga_e dx_e^T,  grad_b_u += ga_e
 // [grad_b_u; grad_U^T] is accumulated padded, [d + 1, Hp] (the layout of Packed::ub).
 
-template <typename T, typename I, bool kDiag, int kVec>
+template <typename T, typename I, bool kWeight, bool kDiag, int kVec>
 JGO_INLINE void GnoBwdDstRows(const GnoArgs& a, const Packed<T>& p, const I* offsets, const I* nbr, const I* eid,
                               const T* f, const T* dx, const T* w, const T* G, T* grad_dx, T* grad_ub, T* grad_w,
                               int64_t r0, int64_t r1) {
@@ -341,12 +343,12 @@ JGO_INLINE void GnoBwdDstRows(const GnoArgs& a, const Packed<T>& p, const I* off
     }
     for (int64_t r = t0; r < t1; ++r) {
       const T* q = qs.data() + (r - t0) * Qs;
-      if (w) {
+      if constexpr (kWeight) {
         for (int64_t c = 0; c < Cin; ++c) qb[c] = q[c * Ps + Hp];  // the bias unit's column of Q_r
       }
       for (int64_t k0 = offsets[r], end = offsets[r + 1]; k0 < end; k0 += kChunk) {
         const int64_t n = std::min(kChunk, end - k0);
-        GatherEdges<T, I, kVec>(a, p, nbr, eid, f, Cin, dx, nullptr, k0, n, last, s);  // x = f_j, unweighted
+        GatherEdges<T, I, kVec, true>(a, p, nbr, eid, f, Cin, dx, nullptr, k0, n, last, s);  // x = f_j, unweighted
         const T* x = s.x.data();
         const T* pre = s.h.data();
         Gemm<kVec>(n, Hp, Cin, x, Cin, 1, q, Ps, t.data(), Hp, false);  // t[l, k] = <f_j, Q_r[:, k]>, hidden units
@@ -354,11 +356,11 @@ JGO_INLINE void GnoBwdDstRows(const GnoArgs& a, const Packed<T>& p, const I* off
           const int64_t e = eid[k0 + l];
           const T* pl = pre + l * Hp;
           T* tl = t.data() + l * Hp;
-          if (w) {  // grad_w_e = <h_e, t_e> + <f_j, Q_r[:, bias]>
+          if constexpr (kWeight) {  // grad_w_e = <h_e, t_e> + <f_j, Q_r[:, bias]>
             for (int64_t k = 0; k < Hp; ++k) h[k] = GnoHidden(pl[k]);
             grad_w[e] = VecDot<kVec>(h.data(), tl, Hp) + Dot(x + l * Cin, qb.data(), Cin);
           }
-          const T we = w ? w[e] : T(1);
+          const T we = kWeight ? w[e] : T(1);
           for (int64_t k = 0; k < Hp; ++k) tl[k] = GnoPreGrad(we, tl[k], pl[k]);  // t becomes ga
           for (int64_t m = 0; m < d; ++m) grad_dx[e * d + m] = VecDot<kVec>(p.ub.data() + (1 + m) * Hp, tl, Hp);
         }
@@ -369,10 +371,11 @@ JGO_INLINE void GnoBwdDstRows(const GnoArgs& a, const Packed<T>& p, const I* off
   }
 }
 
+template <bool kWeight>
 struct BwdDstRows {
   template <typename T, typename I, bool kDiag, int kVec, typename... Args>
   JGO_INLINE static void run(const GnoArgs* a, const Packed<T>* p, Args... args) {
-    GnoBwdDstRows<T, I, kDiag, kVec>(*a, *p, args...);
+    GnoBwdDstRows<T, I, kWeight, kDiag, kVec>(*a, *p, args...);
   }
 };
 
@@ -408,7 +411,13 @@ ffi::Error GnoBwdTyped(ffi::ThreadPool& pool, const GnoArgs& a, bool by_src, ffi
       T* gdx = results[0].typed_data<T>();
       T* gw = a.has_weight ? results[3].typed_data<T>() : nullptr;
       DispatchDiagonal(a.diagonal, [&](auto diag) {
-        RunRows<BwdDstRows, T, I, decltype(diag)::value>(&a, &p, o, n, e, fd, xd, wd, gd, gdx, part, gw, r0, r1);
+        if (a.has_weight) {
+          RunRows<BwdDstRows<true>, T, I, decltype(diag)::value>(&a, &p, o, n, e, fd, xd, wd, gd, gdx, part, gw, r0,
+                                                                 r1);
+        } else {
+          RunRows<BwdDstRows<false>, T, I, decltype(diag)::value>(&a, &p, o, n, e, fd, xd, wd, gd, gdx, part, gw, r0,
+                                                                  r1);
+        }
       });
     }
   });
