@@ -65,10 +65,10 @@ def test_cuda_marks_detect_device_code(tmp_path):
 
 def run_python(code: str, cwd: Path, **env) -> subprocess.CompletedProcess:
     """``python -c code`` in ``cwd`` (outside the repository root: its source tree would shadow the installed
-    package) with the default kernels unless ``env`` says otherwise. Read the last lines of its output: an
-    editable install may report a rebuild first."""
+    package) on JAX's CPU backend (also on a machine with a GPU) with the default kernels, unless ``env``
+    says otherwise. Read the last lines of its output: an editable install may report a rebuild first."""
     return subprocess.run([sys.executable, "-c", code], check=False, cwd=cwd, capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "JGO_KERNELS": "", **env})
+                          timeout=300, env={**os.environ, "JGO_KERNELS": "", "JAX_PLATFORMS": "cpu", **env})
 
 
 # The plugin made invisible: find_spec() answers None for a module set to None in sys.modules.
