@@ -1,9 +1,11 @@
 """``python -m benchmarks.gpu_resources``: the static GPU budget of every CUDA kernel, without a GPU.
 
 Compiles each ``ffi/cuda/*.cu`` to device code for sm_80 and sm_90 (``nvcc -fatbin -Xptxas -v``, the
-files in parallel), reads ptxas's report and prints, per kernel instantiation: registers, stack
-frame, spill stores/loads, static and dynamic shared memory, and the theoretical occupancy on an
-H100 at the launch configuration (``kBlock`` threads per block, from ``ffi/cuda/launch.cuh``).
+files in parallel) as the CUDA plugin's build does (cmake/cuda-plugin.cmake: the same sources,
+optimisation, defines and real architectures; tests/test_gpu_resources.py keeps them in step), reads
+ptxas's report and prints, per kernel instantiation: registers, stack frame, spill stores/loads,
+static and dynamic shared memory, and the theoretical occupancy on an H100 at the launch configuration
+(``kBlock`` threads per block, from ``ffi/cuda/launch.cuh``).
 
 ``--check`` exits 1 when a kernel spills, or runs below 50% occupancy without a reason in
 ``REASONS``; ``--markdown FILE`` writes the table into FILE between ``BEGIN`` and ``END``;
@@ -245,10 +247,10 @@ def dynamic_shared(name: str, block: int) -> int:
 
 
 def nvcc_command(source: Path, output: Path, include: str, ffi: Path = FFI, nvcc: str = "nvcc") -> list[str]:
-    """Device code only, for ``ARCHS``, with ptxas's verbose report."""
+    """Device code only, for ``ARCHS``, with ptxas's verbose report; otherwise the plugin's flags (a Release build)."""
     codes = [f"--generate-code=arch=compute_{a[3:]},code={a}" for a in ARCHS]
-    return [nvcc, "-fatbin", *codes, "-std=c++17", "-O3", "-Xptxas", "-v", f"-I{ffi}", f"-I{ffi / 'common'}",
-            "-isystem", include, "-DJGO_WITH_CUDA", str(source), "-o", str(output)]
+    return [nvcc, "-fatbin", *codes, "-std=c++17", "-O3", "-DNDEBUG", "-Xptxas", "-v", f"-I{ffi}",
+            f"-I{ffi / 'common'}", "-isystem", include, "-DJGO_WITH_CUDA", str(source), "-o", str(output)]
 
 
 def compile_all(sources: list[Path], jobs: int = 2, ffi: Path = FFI, nvcc: str = "nvcc") -> dict[Path, str]:

@@ -1,4 +1,5 @@
-// The FFI handler symbols of every platform built, one per target of targets.h, registered by module.cc.
+// The FFI handler symbols of every platform built, one per target of targets.h: the CPU and emulated ones
+// registered by module.cc, the CUDA ones listed by cuda_plugin.cc.
 #pragma once
 
 #include "targets.h"

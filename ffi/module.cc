@@ -1,4 +1,6 @@
-// The extension module: {FFI target name -> handler capsule} for each platform, from targets.h.
+// The extension module of the core package: {FFI target name -> handler capsule} of the CPU handlers and,
+// in a development build, the emulated CUDA handlers, from targets.h. The CUDA handlers are a plugin
+// package of their own (ffi/cuda_plugin.cc).
 #include <nanobind/nanobind.h>
 
 #include "handlers.h"
@@ -27,7 +29,6 @@ JGO_TARGETS(JGO_RECORDED)
 
 // d[target name] = the capsule of the target's handler on one platform.
 #define JGO_CPU_ENTRY(target, Stem) d[#target] = Capsule(Jgo##Stem##Cpu);
-#define JGO_CUDA_ENTRY(target, Stem) d[#target] = Capsule(Jgo##Stem##Cuda);
 #define JGO_CUDA_EMULATION_ENTRY(target, Stem) d[#target] = Capsule(Jgo##Stem##CudaEmulationRecorded);
 
 NB_MODULE(_ext, m) {
@@ -41,13 +42,6 @@ NB_MODULE(_ext, m) {
     JGO_HOST_TARGETS(JGO_CPU_ENTRY)
     return d;
   });
-  m.def("cuda_targets", [] {
-    nb::dict d;
-#ifdef JGO_WITH_CUDA
-    JGO_TARGETS(JGO_CUDA_ENTRY)
-#endif
-    return d;
-  });
   m.def("cuda_emulation_targets", [] {
     nb::dict d;
 #ifdef JGO_WITH_CUDA_EMULATION
@@ -55,11 +49,6 @@ NB_MODULE(_ext, m) {
 #endif
     return d;
   });
-#ifdef JGO_WITH_CUDA
-  m.attr("with_cuda") = true;
-#else
-  m.attr("with_cuda") = false;
-#endif
 #ifdef JGO_WITH_CUDA_EMULATION
   m.attr("with_cuda_emulation") = true;
 #else

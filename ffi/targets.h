@@ -1,5 +1,6 @@
 // Every FFI target, as X(target name, symbol stem): on each platform its handler is the symbol
-// Jgo<Stem>Cpu, Jgo<Stem>Cuda or Jgo<Stem>CudaEmulation (handlers.h), registered by module.cc.
+// Jgo<Stem>Cpu, Jgo<Stem>Cuda or Jgo<Stem>CudaEmulation (handlers.h), registered by module.cc (CPU,
+// emulated) and by the CUDA plugin (cuda_plugin.cc).
 #pragma once
 
 #define JGO_TARGETS(X)                           \

@@ -9,12 +9,16 @@ Every op is an XLA FFI kernel (C++ on CPU, CUDA on GPU) wrapped as a JAX primiti
 (3, 4)
 """
 
-from . import _versions
+# The one place the version is written: both pyproject files (core and plugins/cuda13) read it from here.
+__version__ = "0.1.0"
+
+from . import _versions  # noqa: E402
 
 _versions.check()  # warns once if jax/jaxlib are outside the tested range
 
 from . import dimenet  # noqa: E402
 from ._backend import kernel_platform, with_cuda  # noqa: E402
+from ._cuda_plugin import CudaPluginWarning  # noqa: E402
 from .batching import BatchedGraph, batch, pad_batch  # noqa: E402
 from .distributed import PartitionedGraph, halo_exchange, partition_graph, shard_parts  # noqa: E402
 from .graph import Graph, pad, padding_masks  # noqa: E402
@@ -30,10 +34,10 @@ from .ops._primitive_utils import PartitionedJitWarning  # noqa: E402
 from .sampling import SampledBlock, sample_blocks, sample_neighbors  # noqa: E402
 from ._versions import UntestedVersionWarning  # noqa: E402
 
-__version__ = "0.1.0"
 
 __all__ = [
     "BatchedGraph",
+    "CudaPluginWarning",
     "Graph",
     "PartitionedGraph",
     "PartitionedJitWarning",

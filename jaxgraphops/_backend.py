@@ -1,29 +1,34 @@
-"""Loads the compiled extension and registers its FFI targets with XLA.
+"""Loads the compiled extension, finds the CUDA plugin and registers their FFI targets with XLA.
 
 Which handlers serve XLA's CPU platform is chosen once, at import, by the environment variable
 ``JGO_KERNELS``:
 
 - unset, ``auto`` or ``cpu``: the C++ CPU handlers;
 - ``cuda-emulation``: the CUDA handlers compiled as host C++ against the project's emulated CUDA
-  runtime (a build with ``JGO_CUDA_EMULATION=ON``), registered under the same target names, so
-  every op on the CPU runs the CUDA code path: CUDA's mixed precision and its policy for malformed
+  runtime (a development build with ``JGO_CUDA_EMULATION=ON``), registered under the same target names,
+  so every op on the CPU runs the CUDA code path: CUDA's mixed precision and its policy for malformed
   indices included;
-- ``cuda``: the real CUDA handlers are required (an error at import if the build has none);
+- ``cuda``: the CUDA plugin (``pip install "jaxgraphops[cuda13]"``) is required: an error at import
+  if it is not installed or cannot be used;
 - ``xla``: no kernels on the CPU: every op lowers to the pure-JAX compositions of its primitives,
-  what a backend without kernels runs (a TPU, a GPU without the CUDA build); slow, for checking
+  what a backend without kernels runs (a TPU, a GPU without the CUDA plugin); slow, for checking
   that path on a CPU.
 
-The CUDA handlers, when built, always serve XLA's CUDA platform.
+XLA's CUDA platform is served by the CUDA plugin package when one is installed and usable
+(``jaxgraphops/_cuda_plugin.py``); the core package itself holds no CUDA code.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import jax
 
+from . import __version__
 from ._checks import did_you_mean
+from ._cuda_plugin import INSTALL, CudaPluginWarning, find
 
 
 def _missing_extension(error: ImportError) -> ImportError:
@@ -53,9 +58,6 @@ if KERNELS not in KERNELS_CHOICES:
 if KERNELS == "cuda-emulation" and not _ext.with_cuda_emulation:
     raise ImportError("jaxgraphops: JGO_KERNELS=cuda-emulation needs a build with the emulated CUDA handlers: "
                       "reinstall with JGO_CUDA_EMULATION=ON in the environment of pip install")
-if KERNELS == "cuda" and not _ext.with_cuda:
-    raise ImportError("jaxgraphops: JGO_KERNELS=cuda needs a build with the CUDA handlers: "
-                      "reinstall with JGO_CUDA=ON (nvcc required)")
 
 _cpu_targets = _ext.cuda_emulation_targets() if KERNELS == "cuda-emulation" else _ext.cpu_targets()
 for _name, _capsule in _cpu_targets.items():
@@ -64,21 +66,32 @@ for _name, _capsule in _cpu_targets.items():
 # platform under every JGO_KERNELS choice.
 for _name, _capsule in _ext.host_targets().items():
     jax.ffi.register_ffi_target(_name, _capsule, platform="cpu")
-# Registering for CUDA is lazy and harmless on machines without a GPU or CUDA plugin.
-for _name, _capsule in _ext.cuda_targets().items():
-    jax.ffi.register_ffi_target(_name, _capsule, platform="CUDA")
+
+# The CUDA plugin: a handler for each target the CPU handlers serve. Registering for CUDA is lazy and
+# harmless on machines without a GPU or JAX's CUDA backend.
+_plugin, _problems = find(__version__, _ext.cpu_targets())
+if KERNELS == "cuda" and _plugin is None:
+    raise ImportError("jaxgraphops: JGO_KERNELS=cuda needs the CUDA plugin: "
+                      + ("; ".join(_problems) if _problems else f"none is installed ({INSTALL})"))
+for _problem in _problems:
+    warnings.warn(f"jaxgraphops: {_problem}. Ops on a GPU run their pure-JAX compositions.", CudaPluginWarning,
+                  stacklevel=2)
+if _plugin is not None:
+    for _name, _capsule in _plugin.targets.items():
+        jax.ffi.register_ffi_target(_name, _capsule, platform="CUDA")
 
 
 def with_cuda() -> bool:
-    """Whether this build of jaxgraphops contains the CUDA kernels.
+    """Whether the CUDA kernels are installed and registered: the CUDA plugin package
+    (``pip install "jaxgraphops[cuda13]"``), found at import with the same version as jaxgraphops.
 
-    Without them, ops placed on a GPU run their pure-JAX implementation instead.
+    Without it, ops placed on a GPU run their pure-JAX implementation instead.
 
     >>> import jaxgraphops as jgo
     >>> isinstance(jgo.with_cuda(), bool)
     True
     """
-    return bool(_ext.with_cuda)
+    return _plugin is not None
 
 
 def emulating_cuda() -> bool:
@@ -97,7 +110,7 @@ def kernel_platform() -> str:
     ``"cpu"`` (the C++ CPU kernels), ``"cuda"`` (the CUDA kernels on a GPU), ``"cuda-emulation"``
     (the CUDA kernels on the emulated CUDA runtime, on the CPU; set ``JGO_KERNELS=cuda-emulation``
     before import), or ``"xla"`` where no kernel exists for the backend and the ops lower to their
-    pure-JAX compositions (a GPU without the CUDA build, a TPU, or the CPU with ``JGO_KERNELS=xla``).
+    pure-JAX compositions (a GPU without the CUDA plugin, a TPU, or the CPU with ``JGO_KERNELS=xla``).
 
     >>> import jaxgraphops as jgo
     >>> jgo.kernel_platform() in ("cpu", "cuda", "cuda-emulation", "xla")

@@ -31,7 +31,11 @@ QUICK_PARAMETRIZATIONS = 3
 
 
 def pytest_report_header(config):
-    return [f"jaxgraphops kernels: {jgo.kernel_platform()} (JGO_KERNELS selects them)",
+    from jaxgraphops import _backend
+
+    plugin = _backend._plugin
+    return [f"jaxgraphops kernels: {jgo.kernel_platform()} (JGO_KERNELS selects them); CUDA plugin: "
+            + (f"{plugin.distribution} {plugin.version}" if plugin else "none"),
             f"test profile: {PROFILE} (JGO_TESTS=quick|exhaustive)"]
 
 

@@ -2,7 +2,9 @@
 names, the check and the BENCHMARKS.md section; one real compile where nvcc is installed."""
 
 import doctest
+import re
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -148,3 +150,18 @@ def test_real_compile_of_one_file():
     for k in kernels:
         assert set(k.by_arch) == set(gr.ARCHS) and all(e.registers > 0 for e in k.by_arch.values())
         assert 0 < k.occupancy.fraction <= 1
+
+
+def test_the_budget_compiles_what_the_cuda_plugin_builds():
+    """The sources, real architectures, optimisation and defines of cmake/cuda-plugin.cmake (a Release build:
+    -O3 -DNDEBUG), so that the budget is the plugin's."""
+    cmake = (gr.ROOT / "cmake" / "cuda-plugin.cmake").read_text()
+    architectures = re.search(r'set\(CMAKE_CUDA_ARCHITECTURES "([^"]+)"\)', cmake)[1].split(";")
+    assert sorted(f"sm_{a.split('-')[0]}" for a in architectures if a.endswith("-real")) == sorted(gr.ARCHS)
+    assert "add_library(jgo_cuda_kernels OBJECT ${JGO_CUDA_SOURCES})" in cmake
+    assert "file(GLOB JGO_CUDA_SOURCES RELATIVE ${CMAKE_CURRENT_SOURCE_DIR} CONFIGURE_DEPENDS ffi/cuda/*.cu)" in (
+        gr.ROOT / "CMakeLists.txt").read_text()
+    defines = re.findall(r"target_compile_definitions\(jgo_cuda_kernels PRIVATE ([^)]*)\)", cmake)
+    command = gr.nvcc_command(gr.FFI / "cuda" / "gat.cu", Path("gat.fatbin"), "include")
+    assert [f"-D{d}" for d in " ".join(defines).split()] == [c for c in command if c.startswith("-DJGO")]
+    assert {"-O3", "-DNDEBUG", "-std=c++17"} <= set(command)

@@ -3,16 +3,17 @@
 #
 #   bash tools/gpu_runbook.sh [LOG_DIR]        # LOG_DIR defaults to gpu-runbook-logs/
 #
-# Builds jaxgraphops with the CUDA handlers (JGO_CUDA=ON) into a fresh venv, shows the GPU and JAX's
-# devices, runs the test suite on the CUDA kernels (JGO_KERNELS=cuda), runs compute-sanitizer's
-# memcheck, racecheck and synccheck over one test file per op family, then writes the static GPU
-# resource table and the GPU peer report into BENCHMARKS.md. Each step logs to LOG_DIR/NN-step.log
+# Builds the two wheels, jaxgraphops (the core) and its CUDA plugin jaxgraphops-cuda13 (plugins/cuda13),
+# installs both into a fresh venv, shows the GPU, JAX's devices and the active plugin, runs the test suite
+# on the CUDA kernels (JGO_KERNELS=cuda: the plugin is required), runs compute-sanitizer's memcheck,
+# racecheck and synccheck over one test file per op family, then writes the static GPU resource table
+# and the GPU peer report into BENCHMARKS.md. Each step logs to LOG_DIR/NN-step.log
 # and prints its time; a failed step does not stop the others; a summary ends the run, which exits
 # 1 if any step failed.
 #
 # Environment: PYTHON (default python3.11, whose CPU/GPU torch wheels the peer report needs),
-# JAX_CUDA (the jax extra that brings the GPU plugin: cuda13, the default, needs a driver for CUDA 13,
-# else cuda12), VENV (default .venv-gpu,
+# JAX_CUDA (the jax extra that brings JAX's GPU backend: cuda13, the default; the jaxgraphops-cuda13
+# kernels need a driver for CUDA 13 whichever it is), VENV (default .venv-gpu,
 # removed first), SANITIZE_KERNELS (compute-sanitizer's --kernel-name filter, default kns=jgo: our
 # kernels only; "all" checks XLA's too).
 # shellcheck disable=SC2317  # the step functions are called through step()
@@ -55,15 +56,16 @@ step() {
 
 venv() { rm -rf "$VENV" && "$PYTHON" -m venv "$VENV"; }
 
-# One wheel with the CUDA handlers, installed with the test extra now and the bench extra later.
+# The core wheel and the CUDA plugin's, installed with the test extra now and the bench extra later.
 build() {
-  rm -rf "$LOGS/wheel" && JGO_CUDA=ON "$VENV/bin/pip" wheel --progress-bar off --no-deps -w "$LOGS/wheel" .
+  rm -rf "$LOGS/wheel" && "$VENV/bin/pip" wheel --progress-bar off --no-deps -w "$LOGS/wheel" . ./plugins/cuda13
 }
 
-wheel() { ls "$LOGS"/wheel/jaxgraphops-*.whl; }
+wheel() { ls "$LOGS"/wheel/jaxgraphops-[0-9]*.whl; }
+plugin_wheel() { ls "$LOGS"/wheel/jaxgraphops_cuda13-*.whl; }
 
 install_test() {
-  "$VENV/bin/pip" install --progress-bar off -c "$CONSTRAINTS" "$(wheel)[test]" "jax[$JAX_CUDA]"
+  "$VENV/bin/pip" install --progress-bar off -c "$CONSTRAINTS" "$(wheel)[test]" "$(plugin_wheel)" "jax[$JAX_CUDA]"
 }
 
 # From outside the checkout, so that the installed package (with its extension) is the one imported.
@@ -73,9 +75,12 @@ devices() {
 import jax, jaxlib, jaxgraphops
 print("jax", jax.__version__, "jaxlib", jaxlib.__version__, "jaxgraphops", jaxgraphops.__version__)
 print("devices:", jax.devices())
-print("jaxgraphops.with_cuda():", jaxgraphops.with_cuda())
+import jaxgraphops_cuda13 as plugin
+print("jaxgraphops-cuda13", plugin.__version__, "CUDA runtime", plugin.CUDA_RUNTIME, "kernels:",
+      jaxgraphops.kernel_platform())
 assert jax.default_backend() == "gpu", "JAX sees no GPU"
-assert jaxgraphops.with_cuda(), "the CUDA handlers were not built"')
+assert jaxgraphops.with_cuda(), "the CUDA plugin is not active"
+assert jaxgraphops.kernel_platform() == "cuda"')
 }
 
 tests() { JGO_TESTS=exhaustive JGO_KERNELS=cuda "$VENV/bin/pytest" -q tests; }  # one process: a GPU is not shared
@@ -100,7 +105,9 @@ sys.path.append(sys.argv[1]); sys.argv = sys.argv[2:]
 runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)' "$ROOT" "$@")
 }
 
-install_bench() { "$VENV/bin/pip" install --progress-bar off -c "$CONSTRAINTS" "$(wheel)[bench]" "jax[$JAX_CUDA]"; }
+install_bench() {
+  "$VENV/bin/pip" install --progress-bar off -c "$CONSTRAINTS" "$(wheel)[bench]" "$(plugin_wheel)" "jax[$JAX_CUDA]"
+}
 
 echo "jaxgraphops GPU run book: $ROOT ($(git rev-parse --short HEAD 2>/dev/null || echo '?')), logs in $LOGS"
 step venv venv

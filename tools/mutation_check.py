@@ -106,7 +106,7 @@ def copy_repository(work: Path) -> Path:
 
 
 def build(repo: Path, python: str) -> None:
-    env = dict(os.environ, JGO_CUDA="OFF", JGO_CUDA_EMULATION="ON", CMAKE_BUILD_PARALLEL_LEVEL="2")
+    env = dict(os.environ, JGO_CUDA_EMULATION="ON", CMAKE_BUILD_PARALLEL_LEVEL="2")
     out = run([python, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "-Ceditable.rebuild=true",
                f"-Cbuild-dir={repo / 'build' / 'mutants'}", "-e", "."], repo, env)
     if out.returncode != 0:

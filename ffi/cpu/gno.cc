@@ -123,9 +123,13 @@ struct ChunkScratch {
       : x(kChunk * len), sum(len), x1(kChunk * (a.dim + 1)), h(kChunk * p.Hp) {}
 };
 
-// Edges k0 .. k0 + n - 1 of a row (edge l = k - k0): x[l] = w_e rows[nbr[k]] (len elements),
-// sum += x[l], x1[l] = [1, dx_e], and h[l] = the pre-activations U dx_e + b_u (0 in the padding).
-template <typename T, typename I, bool kWeight, int kVec>
+// Edges k0 .. k0 + n - 1 of a row (edge l = k - k0): x[l] = w_e rows[nbr[k]] (len elements; w_e = 1
+// where w is null or kUnweighted), sum += x[l], x1[l] = [1, dx_e], and h[l] = the pre-activations
+// U dx_e + b_u (0 in the padding). The weights are a run-time choice of the forward and jgo_gno_bwd_src
+// passes, not a template parameter (a product by 1 is exact): only jgo_gno_bwd_dst, whose weighted form
+// does more per edge, is compiled for each (kWeight). That cut this file's compile time by a quarter at
+// the same speed; a run-time choice there too would cut it by half but slowed the unweighted pass 2x.
+template <typename T, typename I, int kVec, bool kUnweighted = false>
 JGO_INLINE void GatherEdges(const GnoArgs& a, const Packed<T>& p, const I* nbr, const I* eid, const T* rows,
                             int64_t len, const T* dx, const T* w, int64_t k0, int64_t n, int64_t last,
                             ChunkScratch<T>& s) {
@@ -133,7 +137,7 @@ JGO_INLINE void GatherEdges(const GnoArgs& a, const Packed<T>& p, const I* nbr, 
   for (int64_t l = 0; l < n; ++l) {
     PrefetchEdge(a, nbr, eid, rows, len, dx, k0 + l, last);
     const int64_t e = eid[k0 + l];
-    const T we = kWeight ? w[e] : T(1);
+    const T we = !kUnweighted && w ? w[e] : T(1);
     const T* src = rows + static_cast<int64_t>(nbr[k0 + l]) * len;
     T* xl = s.x.data() + l * len;
     for (int64_t c = 0; c < len; ++c) {
@@ -155,14 +159,14 @@ JGO_INLINE T UnitDot(const Packed<T>& p, const T* a, const T* b) {
 
 // A[c, u] = sum_e w_e rows[nbr_e][c] h~_e[u] over the edges of row r (A: [len, Ps], zeroed by the
 // caller): the hidden units chunk by chunk, the bias unit (h~ = 1) from the sums of the rows.
-template <typename T, typename I, bool kWeight, int kVec>
+template <typename T, typename I, int kVec>
 JGO_INLINE void RowOuter(const GnoArgs& a, const Packed<T>& p, const I* offsets, const I* nbr, const I* eid,
                          const T* rows, int64_t len, const T* dx, const T* w, int64_t r, int64_t last,
                          ChunkScratch<T>& s, T* A) {
   std::fill(s.sum.begin(), s.sum.end(), T(0));
   for (int64_t k0 = offsets[r], end = offsets[r + 1]; k0 < end; k0 += kChunk) {
     const int64_t n = std::min(kChunk, end - k0);
-    GatherEdges<T, I, kWeight, kVec>(a, p, nbr, eid, rows, len, dx, w, k0, n, last, s);
+    GatherEdges<T, I, kVec>(a, p, nbr, eid, rows, len, dx, w, k0, n, last, s);
     T* h = s.h.data();
     for (int64_t q = 0; q < n * p.Hp; ++q) h[q] = GnoHidden(h[q]);
     Gemm<kVec>(len, p.Hp, n, s.x.data(), 1, len, h, p.Hp, A, p.Ps, true);  // A[c, k] += sum_l x[l, c] h[l, k]
@@ -173,7 +177,7 @@ JGO_INLINE void RowOuter(const GnoArgs& a, const Packed<T>& p, const I* offsets,
 // ---------------------------------------------------------------------------------------
 // jgo_gno_fwd: A_r[c, k] = sum_e w_e f_j[c] h~_e[k] per destination, then out_r = Vb . A_r.
 
-template <typename T, typename I, bool kWeight, bool kDiag, int kVec>
+template <typename T, typename I, bool kDiag, int kVec>
 JGO_INLINE void GnoFwdRows(const GnoArgs& a, const Packed<T>& p, const I* offsets, const I* nbr, const I* eid,
                            const T* f, const T* dx, const T* w, T* out, int64_t r0, int64_t r1) {
   const int64_t Cin = a.c_in, Cout = a.c_out, Ps = p.Ps, Q = Cin * Ps, ld = p.ld;
@@ -185,7 +189,7 @@ JGO_INLINE void GnoFwdRows(const GnoArgs& a, const Packed<T>& p, const I* offset
     std::fill(acc.begin(), acc.begin() + (t1 - t0) * Q, T(0));
     for (int64_t r = t0; r < t1; ++r) {
       T* A = acc.data() + (r - t0) * Q;
-      RowOuter<T, I, kWeight, kVec>(a, p, offsets, nbr, eid, f, Cin, dx, w, r, last, s, A);
+      RowOuter<T, I, kVec>(a, p, offsets, nbr, eid, f, Cin, dx, w, r, last, s, A);
       if constexpr (kDiag) {  // out_r[c] = <Vb[c], A_r[c]>
         for (int64_t c = 0; c < Cin; ++c) out[r * Cout + c] = UnitDot<kVec>(p, p.vb.data() + c * Ps, A + c * Ps);
       }
@@ -198,40 +202,36 @@ JGO_INLINE void GnoFwdRows(const GnoArgs& a, const Packed<T>& p, const I* offset
 }
 
 struct FwdRows {
-  template <typename T, typename I, bool kWeight, bool kDiag, int kVec, typename... Args>
+  template <typename T, typename I, bool kDiag, int kVec, typename... Args>
   JGO_INLINE static void run(const GnoArgs* a, const Packed<T>* p, Args... args) {
-    GnoFwdRows<T, I, kWeight, kDiag, kVec>(*a, *p, args...);
+    GnoFwdRows<T, I, kDiag, kVec>(*a, *p, args...);
   }
 };
 
-// Calls Rows::run<T, I, kWeight, kDiag, kVec>(args...) compiled for AVX2 + FMA on 32-byte vectors
+// Calls Rows::run<T, I, kDiag, kVec>(args...) compiled for AVX2 + FMA on 32-byte vectors
 // where the CPU has them, else for the baseline ISA on 16-byte vectors.
-template <typename Rows, typename T, typename I, bool kWeight, bool kDiag, typename... Args>
+template <typename Rows, typename T, typename I, bool kDiag, typename... Args>
 void RunBaseline(Args... args) {
-  Rows::template run<T, I, kWeight, kDiag, 16>(args...);
+  Rows::template run<T, I, kDiag, 16>(args...);
 }
 #ifdef JGO_AVX2_CLONES
-template <typename Rows, typename T, typename I, bool kWeight, bool kDiag, typename... Args>
+template <typename Rows, typename T, typename I, bool kDiag, typename... Args>
 __attribute__((target("avx2,fma"))) void RunAvx2(Args... args) {
-  Rows::template run<T, I, kWeight, kDiag, 32>(args...);
+  Rows::template run<T, I, kDiag, 32>(args...);
 }
 #endif
-template <typename Rows, typename T, typename I, bool kWeight, bool kDiag, typename... Args>
+template <typename Rows, typename T, typename I, bool kDiag, typename... Args>
 void RunRows(Args... args) {
 #ifdef JGO_AVX2_CLONES
-  if (HasAvx2Fma()) return RunAvx2<Rows, T, I, kWeight, kDiag>(args...);
+  if (HasAvx2Fma()) return RunAvx2<Rows, T, I, kDiag>(args...);
 #endif
-  RunBaseline<Rows, T, I, kWeight, kDiag>(args...);
+  RunBaseline<Rows, T, I, kDiag>(args...);
 }
 
-// Calls fn(std::integral_constant<bool, weight>, std::integral_constant<bool, diagonal>).
+// Calls fn(std::integral_constant<bool, diagonal>).
 template <typename Fn>
-void DispatchFlags(bool weight, bool diagonal, Fn&& fn) {
-  if (weight) {
-    if (diagonal) fn(std::true_type{}, std::true_type{}); else fn(std::true_type{}, std::false_type{});
-  } else {
-    if (diagonal) fn(std::false_type{}, std::true_type{}); else fn(std::false_type{}, std::false_type{});
-  }
+void DispatchDiagonal(bool diagonal, Fn&& fn) {
+  if (diagonal) fn(std::true_type{}); else fn(std::false_type{});
 }
 
 template <typename T, typename I>
@@ -247,8 +247,8 @@ ffi::Error GnoFwdTyped(ffi::ThreadPool& pool, const GnoArgs& a, ffi::AnyBuffer o
   T* od = out.typed_data<T>();
   const Packed<T> p = Pack(a, GnoPass::kFwd, U.typed_data<T>(), b_u.typed_data<T>(), Vb.typed_data<T>());
   ForRowChunks(pool, o, a.n_rows, a.n_edges, a.c_in * a.units(), [&](int64_t r0, int64_t r1) {
-    DispatchFlags(a.has_weight, a.diagonal, [&](auto weight, auto diag) {
-      RunRows<FwdRows, T, I, decltype(weight)::value, decltype(diag)::value>(&a, &p, o, n, e, fd, xd, wd, od, r0, r1);
+    DispatchDiagonal(a.diagonal, [&](auto diag) {
+      RunRows<FwdRows, T, I, decltype(diag)::value>(&a, &p, o, n, e, fd, xd, wd, od, r0, r1);
     });
   });
   return ffi::Error::Success();
@@ -277,7 +277,7 @@ int64_t GradVbRow(const GnoArgs& a, const Packed<T>& p) {
   return a.diagonal ? p.Ps : RoundUpToVec<T>(a.c_out * p.Ps);
 }
 
-template <typename T, typename I, bool kWeight, bool kDiag, int kVec>
+template <typename T, typename I, bool kDiag, int kVec>
 JGO_INLINE void GnoBwdSrcRows(const GnoArgs& a, const Packed<T>& p, const I* offsets, const I* nbr, const I* eid,
                               const T* f, const T* dx, const T* w, const T* G, T* grad_f, T* grad_vb, int64_t r0,
                               int64_t r1) {
@@ -290,7 +290,7 @@ JGO_INLINE void GnoBwdSrcRows(const GnoArgs& a, const Packed<T>& p, const I* off
     std::fill(acc.begin(), acc.begin() + (t1 - t0) * Qs, T(0));
     for (int64_t r = t0; r < t1; ++r) {
       T* B = acc.data() + (r - t0) * Qs;
-      RowOuter<T, I, kWeight, kVec>(a, p, offsets, nbr, eid, G, Cout, dx, w, r, last, s, B);
+      RowOuter<T, I, kVec>(a, p, offsets, nbr, eid, G, Cout, dx, w, r, last, s, B);
       if constexpr (kDiag) {  // grad_f[r, c] = <Vb[c], B_r[c]>,  grad_Vb[c] += f[r, c] B_r[c]
         for (int64_t c = 0; c < Cin; ++c) {
           grad_f[r * Cin + c] = UnitDot<kVec>(p, p.vb.data() + c * Ps, B + c * Ps);
@@ -309,9 +309,9 @@ JGO_INLINE void GnoBwdSrcRows(const GnoArgs& a, const Packed<T>& p, const I* off
 }
 
 struct BwdSrcRows {
-  template <typename T, typename I, bool kWeight, bool kDiag, int kVec, typename... Args>
+  template <typename T, typename I, bool kDiag, int kVec, typename... Args>
   JGO_INLINE static void run(const GnoArgs* a, const Packed<T>* p, Args... args) {
-    GnoBwdSrcRows<T, I, kWeight, kDiag, kVec>(*a, *p, args...);
+    GnoBwdSrcRows<T, I, kDiag, kVec>(*a, *p, args...);
   }
 };
 
@@ -343,12 +343,12 @@ JGO_INLINE void GnoBwdDstRows(const GnoArgs& a, const Packed<T>& p, const I* off
     }
     for (int64_t r = t0; r < t1; ++r) {
       const T* q = qs.data() + (r - t0) * Qs;
-      if (kWeight) {
+      if constexpr (kWeight) {
         for (int64_t c = 0; c < Cin; ++c) qb[c] = q[c * Ps + Hp];  // the bias unit's column of Q_r
       }
       for (int64_t k0 = offsets[r], end = offsets[r + 1]; k0 < end; k0 += kChunk) {
         const int64_t n = std::min(kChunk, end - k0);
-        GatherEdges<T, I, false, kVec>(a, p, nbr, eid, f, Cin, dx, w, k0, n, last, s);  // x = f_j, unweighted
+        GatherEdges<T, I, kVec, true>(a, p, nbr, eid, f, Cin, dx, nullptr, k0, n, last, s);  // x = f_j, unweighted
         const T* x = s.x.data();
         const T* pre = s.h.data();
         Gemm<kVec>(n, Hp, Cin, x, Cin, 1, q, Ps, t.data(), Hp, false);  // t[l, k] = <f_j, Q_r[:, k]>, hidden units
@@ -356,7 +356,7 @@ JGO_INLINE void GnoBwdDstRows(const GnoArgs& a, const Packed<T>& p, const I* off
           const int64_t e = eid[k0 + l];
           const T* pl = pre + l * Hp;
           T* tl = t.data() + l * Hp;
-          if (kWeight) {  // grad_w_e = <h_e, t_e> + <f_j, Q_r[:, bias]>
+          if constexpr (kWeight) {  // grad_w_e = <h_e, t_e> + <f_j, Q_r[:, bias]>
             for (int64_t k = 0; k < Hp; ++k) h[k] = GnoHidden(pl[k]);
             grad_w[e] = VecDot<kVec>(h.data(), tl, Hp) + Dot(x + l * Cin, qb.data(), Cin);
           }
@@ -371,8 +371,9 @@ JGO_INLINE void GnoBwdDstRows(const GnoArgs& a, const Packed<T>& p, const I* off
   }
 }
 
+template <bool kWeight>
 struct BwdDstRows {
-  template <typename T, typename I, bool kWeight, bool kDiag, int kVec, typename... Args>
+  template <typename T, typename I, bool kDiag, int kVec, typename... Args>
   JGO_INLINE static void run(const GnoArgs* a, const Packed<T>* p, Args... args) {
     GnoBwdDstRows<T, I, kWeight, kDiag, kVec>(*a, *p, args...);
   }
@@ -403,16 +404,20 @@ ffi::Error GnoBwdTyped(ffi::ThreadPool& pool, const GnoArgs& a, bool by_src, ffi
     T* part = partial.data() + chunk * part_len;
     if (by_src) {
       T* gf = results[0].typed_data<T>();
-      DispatchFlags(a.has_weight, a.diagonal, [&](auto weight, auto diag) {
-        RunRows<BwdSrcRows, T, I, decltype(weight)::value, decltype(diag)::value>(&a, &p, o, n, e, fd, xd, wd, gd, gf,
-                                                                                  part, r0, r1);
+      DispatchDiagonal(a.diagonal, [&](auto diag) {
+        RunRows<BwdSrcRows, T, I, decltype(diag)::value>(&a, &p, o, n, e, fd, xd, wd, gd, gf, part, r0, r1);
       });
     } else {
       T* gdx = results[0].typed_data<T>();
       T* gw = a.has_weight ? results[3].typed_data<T>() : nullptr;
-      DispatchFlags(a.has_weight, a.diagonal, [&](auto weight, auto diag) {
-        RunRows<BwdDstRows, T, I, decltype(weight)::value, decltype(diag)::value>(&a, &p, o, n, e, fd, xd, wd, gd, gdx,
-                                                                                  part, gw, r0, r1);
+      DispatchDiagonal(a.diagonal, [&](auto diag) {
+        if (a.has_weight) {
+          RunRows<BwdDstRows<true>, T, I, decltype(diag)::value>(&a, &p, o, n, e, fd, xd, wd, gd, gdx, part, gw, r0,
+                                                                 r1);
+        } else {
+          RunRows<BwdDstRows<false>, T, I, decltype(diag)::value>(&a, &p, o, n, e, fd, xd, wd, gd, gdx, part, gw, r0,
+                                                                  r1);
+        }
       });
     }
   });

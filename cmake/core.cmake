@@ -1,0 +1,48 @@
+# The core package's module, jaxgraphops._ext: the CPU handlers, and with JGO_CUDA_EMULATION=ON the
+# emulated CUDA handlers. No CUDA compiler is looked for.
+
+# JGO_CUDA_EMULATION: also compile the CUDA handlers as host C++ against the emulated CUDA runtime
+# (ffi/cuda_emulation), a third platform selected at import with JGO_KERNELS=cuda-emulation: a
+# development and CI option, off in the published wheels.
+option(JGO_CUDA_EMULATION "Build the emulated CUDA handlers (CUDA sources as host C++)" OFF)
+
+find_package(nanobind CONFIG REQUIRED)
+
+# The CPU kernels are a library of their own: nanobind compiles module targets with -Os, which
+# would override -O3 and turn off vectorisation.
+add_library(jgo_cpu STATIC ${JGO_CPU_SOURCES})
+set_target_properties(jgo_cpu PROPERTIES POSITION_INDEPENDENT_CODE ON CXX_VISIBILITY_PRESET hidden)
+jgo_handler_includes(jgo_cpu)
+target_compile_options(jgo_cpu PRIVATE -O3 -Wall -Wextra -Wno-unused-parameter)
+# The attention kernels' per-head loops (branch-free online softmax, LeakyReLU) vectorise only
+# when floating-point traps may be ignored; results are unchanged.
+set_source_files_properties(ffi/cpu/gat.cc ffi/cpu/gatv2.cc ffi/cpu/mha_simple.cc PROPERTIES COMPILE_OPTIONS
+                            -fno-trapping-math)
+
+nanobind_add_module(_ext NB_STATIC STABLE_ABI ffi/module.cc)
+jgo_handler_includes(_ext)
+target_link_libraries(_ext PRIVATE jgo_cpu)
+
+if(JGO_CUDA_EMULATION)
+  # Each .cu is compiled as C++ through a one-line wrapper (a .cu source is CUDA to CMake).
+  set(emulated_sources ffi/cuda_emulation/emulation.cc ffi/testing/record.cc ffi/testing/case_io.cc
+      ffi/testing/ffi_host.cc)
+  foreach(cu ${JGO_CUDA_SOURCES})
+    get_filename_component(stem ${cu} NAME_WE)
+    set(wrapper ${CMAKE_CURRENT_BINARY_DIR}/cuda_emulation/${stem}.cc)
+    file(GENERATE OUTPUT ${wrapper} CONTENT "#include \"${CMAKE_CURRENT_SOURCE_DIR}/${cu}\"\n")
+    list(APPEND emulated_sources ${wrapper})
+  endforeach()
+  add_library(jgo_cuda_emulation STATIC ${emulated_sources})
+  set_target_properties(jgo_cuda_emulation PROPERTIES POSITION_INDEPENDENT_CODE ON CXX_VISIBILITY_PRESET hidden)
+  jgo_handler_includes(jgo_cuda_emulation ffi/cuda_emulation)
+  target_compile_definitions(jgo_cuda_emulation PRIVATE JGO_CUDA_EMULATION JGO_WITH_CUDA_EMULATION)
+  target_compile_options(jgo_cuda_emulation PRIVATE -O2 -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas)
+  target_link_libraries(_ext PRIVATE jgo_cuda_emulation)
+  target_compile_definitions(_ext PRIVATE JGO_WITH_CUDA_EMULATION)
+  message(STATUS "jaxgraphops: CPU handlers and the emulated CUDA handlers")
+else()
+  message(STATUS "jaxgraphops: CPU handlers")
+endif()
+
+install(TARGETS _ext LIBRARY DESTINATION jaxgraphops)
