@@ -51,6 +51,24 @@ def as_float_array(fn: str, name: str, x, rows: int, rows_name: str):
     return x
 
 
+def check_edge_types(fn: str, g, edge_types, n_types: int, n_types_name: str = "n_edge_types"):
+    """``edge_types`` as an integer ``[n_edges]`` array; where concrete, every type in ``[0, n_types)``
+    (``n_types_name`` names the bound in the error, as the caller's argument is called)."""
+    edge_types = edge_types if isinstance(edge_types, jax.Array) else np.asarray(edge_types)
+    if not jnp.issubdtype(edge_types.dtype, jnp.integer):
+        raise TypeError(f"{fn}: edge_types must be an integer array; got dtype {edge_types.dtype}")
+    if edge_types.shape != (g.n_edges,):
+        raise ValueError(f"{fn}: edge_types must be [n_edges] = ({g.n_edges},) in input edge order; "
+                         f"got shape {edge_types.shape}")
+    if _is_concrete(edge_types) and g.n_edges:
+        t = np.asarray(edge_types)
+        bad = np.flatnonzero((t < 0) | (t >= n_types))
+        if bad.size:
+            k = int(bad[0])
+            raise ValueError(f"{fn}: edge_types[{k}] = {int(t[k])} is out of range [0, {n_types_name}={n_types})")
+    return jnp.asarray(edge_types)
+
+
 def _matches(value, choice) -> bool:
     """``value == choice`` for a string (also a NumPy string) or None; False for arrays and other types."""
     if choice is None:

@@ -153,6 +153,18 @@ def _slots(g: Graph, seeds, key_words, fanout: int, replace: bool, impl):
                                       cuda=kernel if _backend.with_cuda() else fallback, default=fallback)
 
 
+def _block_graph(local_src, csr_offsets, csr_eid, n_seeds: int, fanout: int) -> Graph:
+    """The block: ``fanout`` edge slots per seed (CSC in slot order), sources ``local_src``, and the CSR
+    (``csr_offsets``, ``csr_eid``) of the relabelling; valid by construction."""
+    idx, E = local_src.dtype, local_src.shape[0]
+    dst = jnp.repeat(jnp.arange(n_seeds, dtype=idx), fanout, total_repeat_length=E)
+    csc_offsets = jnp.arange(n_seeds + 1, dtype=idx) * fanout
+    g = Graph(local_src, dst, csc_offsets, local_src, jnp.arange(E, dtype=idx), csr_offsets, csr_eid // max(fanout, 1),
+              csr_eid, n_seeds + E, n_seeds, validate=False)
+    g._checked = True
+    return g
+
+
 def _relabel_block(seeds, slot_src, fanout: int) -> tuple[Graph, jax.Array]:
     """The block graph and its input node ids (seeds first, then the new nodes by first appearance
     in the edge slots, then -1), from one stable sort of ``[seeds, slot_src]`` by global id.
@@ -191,12 +203,7 @@ def _relabel_block(seeds, slot_src, fanout: int) -> tuple[Graph, jax.Array]:
     csr_offsets = jnp.concatenate([jnp.zeros(1, idx), jnp.cumsum(counts).astype(idx)])
     csr_pos = jnp.where(is_edge > 0, csr_offsets[jnp.minimum(local_sorted, N - 1)] + rank_in_node, E)
     csr_eid = jnp.zeros(E, idx).at[csr_pos].set(slot, mode="drop")
-    dst = jnp.repeat(jnp.arange(S, dtype=idx), fanout, total_repeat_length=E)
-    csc_offsets = jnp.arange(S + 1, dtype=idx) * fanout
-    g = Graph(local_src, dst, csc_offsets, local_src, jnp.arange(E, dtype=idx), csr_offsets, csr_eid // max(fanout, 1),
-              csr_eid, N, S, validate=False)
-    g._checked = True  # valid by construction
-    return g, input_nodes
+    return _block_graph(local_src, csr_offsets, csr_eid, S, fanout), input_nodes
 
 
 def _kernel_relabel_block(seeds, slot_src, fanout: int) -> tuple[Graph, jax.Array]:
@@ -207,12 +214,7 @@ def _kernel_relabel_block(seeds, slot_src, fanout: int) -> tuple[Graph, jax.Arra
     shapes = [jax.ShapeDtypeStruct((n,), idx) for n in (E, N, N + 1, E)]
     call = jax.ffi.ffi_call("jgo_sample_relabel", shapes, vmap_method="sequential")
     local_src, input_nodes, csr_offsets, csr_eid = call(seeds, slot_src)
-    dst = jnp.repeat(jnp.arange(S, dtype=idx), fanout, total_repeat_length=E)
-    csc_offsets = jnp.arange(S + 1, dtype=idx) * fanout
-    g = Graph(local_src, dst, csc_offsets, local_src, jnp.arange(E, dtype=idx), csr_offsets, csr_eid // max(fanout, 1),
-              csr_eid, N, S, validate=False)
-    g._checked = True  # valid by construction
-    return g, input_nodes
+    return _block_graph(local_src, csr_offsets, csr_eid, S, fanout), input_nodes
 
 
 def _relabel(seeds, slot_src, fanout: int, impl):

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import as_float_array, check_graph
+from .._checks import as_float_array, check_edge_types, check_graph
 from ..graph import Graph
 from ..ops.aggregation import agg_simple
 from ..ops.dmpnn import agg_dmpnn
@@ -77,22 +77,6 @@ def rgcn_kernel_shape(layer: str, num_relations: int, num_bases, num_blocks, in_
         raise ValueError(f"{layer}: num_blocks={num_blocks} must divide the input and output features; got "
                          f"{in_features} in, {out_features} out")
     return (num_relations, num_blocks, in_features // num_blocks, out_features // num_blocks)
-
-
-def _check_edge_types(layer: str, g: Graph, edge_types, num_relations: int):
-    edge_types = edge_types if isinstance(edge_types, jax.Array) else np.asarray(edge_types)
-    if not jnp.issubdtype(edge_types.dtype, jnp.integer):
-        raise TypeError(f"{layer}: edge_types must be an integer array; got dtype {edge_types.dtype}")
-    if edge_types.shape != (g.n_edges,):
-        raise ValueError(f"{layer}: edge_types must be [n_edges] = ({g.n_edges},) in input edge order; "
-                         f"got shape {edge_types.shape}")
-    if not isinstance(edge_types, jax.core.Tracer) and g.n_edges:
-        t = np.asarray(edge_types)
-        bad = np.flatnonzero((t < 0) | (t >= num_relations))
-        if bad.size:
-            raise ValueError(f"{layer}: edge_types[{bad[0]}] = {t[bad[0]]} is out of range [0, "
-                             f"num_relations={num_relations})")
-    return jnp.asarray(edge_types)
 
 
 def _node_input(layer: str, name: str, x, rows: int, rows_name: str):
@@ -178,7 +162,7 @@ def rgcn_conv(g: Graph, x, edge_types, w: dict, *, aggr: str):
     blocks = kernel.ndim == 4
     n_rel = kernel.shape[0] if comp is None else comp.shape[0]
     mean = aggr == "mean"
-    types = _check_edge_types(layer, g, edge_types, n_rel)
+    types = check_edge_types(layer, g, edge_types, n_rel, "num_relations")
     mode, x_src, x_dst = rgcn_inputs(layer, g, x, need_dst=root is not None)
     n_in = kernel.shape[1] * kernel.shape[2] if blocks else kernel.shape[1]
     out_features = kernel.shape[1] * kernel.shape[3] if blocks else kernel.shape[2]

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .. import reference
-from .._checks import as_float_array, check_choice, check_graph
+from .._checks import as_float_array, check_choice, check_edge_types, check_graph
 from ..graph import Graph
 from ._hg_basis_primitives import hg_basis
 from ._primitive_utils import compute_dtype, graph_arrays
@@ -18,22 +17,6 @@ def _check_bool(fn, name, value):
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{fn}: {name} must be a bool; got {value!r}")
     return bool(value)
-
-
-def _check_edge_types(fn, g, edge_types, n_edge_types):
-    edge_types = jnp.asarray(edge_types)
-    if not jnp.issubdtype(edge_types.dtype, jnp.integer):
-        raise TypeError(f"{fn}: edge_types must be an integer array; got dtype {edge_types.dtype}")
-    if edge_types.shape != (g.n_edges,):
-        raise ValueError(f"{fn}: edge_types must be [n_edges] = ({g.n_edges},) in input edge order; "
-                         f"got shape {edge_types.shape}")
-    if not isinstance(edge_types, jax.core.Tracer) and g.n_edges:
-        t = np.asarray(edge_types)
-        bad = np.flatnonzero((t < 0) | (t >= n_edge_types))
-        if bad.size:
-            k = int(bad[0])
-            raise ValueError(f"{fn}: edge_types[{k}] = {int(t[k])} is out of range [0, n_edge_types={n_edge_types})")
-    return edge_types
 
 
 def agg_hg_basis(g: Graph, x, edge_types, comp=None, *, n_edge_types: int, x_dst=None, concat_own: bool = False,
@@ -105,7 +88,7 @@ def agg_hg_basis(g: Graph, x, edge_types, comp=None, *, n_edge_types: int, x_dst
     x = as_float_array(fn, "x", x, g.n_src, "n_src")
     if x.ndim != 2:
         raise ValueError(f"{fn}: x must be [n_src, D]; got shape {x.shape}")
-    edge_types = _check_edge_types(fn, g, edge_types, n_edge_types)
+    edge_types = check_edge_types(fn, g, edge_types, n_edge_types)
     if comp is not None:
         comp = jnp.asarray(comp)
         if not jnp.issubdtype(comp.dtype, jnp.floating):
