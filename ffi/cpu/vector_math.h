@@ -39,7 +39,9 @@ inline float CpuExp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  // shifted as unsigned: a NaN x reaches here (the clamp keeps it) and makes n + 127 negative, whose
+  // signed left shift is undefined; the result is NaN either way (p is NaN)
+  const uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
   float scale;
   std::memcpy(&scale, &bits, sizeof(scale));
   return p * scale;
