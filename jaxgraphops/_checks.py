@@ -51,6 +51,13 @@ def as_float_array(fn: str, name: str, x, rows: int, rows_name: str):
     return x
 
 
+def check_bool(fn: str, name: str, value) -> bool:
+    """``value`` as a Python bool; anything but a bool (or NumPy bool) is a TypeError naming ``name``."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{fn}: {name} must be a bool; got {value!r}")
+    return bool(value)
+
+
 def check_edge_types(fn: str, g, edge_types, n_types: int, n_types_name: str = "n_edge_types"):
     """``edge_types`` as an integer ``[n_edges]`` array; where concrete, every type in ``[0, n_types)``
     (``n_types_name`` names the bound in the error, as the caller's argument is called)."""

@@ -8,19 +8,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from test_graph import LEAVES, assert_same_graph
 
 import jaxgraphops as jgo
 from jaxgraphops import BatchedGraph, Graph, batch, pad, pad_batch
-
-LEAVES = ("src", "dst", "csc_offsets", "csc_src", "csc_eid", "csr_offsets", "csr_dst", "csr_eid")
-
-
-def assert_same_graph(a: Graph, b: Graph):
-    assert (a.n_src, a.n_dst) == (b.n_src, b.n_dst)
-    for name in LEAVES:
-        x, y = getattr(a, name), getattr(b, name)
-        assert x.dtype == y.dtype, name
-        np.testing.assert_array_equal(np.asarray(x), np.asarray(y), err_msg=name)
 
 
 def assert_same_batch(a: BatchedGraph, b: BatchedGraph):

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import as_float_array, check_edge_types, check_graph
+from .._checks import as_float_array, check_bool, check_edge_types, check_graph
 from ..graph import Graph
 from ..ops.aggregation import agg_simple
 from ..ops.dmpnn import agg_dmpnn
@@ -47,11 +47,6 @@ def _check_positive(layer: str, name: str, value, optional: bool = False) -> Non
     if not _is_int(value) or value < 1:
         what = "None or a positive int" if optional else "a positive int"
         raise ValueError(f"{layer}: {name} must be {what}; got {value!r}")
-
-
-def _check_bool(layer: str, name: str, value) -> None:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{layer}: {name} must be a bool; got {value!r}")
 
 
 # -- RGCNConv -------------------------------------------------------------------------------------
@@ -237,7 +232,7 @@ def _dense(x, p: dict):
 
 def check_dmpnn_config(layer: str, depth, undirected) -> None:
     _check_positive(layer, "depth", depth)
-    _check_bool(layer, "undirected", undirected)
+    check_bool(layer, "undirected", undirected)
 
 
 def _reverse_rows(h, rev):
@@ -379,7 +374,7 @@ def interaction_network(g: Graph, nodes, edges, edge_fn: Callable, node_fn: Call
     """
     layer = "InteractionNetwork"
     check_graph(layer, g)
-    _check_bool(layer, "residual", residual)
+    check_bool(layer, "residual", residual)
     if isinstance(nodes, tuple):
         if len(nodes) != 2:
             raise ValueError(f"{layer}: nodes must be an array or a pair (x_src, x_dst); got a tuple of {len(nodes)}")

@@ -6,17 +6,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import reference
-from .._checks import as_float_array, check_choice, check_edge_types, check_graph
+from .._checks import as_float_array, check_bool, check_choice, check_edge_types, check_graph
 from ..graph import Graph
 from ._hg_basis_primitives import hg_basis
 from ._primitive_utils import compute_dtype, graph_arrays
 from .message_passing import IMPLS
-
-
-def _check_bool(fn, name, value):
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{fn}: {name} must be a bool; got {value!r}")
-    return bool(value)
 
 
 def agg_hg_basis(g: Graph, x, edge_types, comp=None, *, n_edge_types: int, x_dst=None, concat_own: bool = False,
@@ -83,8 +77,8 @@ def agg_hg_basis(g: Graph, x, edge_types, comp=None, *, n_edge_types: int, x_dst
     if isinstance(n_edge_types, bool) or not isinstance(n_edge_types, (int, np.integer)) or n_edge_types < 1:
         raise ValueError(f"{fn}: n_edge_types must be a static int >= 1; got {n_edge_types!r}")
     n_edge_types = int(n_edge_types)
-    concat_own = _check_bool(fn, "concat_own", concat_own)
-    norm = _check_bool(fn, "norm_by_dst_degree", norm_by_dst_degree)
+    concat_own = check_bool(fn, "concat_own", concat_own)
+    norm = check_bool(fn, "norm_by_dst_degree", norm_by_dst_degree)
     x = as_float_array(fn, "x", x, g.n_src, "n_src")
     if x.ndim != 2:
         raise ValueError(f"{fn}: x must be [n_src, D]; got shape {x.shape}")
