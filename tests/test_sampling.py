@@ -315,7 +315,8 @@ def _run_worker(tmp_path, cpus, kernels):
     out = tmp_path / f"{kernels}_{len(cpus)}.npz"
     env = dict(os.environ, JGO_KERNELS=kernels)
     env.pop("XLA_FLAGS", None)  # the default CPU client: thread pool sized from the affinity mask
-    subprocess.run([sys.executable, "-c", _WORKER, json.dumps(cpus), str(out)], check=True, env=env, timeout=300)
+    subprocess.run([sys.executable, "-c", _WORKER, json.dumps(cpus), str(out)], check=True, env=env, timeout=300,
+                   cwd=tmp_path)  # not the repository root, whose jaxgraphops/ has no compiled extension
     return dict(np.load(out))
 
 
