@@ -30,6 +30,7 @@ from .ops.gno import edge_vectors, gno_conv  # noqa: E402
 from .ops.hg_basis import agg_hg_basis  # noqa: E402
 from .ops.message_passing import edge_softmax, gsddmm, gspmm  # noqa: E402
 from .ops.update_efeat import update_efeat  # noqa: E402
+from .reorder import Permutation, reorder  # noqa: E402
 from .ops._primitive_utils import PartitionedJitWarning  # noqa: E402
 from .sampling import SampledBlock, sample_blocks, sample_neighbors  # noqa: E402
 from ._versions import UntestedVersionWarning  # noqa: E402
@@ -41,6 +42,7 @@ __all__ = [
     "Graph",
     "PartitionedGraph",
     "PartitionedJitWarning",
+    "Permutation",
     "SampledBlock",
     "UntestedVersionWarning",
     "__version__",
@@ -68,6 +70,7 @@ __all__ = [
     "partition_graph",
     "pool",
     "radius_graph",
+    "reorder",
     "sample_blocks",
     "sample_neighbors",
     "shard_parts",
