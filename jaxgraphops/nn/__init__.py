@@ -6,7 +6,10 @@
   weights (needs ``pip install jaxgraphops[flax]``).
 - :mod:`jaxgraphops.nn.equinox`: the same layers as equinox modules, with ``from_pyg``
   (``from_chemprop``) class methods (needs ``pip install jaxgraphops[equinox]``).
-- :func:`add_self_loops`: the graph of ``A + I``, as ``GraphConv`` uses it.
+- :func:`add_self_loops`: the graph of ``A + I``, as ``GraphConv`` uses it; :func:`gcn_norm`: PyG's
+  GCN normalisation (``GCNConv``'s graph and weights, to compute once for a fixed graph).
+- :func:`global_add_pool`, :func:`global_mean_pool`, :func:`global_max_pool`: PyG's readouts over a
+  :class:`~jaxgraphops.BatchedGraph` or graph ids.
 
 Both flavours compute the same functions (``jaxgraphops.nn._functional``, ``_relational``,
 ``gno``); a convolution takes the graph and node features, ``layer(g, x)`` (``RGCNConv``: ``(g, x,
@@ -14,6 +17,7 @@ edge_types)``), and returns destination-node features; ``DMPNNEncoder`` maps a b
 embeddings and ``InteractionNetwork`` returns updated ``(nodes, edges)``.
 """
 
+from ._basic import gcn_norm, global_add_pool, global_max_pool, global_mean_pool
 from ._graph_utils import add_self_loops
 
-__all__ = ["add_self_loops"]
+__all__ = ["add_self_loops", "gcn_norm", "global_add_pool", "global_max_pool", "global_mean_pool"]

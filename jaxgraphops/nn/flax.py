@@ -17,6 +17,9 @@ import jax
 import jax.numpy as jnp
 
 from ..graph import Graph
+from ._basic import (attentional_aggregation, attentional_aggregation_weights_from_pyg, edge_conv,
+                     edge_conv_weights_from_pyg, gcn_conv, gin_conv, gin_weights_from_pyg, gine_conv, graph_norm,
+                     graph_norm_weights_from_pyg)
 from ._functional import (GRAPH_CONV_NORMS, SAGE_AGGRS, check_choice, check_fill_value, gat_conv,
                           gat_weights_from_pyg, gatv2_conv, gatv2_weights_from_pyg, gcn_weights_from_pyg, graph_conv,
                           sage_conv, sage_weights_from_pyg, split_sage_input, transformer_conv,
@@ -26,9 +29,11 @@ from ._relational import (check_dmpnn_config, check_rgcn_config, dmpnn_encoder, 
                           rgcn_weights_from_pyg)
 from .gno import check_block, gno_block, init_kernel, kernel_outputs, skip_input
 
-__all__ = ["DMPNNEncoder", "GATConv", "GATv2Conv", "GNOBlock", "GraphConv", "InteractionNetwork", "RGCNConv",
-           "SAGEConv", "TransformerConv", "from_chemprop", "from_pyg_gat", "from_pyg_gatv2", "from_pyg_gcn",
-           "from_pyg_rgcn", "from_pyg_sage", "from_pyg_transformer"]
+__all__ = ["AttentionalAggregation", "DMPNNEncoder", "EdgeConv", "GATConv", "GATv2Conv", "GCNConv", "GINConv",
+           "GINEConv", "GNOBlock", "GraphConv", "GraphNorm", "InteractionNetwork", "RGCNConv", "SAGEConv",
+           "TransformerConv", "from_chemprop", "from_pyg_attentional_aggregation", "from_pyg_edgeconv", "from_pyg_gat",
+           "from_pyg_gatv2", "from_pyg_gcn", "from_pyg_gin", "from_pyg_gine", "from_pyg_graphnorm", "from_pyg_rgcn",
+           "from_pyg_sage", "from_pyg_transformer"]
 
 Initializer = Callable[..., Any]
 
@@ -709,3 +714,323 @@ class InteractionNetwork(nn.Module):
 
     def __call__(self, g: Graph, nodes, edges):
         return interaction_network(g, nodes, edges, self.edge_mlp, self.node_mlp, residual=self.residual)
+
+
+# -- PyG's common layers: GCNConv, GINConv, GINEConv, EdgeConv, readouts, GraphNorm ---------------
+
+class GCNConv(nn.Module):
+    """Graph convolution exactly as PyG's ``GCNConv``: ``out = D^-1/2 Â D^-1/2 x W + b``.
+
+    ``Â`` is the (weighted) adjacency with PyG's remaining self loops (:func:`jaxgraphops.nn.gcn_norm`:
+    every node gets one loop of weight 1, 2 with ``improved``; a node with a loop keeps its weight
+    when ``edge_weight`` is given) and ``D`` its weighted in-degrees. With ``normalize=False`` the
+    layer sums ``edge_weight``-weighted messages as they are: that is how PyG's ``cached=True``
+    reads here, ``g_hat, w_hat = gcn_norm(g)`` once, then ``layer(g_hat, x, w_hat)`` with
+    ``normalize=False``. The graph work is one fused :func:`jaxgraphops.agg_weighted`.
+
+    Params: ``kernel [F, features]`` (PyG's ``lin.weight`` transposed), ``bias [features]`` (if
+    ``use_bias``); :func:`from_pyg_gcn` loads PyG's.
+
+    Attributes:
+      features: output features.
+      improved: self loops of weight 2.
+      add_self_loops: add them (None: as ``normalize``, PyG's default; True needs ``normalize``).
+      normalize: symmetric normalisation on the fly.
+      use_bias: add ``bias``.
+      dtype, param_dtype: as in ``flax.linen.Dense``.
+
+    Call ``layer(g, x, edge_weight=None)``: ``x [n, F]``, ``edge_weight [n_edges]`` in input edge
+    order; returns ``[n, features]``.
+
+    >>> import jax, jax.numpy as jnp, jaxgraphops as jgo
+    >>> g = jgo.Graph.from_edges(jnp.array([0, 1, 2, 2]), jnp.array([1, 2, 1, 2]))
+    >>> layer = GCNConv(8)
+    >>> variables = layer.init(jax.random.key(0), g, jnp.ones((3, 4)))
+    >>> layer.apply(variables, g, jnp.ones((3, 4))).shape
+    (3, 8)
+    """
+
+    features: int
+    improved: bool = False
+    add_self_loops: bool | None = None
+    normalize: bool = True
+    use_bias: bool = True
+    dtype: Any = None
+    param_dtype: Any = jnp.float32
+    kernel_init: Initializer = nn.initializers.glorot_uniform()
+    bias_init: Initializer = nn.initializers.zeros_init()
+
+    @nn.compact
+    def __call__(self, g: Graph, x, edge_weight=None):
+        kernel = self.param("kernel", self.kernel_init, (jnp.shape(x)[-1], self.features), self.param_dtype)
+        bias = self.param("bias", self.bias_init, (self.features,), self.param_dtype) if self.use_bias else None
+        x, kernel, bias = _promote(self.dtype, x, kernel, bias)
+        loops = self.normalize if self.add_self_loops is None else self.add_self_loops
+        return gcn_conv(g, x, kernel, bias, edge_weight=edge_weight, normalize=self.normalize,
+                        improved=self.improved, add_loops=loops)
+
+
+class GINConv(nn.Module):
+    """Graph isomorphism convolution (PyG's ``GINConv``): ``out_i = nn((1 + eps) x_i + sum_{j->i} x_j)``.
+
+    The sum is one fused :func:`jaxgraphops.agg_simple`. ``nn`` is any flax module (or function)
+    on ``[rows, F]``, typically an MLP; as ``nn.Sequential([nn.Dense(h), nn.relu, nn.Dense(out)])``
+    it holds the weights of PyG's ``Sequential(Linear, ReLU, Linear)`` (:func:`from_pyg_gin`).
+
+    Params: ``eps [1]`` (with ``train_eps``) and ``nn``'s own, under ``nn``.
+
+    Attributes:
+      nn: the update MLP.
+      eps: the (initial) epsilon.
+      train_eps: make epsilon a param.
+      dtype, param_dtype: of ``eps`` (``nn`` has its own).
+
+    Call ``layer(g, x)``: ``x [n, F]``, or a pair ``(x_src, x_dst)`` (bipartite, one width);
+    returns ``nn``'s output ``[n_dst, F']``.
+
+    >>> import jax, jax.numpy as jnp, flax.linen as nn, jaxgraphops as jgo
+    >>> g = jgo.Graph.from_edges(jnp.array([0, 1, 2]), jnp.array([1, 2, 1]))
+    >>> layer = GINConv(nn.Sequential([nn.Dense(16), nn.relu, nn.Dense(8)]), train_eps=True)
+    >>> variables = layer.init(jax.random.key(0), g, jnp.ones((3, 4)))
+    >>> layer.apply(variables, g, jnp.ones((3, 4))).shape, variables["params"]["eps"]
+    ((3, 8), Array([0.], dtype=float32))
+    """
+
+    nn: Callable
+    eps: float = 0.0
+    train_eps: bool = False
+    dtype: Any = None
+    param_dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, g: Graph, x):
+        return gin_conv(g, *_with_eps(self, x), self.nn)
+
+
+def _with_eps(layer: nn.Module, x):
+    """``(x, eps)``: the ``eps`` param (with ``train_eps``; promoted with ``x``) or the float."""
+    if not layer.train_eps:
+        return x, layer.eps
+    eps = layer.param("eps", nn.initializers.constant(layer.eps), (1,), layer.param_dtype)
+    if isinstance(x, tuple):
+        *pair, eps = _promote(layer.dtype, *x, eps)
+        return tuple(pair), eps
+    return _promote(layer.dtype, x, eps)
+
+
+class GINEConv(nn.Module):
+    """GIN with edge features (PyG's ``GINEConv``): ``out_i = nn((1 + eps) x_i + sum_{j->i} relu(x_j + e_ji))``.
+
+    ``e_ji`` is the edge's attribute, mapped to ``F`` features by PyG's ``lin`` (``edge_kernel``,
+    ``edge_bias``) when ``edge_dim`` is set, else it must have ``F`` features already. The
+    per-edge sums are one fused :func:`jaxgraphops.update_efeat`, their reduction one
+    :func:`jaxgraphops.agg_simple`. ``nn`` as in :class:`GINConv`; :func:`from_pyg_gine` loads PyG's.
+
+    Params: ``eps [1]`` (with ``train_eps``), ``edge_kernel [edge_dim, F]`` and ``edge_bias [F]``
+    (with ``edge_dim``), and ``nn``'s own, under ``nn``.
+
+    Attributes: ``nn``, ``eps``, ``train_eps``, ``edge_dim``, ``dtype``, ``param_dtype``.
+
+    Call ``layer(g, x, edge_attr)``: ``x [n, F]`` or a pair ``(x_src, x_dst)``, ``edge_attr
+    [n_edges, edge_dim or F]`` in input edge order; returns ``[n_dst, F']``.
+
+    >>> import jax, jax.numpy as jnp, flax.linen as nn, jaxgraphops as jgo
+    >>> g = jgo.Graph.from_edges(jnp.array([0, 1, 2]), jnp.array([1, 2, 1]))
+    >>> layer = GINEConv(nn.Dense(8), edge_dim=2)
+    >>> variables = layer.init(jax.random.key(0), g, jnp.ones((3, 4)), jnp.ones((3, 2)))
+    >>> layer.apply(variables, g, jnp.ones((3, 4)), jnp.ones((3, 2))).shape
+    (3, 8)
+    """
+
+    nn: Callable
+    eps: float = 0.0
+    train_eps: bool = False
+    edge_dim: int | None = None
+    dtype: Any = None
+    param_dtype: Any = jnp.float32
+    kernel_init: Initializer = nn.initializers.lecun_normal()
+    bias_init: Initializer = nn.initializers.zeros_init()
+
+    @nn.compact
+    def __call__(self, g: Graph, x, edge_attr):
+        x, eps = _with_eps(self, x)
+        edge_kernel = edge_bias = None
+        if self.edge_dim is not None:
+            width = jnp.shape(x[0] if isinstance(x, tuple) else x)[-1]
+            edge_kernel = self.param("edge_kernel", self.kernel_init, (self.edge_dim, width), self.param_dtype)
+            edge_bias = self.param("edge_bias", self.bias_init, (width,), self.param_dtype)
+            edge_attr, edge_kernel, edge_bias = _promote(self.dtype, edge_attr, edge_kernel, edge_bias)
+        return gine_conv(g, x, edge_attr, eps, self.nn, edge_kernel, edge_bias)
+
+
+class EdgeConv(nn.Module):
+    """Edge convolution (DGCNN, PyG's ``EdgeConv``): ``out_i = aggr_{j->i} nn([x_i | x_j - x_i])``.
+
+    The per-edge pairs come from one fused :func:`jaxgraphops.update_efeat`, the reduction
+    (``max``, ``sum`` or ``mean``; 0 for an empty neighbourhood) from :func:`jaxgraphops.agg_simple`.
+    ``nn`` maps ``[n_edges, 2F]`` to ``[n_edges, F']``; :func:`from_pyg_edgeconv` loads PyG's.
+
+    Attributes:
+      nn: the edge MLP (its params under ``nn``).
+      aggr: ``max`` (PyG's default), ``sum`` or ``mean``.
+
+    Call ``layer(g, x)``: ``x [n, F]`` or a pair ``(x_src, x_dst)``; returns ``[n_dst, F']``.
+
+    >>> import jax, jax.numpy as jnp, flax.linen as nn, jaxgraphops as jgo
+    >>> g = jgo.Graph.from_edges(jnp.array([0, 1, 2]), jnp.array([1, 2, 1]))
+    >>> layer = EdgeConv(nn.Dense(8))
+    >>> variables = layer.init(jax.random.key(0), g, jnp.ones((3, 4)))
+    >>> layer.apply(variables, g, jnp.ones((3, 4))).shape
+    (3, 8)
+    """
+
+    nn: Callable
+    aggr: str = "max"
+
+    def __call__(self, g: Graph, x):
+        return edge_conv(g, x, self.nn, aggr=self.aggr)
+
+
+class AttentionalAggregation(nn.Module):
+    """Attention readout (PyG's ``AttentionalAggregation``): ``out_b = sum_{i in b} a_i nn(x_i)``
+    with ``a = softmax`` over the nodes of each graph ``b`` of ``gate_nn(x)``.
+
+    The softmax is :func:`jaxgraphops.edge_softmax` on the node-to-graph membership graph and the
+    sum a fused :func:`jaxgraphops.gspmm`. ``gate_nn`` gives ``[N, 1]`` (or ``[N, F']``, a gate
+    per feature); ``nn`` (None: identity) ``[N, F']``. :func:`from_pyg_attentional_aggregation`
+    loads PyG's weights (params under ``gate_nn`` and ``nn``).
+
+    Call ``layer(x, batch=None, size=None)``: ``x [N, F]`` node features; ``batch`` a
+    :class:`jaxgraphops.BatchedGraph`, integer graph ids ``[N]`` (``size`` graphs, default ``max +
+    1`` for concrete ids; required inside ``jit``) or None (one graph). Returns ``[n_graphs, F']``.
+
+    >>> import jax, jax.numpy as jnp, flax.linen as nn
+    >>> layer = AttentionalAggregation(nn.Dense(1), nn.Dense(8))
+    >>> x, ids = jnp.ones((5, 4)), jnp.array([0, 0, 1, 1, 1])
+    >>> variables = layer.init(jax.random.key(0), x, ids, 2)
+    >>> layer.apply(variables, x, ids, 2).shape
+    (2, 8)
+    """
+
+    gate_nn: Callable
+    nn: Callable | None = None
+
+    def __call__(self, x, batch=None, size=None):
+        return attentional_aggregation(x, batch, size, self.gate_nn, self.nn)
+
+
+class GraphNorm(nn.Module):
+    """Graph normalisation (PyG's ``GraphNorm``), per graph of a batch:
+    ``weight * (x - mean_scale * mean) / sqrt(var + eps) + bias``, where ``mean`` is the mean of the
+    graph's node features and ``var`` the mean of the squared shifted features (fused :func:`jaxgraphops.pool`).
+
+    Params: ``weight`` (ones), ``bias`` (zeros), ``mean_scale`` (ones), each ``[F]``;
+    :func:`from_pyg_graphnorm` loads PyG's.
+
+    Attributes:
+      eps: added to the variance.
+      dtype, param_dtype: as in ``flax.linen.LayerNorm``.
+
+    Call ``layer(x, batch=None, size=None)`` as :class:`AttentionalAggregation`; returns ``[N, F]``.
+
+    >>> import jax, jax.numpy as jnp
+    >>> x, ids = jnp.arange(8.0).reshape(4, 2), jnp.array([0, 0, 1, 1])
+    >>> variables = GraphNorm().init(jax.random.key(0), x, ids)
+    >>> GraphNorm().apply(variables, x, ids)[:, 0].round(3)
+    Array([-1.,  1., -1.,  1.], dtype=float32)
+    """
+
+    eps: float = 1e-5
+    dtype: Any = None
+    param_dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, x, batch=None, size=None):
+        f = (jnp.shape(x)[-1],)
+        w = {"weight": self.param("weight", nn.initializers.ones_init(), f, self.param_dtype),
+             "bias": self.param("bias", nn.initializers.zeros_init(), f, self.param_dtype),
+             "mean_scale": self.param("mean_scale", nn.initializers.ones_init(), f, self.param_dtype)}
+        x, w = _promote(self.dtype, x, w)
+        return graph_norm(x, batch, size, w["weight"], w["bias"], w["mean_scale"], eps=self.eps)
+
+
+def _dense_stack(layers: dict) -> dict:
+    """A linear stack (``linear_stack_from_pyg``) as the params of ``nn.Sequential`` (``layers_<i>``)
+    or, for one ``Linear``, of ``nn.Dense``."""
+    return layers[None] if None in layers else {f"layers_{i}": p for i, p in layers.items()}
+
+
+def _gin_variables(fn: str, state_dict, train_eps: bool, edge: bool) -> dict:
+    w = gin_weights_from_pyg(fn, state_dict, edge=edge)
+    params = {"nn": _dense_stack(w.pop("nn"))}
+    eps = w.pop("eps")
+    if train_eps:
+        params["eps"] = eps
+    return {"params": {**params, **w}}
+
+
+def from_pyg_gin(state_dict, *, train_eps: bool = False) -> dict:
+    """Variables for :class:`GINConv` from a PyG ``GINConv.state_dict()`` whose ``nn`` is a
+    ``torch.nn.Sequential`` of ``Linear`` layers and activations (or one ``Linear``).
+
+    ``nn.<i>.weight`` / ``.bias`` become ``nn.layers_<i>``'s ``kernel`` / ``bias``: build the layer
+    with ``nn.Sequential`` of ``nn.Dense`` at the same positions (activations between), or
+    ``nn.Dense`` for one ``Linear``. ``eps`` is a param with ``train_eps``; without, build the
+    layer with ``eps=float(state_dict["eps"][0])``.
+
+    >>> import numpy as np
+    >>> sd = {"eps": np.zeros(1), "nn.0.weight": np.ones((16, 4)), "nn.0.bias": np.zeros(16),
+    ...       "nn.2.weight": np.ones((8, 16)), "nn.2.bias": np.zeros(8)}
+    >>> sorted(from_pyg_gin(sd, train_eps=True)["params"]), sorted(from_pyg_gin(sd)["params"]["nn"])
+    (['eps', 'nn'], ['layers_0', 'layers_2'])
+    """
+    return _gin_variables("from_pyg_gin", state_dict, train_eps, edge=False)
+
+
+def from_pyg_gine(state_dict, *, train_eps: bool = False) -> dict:
+    """Variables for :class:`GINEConv` from a PyG ``GINEConv.state_dict()``: ``nn`` and ``eps`` as
+    :func:`from_pyg_gin`; ``lin.weight`` / ``lin.bias`` (PyG's ``edge_dim``) become ``edge_kernel``
+    / ``edge_bias``: build the layer with the same ``edge_dim``.
+
+    >>> import numpy as np
+    >>> sd = {"eps": np.zeros(1), "nn.weight": np.ones((8, 4)), "nn.bias": np.zeros(8),
+    ...       "lin.weight": np.ones((4, 2)), "lin.bias": np.zeros(4)}
+    >>> from_pyg_gine(sd)["params"]["edge_kernel"].shape
+    (2, 4)
+    """
+    return _gin_variables("from_pyg_gine", state_dict, train_eps, edge=True)
+
+
+def from_pyg_edgeconv(state_dict) -> dict:
+    """Variables for :class:`EdgeConv` from a PyG ``EdgeConv.state_dict()`` (``nn`` as in :func:`from_pyg_gin`).
+
+    >>> import numpy as np
+    >>> from_pyg_edgeconv({"nn.weight": np.ones((8, 6))})["params"]["nn"]["kernel"].shape
+    (6, 8)
+    """
+    return {"params": {"nn": _dense_stack(edge_conv_weights_from_pyg("from_pyg_edgeconv", state_dict)["nn"])}}
+
+
+def from_pyg_attentional_aggregation(state_dict) -> dict:
+    """Variables for :class:`AttentionalAggregation` from PyG's ``state_dict()`` (``gate_nn`` and
+    ``nn`` each a ``Sequential`` of ``Linear`` layers or one ``Linear``, as in :func:`from_pyg_gin`).
+
+    >>> import numpy as np
+    >>> sd = {"gate_nn.weight": np.ones((1, 4)), "gate_nn.bias": np.zeros(1), "nn.weight": np.ones((8, 4))}
+    >>> sorted(from_pyg_attentional_aggregation(sd)["params"])
+    ['gate_nn', 'nn']
+    """
+    w = attentional_aggregation_weights_from_pyg("from_pyg_attentional_aggregation", state_dict)
+    return {"params": {k: _dense_stack(v) for k, v in w.items()}}
+
+
+def from_pyg_graphnorm(state_dict) -> dict:
+    """Variables for :class:`GraphNorm` from a PyG ``GraphNorm.state_dict()`` (``weight``, ``bias``,
+    ``mean_scale``); build the layer with PyG's ``eps``.
+
+    >>> import numpy as np
+    >>> sd = {"weight": np.ones(4), "bias": np.zeros(4), "mean_scale": np.ones(4)}
+    >>> from_pyg_graphnorm(sd)["params"]["mean_scale"].shape
+    (4,)
+    """
+    return {"params": graph_norm_weights_from_pyg("from_pyg_graphnorm", state_dict)}
