@@ -1,7 +1,8 @@
 """``python -m benchmarks.report``: jaxgraphops against its peers on realistic shapes, every op
-family, forward and forward+backward, all libraries in one run; then a scaling sweep. Writes the
-tables into BENCHMARKS.md (replacing this device's previous report), the plots into
-``benchmarks/plots/`` and the raw records as JSON next to them.
+family, forward and forward+backward, all libraries in one run; then a scaling sweep, neighbour sampling
+and the roofline table (``benchmarks/roofline.py``, its own section). Writes the tables into BENCHMARKS.md
+(replacing this device's previous report), the plots into ``benchmarks/plots/`` and the raw records as
+JSON next to them.
 
 Peers that are not installed are listed as such and left out. Before timing, every library's
 forward output is checked against jaxgraphops' (the same work, or the report stops).
@@ -21,7 +22,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from . import impl_jax, plots, sampling, scaling, tables
+from . import impl_jax, plots, roofline, sampling, scaling, tables
 from ._timing import machine
 from .cases import cases as all_cases
 from .runners import IMPLEMENTATIONS, median_ms, pin_mmap_threshold
@@ -165,7 +166,7 @@ def main(argv=None) -> int:
     parser.add_argument("--sweep-reference-max-edges", type=float, default=1e6,
                         help="largest E at which the sweep also times the XLA reference")
     parser.add_argument("--only", action="append", help="run only these case keys (e.g. gat; sampling: the "
-                        "neighbour-sampling table)")
+                        "neighbour-sampling table; roofline: the roofline table, benchmarks/roofline.py)")
     parser.add_argument("--output", default=str(ROOT / "BENCHMARKS.md"), help="markdown file to update ('' to skip)")
     parser.add_argument("--plot-dir", default=str(ROOT / "benchmarks" / "plots"), help="where the PNGs and JSON go")
     args = parser.parse_args(argv)
@@ -185,12 +186,15 @@ def main(argv=None) -> int:
     if args.sweep_max_edges > 0:
         sweep = scaling.run(int(args.sweep_max_edges), int(args.sweep_reference_max_edges), args.repeats)
     sampled = sampling.run(args.scale, args.repeats) if not args.only or "sampling" in args.only else None
+    roofline_started = time.perf_counter()
+    roof = roofline.run(args.scale) if not args.only or "roofline" in args.only else None
+    roofline_s = time.perf_counter() - roofline_started
 
     plot_dir = Path(args.plot_dir).resolve()
     plot_dir.mkdir(parents=True, exist_ok=True)
     (plot_dir / f"report_{device}.json").write_text(json.dumps(
         {"machine": machine(), "copy_gbps": copy_gbps, "results": results, "sweep": sweep,
-         "sampling": sampled and sampled[0]}, indent=1))
+         "sampling": sampled and sampled[0], "roofline": roof}, indent=1))
     if results:
         plots.speedups(results, str(plot_dir / f"speedups_{device}.png"), f"jaxgraphops vs peers, {machine()}")
     if sweep:
@@ -202,6 +206,11 @@ def main(argv=None) -> int:
     print(body)
     if args.output:
         _write_section(Path(args.output), f"peer-report-{device}", body)
+    if roof:
+        roof_body = roofline.render(roof, command, roofline_s, args.scale)
+        print(roof_body)
+        if args.output:
+            roofline.write_section(Path(args.output), roof_body)
     return 0
 
 
