@@ -166,11 +166,12 @@ def reorder(g: Graph, method: str = "rcm", *, n_parts: int | None = None) -> tup
         new_src = new_dst = order
     else:
         new_src, new_dst = order[order < g.n_src], order[order >= g.n_src] - g.n_src
-    inv_src, inv_dst = _invert(new_src), _invert(new_dst)
+    inv_src = _invert(new_src)
+    inv_dst = inv_src if square else _invert(new_dst)
     s, d = inv_src[src], inv_dst[dst]
     edges = np.lexsort((s, d))  # by new destination, then new source: the CSC order
     new = Graph.from_edges(s[edges], d[edges], g.n_src, g.n_dst, index_dtype=g.index_dtype)
-    return new, Permutation(new_src, new_dst if not square else new_src, edges)
+    return new, Permutation(new_src, new_dst, edges)
 
 
 def _rcm(a, b, n):
