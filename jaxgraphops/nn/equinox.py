@@ -15,6 +15,9 @@ import jax
 import jax.numpy as jnp
 
 from ..graph import Graph
+from ._basic import (EDGE_CONV_AGGRS, attentional_aggregation, attentional_aggregation_weights_from_pyg, edge_conv,
+                     edge_conv_weights_from_pyg, gcn_conv, gin_conv, gin_weights_from_pyg, gine_conv, graph_norm,
+                     graph_norm_weights_from_pyg)
 from ._functional import (GRAPH_CONV_NORMS, SAGE_AGGRS, check_choice, check_fill_value, check_output_width,
                           gat_conv, gat_weights_from_pyg, gatv2_conv, gatv2_weights_from_pyg, gcn_weights_from_pyg,
                           graph_conv, sage_conv, sage_weights_from_pyg, split_sage_input, transformer_conv,
@@ -23,8 +26,9 @@ from ._relational import (check_dmpnn_config, check_rgcn_config, dmpnn_encoder, 
                           interaction_network, pyg_glorot, rgcn_conv, rgcn_kernel_shape, rgcn_weights_from_pyg)
 from .gno import check_block, gno_block, init_kernel, skip_input
 
-__all__ = ["DMPNNEncoder", "GATConv", "GATv2Conv", "GNOBlock", "GraphConv", "InteractionNetwork", "RGCNConv",
-           "SAGEConv", "TransformerConv"]
+__all__ = ["AttentionalAggregation", "DMPNNEncoder", "EdgeConv", "GATConv", "GATv2Conv", "GCNConv", "GINConv",
+           "GINEConv", "GNOBlock", "GraphConv", "GraphNorm", "InteractionNetwork", "RGCNConv", "SAGEConv",
+           "TransformerConv"]
 
 
 class SAGEConv(eqx.Module):
@@ -782,3 +786,340 @@ class InteractionNetwork(eqx.Module):
     def __call__(self, g: Graph, nodes, edges):
         return interaction_network(g, nodes, edges, jax.vmap(self.edge_mlp), jax.vmap(self.node_mlp),
                                    residual=self.residual)
+
+
+# -- PyG's common layers: GCNConv, GINConv, GINEConv, EdgeConv, readouts, GraphNorm ---------------
+
+class GCNConv(eqx.Module):
+    """Graph convolution exactly as PyG's ``GCNConv``: ``out = D^-1/2 Â D^-1/2 x W^T + b``.
+
+    ``Â`` is the (weighted) adjacency with PyG's remaining self loops (:func:`jaxgraphops.nn.gcn_norm`:
+    every node gets one loop of weight 1, 2 with ``improved``; a node with a loop keeps its weight
+    when ``edge_weight`` is given) and ``D`` its weighted in-degrees. With ``normalize=False`` the
+    layer sums ``edge_weight``-weighted messages as they are: that is how PyG's ``cached=True``
+    reads here, ``g_hat, w_hat = gcn_norm(g)`` once, then ``layer(g_hat, x, w_hat)`` with
+    ``normalize=False``. The graph work is one fused :func:`jaxgraphops.agg_weighted`.
+
+    Fields as PyG's parameters: ``lin`` (``[out, in]``, no bias), ``bias [out]`` (zeros at first;
+    None without ``use_bias``).
+
+    **Arguments:**
+
+    - ``in_features``, ``out_features``: feature sizes.
+    - ``improved``: self loops of weight 2.
+    - ``add_self_loops``: add them (None: as ``normalize``, PyG's default; True needs ``normalize``).
+    - ``normalize``: symmetric normalisation on the fly.
+    - ``use_bias``: add ``bias`` (PyG's ``bias``).
+    - ``key``: PRNG key for the initial weight (glorot, as PyG's).
+
+    Call ``layer(g, x, edge_weight=None)``: ``x [n, in_features]``, ``edge_weight [n_edges]`` in
+    input edge order; returns ``[n, out_features]``.
+
+    >>> import jax, jax.numpy as jnp, jaxgraphops as jgo
+    >>> g = jgo.Graph.from_edges(jnp.array([0, 1, 2, 2]), jnp.array([1, 2, 1, 2]))
+    >>> layer = GCNConv(4, 8, key=jax.random.key(0))
+    >>> layer(g, jnp.ones((3, 4))).shape
+    (3, 8)
+    """
+
+    lin: eqx.nn.Linear
+    bias: jax.Array | None
+    improved: bool = eqx.field(static=True)
+    add_self_loops: bool = eqx.field(static=True)
+    normalize: bool = eqx.field(static=True)
+
+    def __init__(self, in_features: int, out_features: int, improved: bool = False, add_self_loops: bool | None = None,
+                 normalize: bool = True, use_bias: bool = True, *, key: jax.Array):
+        loops = normalize if add_self_loops is None else add_self_loops
+        if loops and not normalize:
+            raise ValueError("GCNConv: add_self_loops=True needs normalize=True (PyG: self loops are added by the "
+                             "on-the-fly normalisation)")
+        self.lin = eqx.nn.Linear(in_features, out_features, use_bias=False, key=key)
+        self.lin = eqx.tree_at(lambda m: m.weight, self.lin,
+                               jax.nn.initializers.glorot_uniform()(key, (out_features, in_features)))
+        self.bias = jnp.zeros(out_features) if use_bias else None
+        self.improved, self.add_self_loops, self.normalize = improved, loops, normalize
+
+    def __call__(self, g: Graph, x, edge_weight=None):
+        return gcn_conv(g, x, self.lin.weight.T, self.bias, edge_weight=edge_weight, normalize=self.normalize,
+                        improved=self.improved, add_loops=self.add_self_loops)
+
+    @classmethod
+    def from_pyg(cls, state_dict, *, improved: bool = False, add_self_loops: bool | None = None,
+                 normalize: bool = True) -> GCNConv:
+        """The layer with the weights of a PyG ``GCNConv.state_dict()`` (``lin.weight``, ``bias``);
+        give PyG's ``improved``, ``add_self_loops`` and ``normalize``.
+
+        >>> import numpy as np
+        >>> GCNConv.from_pyg({"lin.weight": np.ones((8, 4)), "bias": np.zeros(8)}).lin.weight.shape
+        (8, 4)
+        """
+        w = gcn_weights_from_pyg("GCNConv.from_pyg", state_dict)
+        in_features, out_features = w["kernel"].shape
+        layer = cls(in_features, out_features, improved, add_self_loops, normalize, use_bias="bias" in w,
+                    key=jax.random.key(0))
+        return _load(layer, {"kernel": lambda m: m.lin.weight, "bias": lambda m: m.bias}, w)
+
+
+def _rows(module):
+    """``module`` (per row, e.g. ``eqx.nn.MLP``) applied to every row of a ``[rows, F]`` array."""
+    return None if module is None else jax.vmap(module)
+
+
+def _sequential(layers: dict, activation: Callable):
+    """An ``eqx.nn.Sequential`` of ``Linear`` layers at the indices of a linear stack
+    (``linear_stack_from_pyg``) with ``activation`` at the other positions; one ``Linear`` for index None."""
+    def linear(p):
+        n_in, n_out = p["kernel"].shape
+        lin = eqx.nn.Linear(n_in, n_out, use_bias="bias" in p, key=jax.random.key(0))
+        lin = eqx.tree_at(lambda m: m.weight, lin, p["kernel"].T)
+        return eqx.tree_at(lambda m: m.bias, lin, p["bias"]) if "bias" in p else lin
+
+    if None in layers:
+        return linear(layers[None])
+    return eqx.nn.Sequential([linear(layers[i]) if i in layers else eqx.nn.Lambda(activation)
+                              for i in range(max(layers) + 1)])
+
+
+class GINConv(eqx.Module):
+    """Graph isomorphism convolution (PyG's ``GINConv``): ``out_i = nn((1 + eps) x_i + sum_{j->i} x_j)``.
+
+    The sum is one fused :func:`jaxgraphops.agg_simple`; ``nn`` is vmapped over the rows.
+
+    **Arguments:**
+
+    - ``nn``: the update on one row, ``[F] -> [F']`` (``eqx.nn.MLP``, ``eqx.nn.Sequential``, any function).
+    - ``eps``: the (initial) epsilon.
+    - ``train_eps``: store epsilon as a ``[1]`` array (trained with the weights), else as a float.
+
+    Call ``layer(g, x)``: ``x [n, F]`` or a pair ``(x_src, x_dst)`` (bipartite, one width); returns
+    ``[n_dst, F']``.
+
+    >>> import jax, jax.numpy as jnp, equinox as eqx, jaxgraphops as jgo
+    >>> g = jgo.Graph.from_edges(jnp.array([0, 1, 2]), jnp.array([1, 2, 1]))
+    >>> layer = GINConv(eqx.nn.MLP(4, 8, 16, 1, key=jax.random.key(0)), train_eps=True)
+    >>> layer(g, jnp.ones((3, 4))).shape
+    (3, 8)
+    """
+
+    nn: Callable
+    eps: jax.Array | float
+
+    def __init__(self, nn: Callable, eps: float = 0.0, train_eps: bool = False):
+        self.nn, self.eps = nn, jnp.full(1, eps, jnp.float32) if train_eps else float(eps)
+
+    def __call__(self, g: Graph, x):
+        return gin_conv(g, x, self.eps, _rows(self.nn))
+
+    @classmethod
+    def from_pyg(cls, state_dict, *, train_eps: bool = False, activation: Callable = jax.nn.relu) -> GINConv:
+        """The layer with the weights of a PyG ``GINConv.state_dict()`` whose ``nn`` is a
+        ``torch.nn.Sequential`` of ``Linear`` layers and activations (or one ``Linear``).
+
+        ``nn`` becomes an ``eqx.nn.Sequential`` with the ``Linear`` layers at their positions and
+        ``activation`` (PyG's ``ReLU`` by default) at the others; give PyG's ``train_eps``.
+
+        >>> import numpy as np
+        >>> sd = {"eps": np.full(1, 0.5), "nn.0.weight": np.ones((16, 4)), "nn.2.weight": np.ones((8, 16))}
+        >>> layer = GINConv.from_pyg(sd)
+        >>> layer.eps, len(layer.nn.layers)
+        (0.5, 3)
+        """
+        w = gin_weights_from_pyg("GINConv.from_pyg", state_dict)
+        return cls(_sequential(w["nn"], activation), float(w["eps"][0]), train_eps)
+
+
+class GINEConv(eqx.Module):
+    """GIN with edge features (PyG's ``GINEConv``): ``out_i = nn((1 + eps) x_i + sum_{j->i} relu(x_j + e_ji))``.
+
+    ``e_ji`` is the edge's attribute, mapped to ``F`` features by ``lin`` (PyG's, with ``edge_dim``),
+    else it must have ``F`` features already. The per-edge sums are one fused
+    :func:`jaxgraphops.update_efeat`, their reduction one :func:`jaxgraphops.agg_simple`.
+
+    **Arguments:**
+
+    - ``nn``, ``eps``, ``train_eps``: as in :class:`GINConv`.
+    - ``edge_dim``: the edge attributes' width (None: no ``lin``).
+    - ``in_features``: ``F``, ``lin``'s output (needed with ``edge_dim``; PyG reads it off ``nn``).
+    - ``key``: PRNG key for ``lin`` (with ``edge_dim``).
+
+    Call ``layer(g, x, edge_attr)``: ``x [n, F]`` or a pair ``(x_src, x_dst)``, ``edge_attr
+    [n_edges, edge_dim or F]`` in input edge order; returns ``[n_dst, F']``.
+
+    >>> import jax, jax.numpy as jnp, equinox as eqx, jaxgraphops as jgo
+    >>> g = jgo.Graph.from_edges(jnp.array([0, 1, 2]), jnp.array([1, 2, 1]))
+    >>> k1, k2 = jax.random.split(jax.random.key(0))
+    >>> layer = GINEConv(eqx.nn.Linear(4, 8, key=k1), edge_dim=2, in_features=4, key=k2)
+    >>> layer(g, jnp.ones((3, 4)), jnp.ones((3, 2))).shape
+    (3, 8)
+    """
+
+    nn: Callable
+    eps: jax.Array | float
+    lin: eqx.nn.Linear | None
+
+    def __init__(self, nn: Callable, eps: float = 0.0, train_eps: bool = False, edge_dim: int | None = None,
+                 in_features: int | None = None, *, key: jax.Array | None = None):
+        self.nn, self.eps = nn, jnp.full(1, eps, jnp.float32) if train_eps else float(eps)
+        if edge_dim is None:
+            self.lin = None
+        elif in_features is None or key is None:
+            raise ValueError("GINEConv: edge_dim needs in_features (lin's output width) and key")
+        else:
+            self.lin = eqx.nn.Linear(edge_dim, in_features, key=key)
+
+    def __call__(self, g: Graph, x, edge_attr):
+        bias = None if self.lin is None else self.lin.bias
+        return gine_conv(g, x, edge_attr, self.eps, _rows(self.nn), _kernel(self.lin), bias)
+
+    @classmethod
+    def from_pyg(cls, state_dict, *, train_eps: bool = False, activation: Callable = jax.nn.relu) -> GINEConv:
+        """The layer with the weights of a PyG ``GINEConv.state_dict()``: ``nn`` and ``eps`` as in
+        :meth:`GINConv.from_pyg`, ``lin`` (``edge_dim``) from ``lin.weight`` and ``lin.bias``.
+
+        >>> import numpy as np
+        >>> sd = {"eps": np.zeros(1), "nn.weight": np.ones((8, 4)), "lin.weight": np.ones((4, 2)),
+        ...       "lin.bias": np.zeros(4)}
+        >>> GINEConv.from_pyg(sd).lin.weight.shape
+        (4, 2)
+        """
+        w = gin_weights_from_pyg("GINEConv.from_pyg", state_dict, edge=True)
+        layer = cls(_sequential(w["nn"], activation), float(w["eps"][0]), train_eps)
+        if "edge_kernel" in w:
+            p = {"kernel": w["edge_kernel"], **({"bias": w["edge_bias"]} if "edge_bias" in w else {})}
+            layer = eqx.tree_at(lambda m: m.lin, layer, _sequential({None: p}, activation),
+                                is_leaf=lambda v: v is None)
+        return layer
+
+
+class EdgeConv(eqx.Module):
+    """Edge convolution (DGCNN, PyG's ``EdgeConv``): ``out_i = aggr_{j->i} nn([x_i | x_j - x_i])``.
+
+    The per-edge pairs come from one fused :func:`jaxgraphops.update_efeat`, the reduction
+    (``max``, ``sum`` or ``mean``; 0 for an empty neighbourhood) from :func:`jaxgraphops.agg_simple`.
+
+    **Arguments:**
+
+    - ``nn``: the edge update on one row, ``[2F] -> [F']``, vmapped over the edges.
+    - ``aggr``: ``max`` (PyG's default), ``sum`` or ``mean``.
+
+    Call ``layer(g, x)``: ``x [n, F]`` or a pair ``(x_src, x_dst)``; returns ``[n_dst, F']``.
+
+    >>> import jax, jax.numpy as jnp, equinox as eqx, jaxgraphops as jgo
+    >>> g = jgo.Graph.from_edges(jnp.array([0, 1, 2]), jnp.array([1, 2, 1]))
+    >>> layer = EdgeConv(eqx.nn.MLP(8, 8, 16, 1, key=jax.random.key(0)))
+    >>> layer(g, jnp.ones((3, 4))).shape
+    (3, 8)
+    """
+
+    nn: Callable
+    aggr: str = eqx.field(static=True)
+
+    def __init__(self, nn: Callable, aggr: str = "max"):
+        check_choice("EdgeConv", "aggr", aggr, EDGE_CONV_AGGRS)
+        self.nn, self.aggr = nn, aggr
+
+    def __call__(self, g: Graph, x):
+        return edge_conv(g, x, _rows(self.nn), aggr=self.aggr)
+
+    @classmethod
+    def from_pyg(cls, state_dict, *, aggr: str = "max", activation: Callable = jax.nn.relu) -> EdgeConv:
+        """The layer with the weights of a PyG ``EdgeConv.state_dict()`` (``nn`` as in
+        :meth:`GINConv.from_pyg`); give PyG's ``aggr`` (its ``"add"`` is ``"sum"``).
+
+        >>> import numpy as np
+        >>> EdgeConv.from_pyg({"nn.weight": np.ones((8, 6))}, aggr="mean").nn.weight.shape
+        (8, 6)
+        """
+        w = edge_conv_weights_from_pyg("EdgeConv.from_pyg", state_dict)
+        return cls(_sequential(w["nn"], activation), aggr)
+
+
+class AttentionalAggregation(eqx.Module):
+    """Attention readout (PyG's ``AttentionalAggregation``): ``out_b = sum_{i in b} a_i nn(x_i)``
+    with ``a = softmax`` over the nodes of each graph ``b`` of ``gate_nn(x)``.
+
+    The softmax is :func:`jaxgraphops.edge_softmax` on the node-to-graph membership graph and the
+    sum a fused :func:`jaxgraphops.gspmm`.
+
+    **Arguments:**
+
+    - ``gate_nn``: one row ``[F] -> [1]`` (or ``[F']``, a gate per feature), vmapped over the nodes.
+    - ``nn``: one row ``[F] -> [F']`` (None: identity).
+
+    Call ``layer(x, batch=None, size=None)``: ``x [N, F]``; ``batch`` a
+    :class:`jaxgraphops.BatchedGraph`, integer graph ids ``[N]`` (``size`` graphs, default ``max +
+    1`` for concrete ids; required inside ``jit``) or None (one graph). Returns ``[n_graphs, F']``.
+
+    >>> import jax, jax.numpy as jnp, equinox as eqx
+    >>> layer = AttentionalAggregation(eqx.nn.Linear(4, 1, key=jax.random.key(0)))
+    >>> layer(jnp.ones((5, 4)), jnp.array([0, 0, 1, 1, 1]), 2).shape
+    (2, 4)
+    """
+
+    gate_nn: Callable
+    nn: Callable | None
+
+    def __init__(self, gate_nn: Callable, nn: Callable | None = None):
+        self.gate_nn, self.nn = gate_nn, nn
+
+    def __call__(self, x, batch=None, size=None):
+        return attentional_aggregation(x, batch, size, _rows(self.gate_nn), _rows(self.nn))
+
+    @classmethod
+    def from_pyg(cls, state_dict, *, activation: Callable = jax.nn.relu) -> AttentionalAggregation:
+        """The layer with the weights of a PyG ``AttentionalAggregation.state_dict()`` (``gate_nn``
+        and ``nn`` as in :meth:`GINConv.from_pyg`).
+
+        >>> import numpy as np
+        >>> layer = AttentionalAggregation.from_pyg({"gate_nn.weight": np.ones((1, 4))})
+        >>> layer.gate_nn.weight.shape, layer.nn is None
+        ((1, 4), True)
+        """
+        w = attentional_aggregation_weights_from_pyg("AttentionalAggregation.from_pyg", state_dict)
+        nn = w.get("nn")
+        return cls(_sequential(w["gate_nn"], activation), None if nn is None else _sequential(nn, activation))
+
+
+class GraphNorm(eqx.Module):
+    """Graph normalisation (PyG's ``GraphNorm``), per graph of a batch:
+    ``weight * (x - mean_scale * mean) / sqrt(var + eps) + bias``, where ``mean`` is the mean of the
+    graph's node features and ``var`` the mean of the squared shifted features (fused :func:`jaxgraphops.pool`).
+
+    Fields as PyG's parameters: ``weight`` (ones), ``bias`` (zeros), ``mean_scale`` (ones), each ``[F]``.
+
+    **Arguments:**
+
+    - ``in_features``: ``F``.
+    - ``eps``: added to the variance.
+
+    Call ``layer(x, batch=None, size=None)`` as :class:`AttentionalAggregation`; returns ``[N, F]``.
+
+    >>> import jax.numpy as jnp
+    >>> GraphNorm(2)(jnp.arange(8.0).reshape(4, 2), jnp.array([0, 0, 1, 1]))[:, 0].round(3)
+    Array([-1.,  1., -1.,  1.], dtype=float32)
+    """
+
+    weight: jax.Array
+    bias: jax.Array
+    mean_scale: jax.Array
+    eps: float = eqx.field(static=True)
+
+    def __init__(self, in_features: int, eps: float = 1e-5):
+        self.weight, self.bias, self.mean_scale = jnp.ones(in_features), jnp.zeros(in_features), jnp.ones(in_features)
+        self.eps = float(eps)
+
+    def __call__(self, x, batch=None, size=None):
+        return graph_norm(x, batch, size, self.weight, self.bias, self.mean_scale, eps=self.eps)
+
+    @classmethod
+    def from_pyg(cls, state_dict, *, eps: float = 1e-5) -> GraphNorm:
+        """The layer with the weights of a PyG ``GraphNorm.state_dict()``; give PyG's ``eps``.
+
+        >>> import numpy as np
+        >>> GraphNorm.from_pyg({"weight": np.ones(4), "bias": np.zeros(4), "mean_scale": np.ones(4)}).weight.shape
+        (4,)
+        """
+        w = graph_norm_weights_from_pyg("GraphNorm.from_pyg", state_dict)
+        layer = cls(w["weight"].shape[0], eps)
+        return _load(layer, {k: (lambda m, k=k: getattr(m, k)) for k in w}, w)
