@@ -1,0 +1,115 @@
+"""DimeNet++'s forward as a pure function of its parameters, for the layers of every framework.
+
+:func:`dimenet_pp` is PyG's ``DimeNetPlusPlus`` (``num_spherical = 7``, ``num_radial = 6``; the numbers of
+residual and output layers are those of ``params``) on the fused ops :func:`jaxgraphops.dimenet.radial_basis` and
+:func:`jaxgraphops.dimenet.agg_edge_to_edge`. The parameters are a nested dict named as PyG's modules
+(each linear map ``{"kernel": [in, out], "bias"?}``)::
+
+    freq [6]
+    emb:                {emb: {embedding [95, hidden]}, lin_rbf: 6 -> hidden, lin: 3 hidden -> hidden}
+    interaction_blocks: one per block, {lin_ji, lin_kj: hidden -> hidden; lin_rbf1: 6 -> basis_emb and
+                         lin_rbf2: basis_emb -> hidden (no biases); lin_down: hidden -> int_emb and
+                         lin_up: int_emb -> hidden (no biases); sbf_weights [42 + int_emb, basis_emb]
+                         (PyG's lin_sbf1.weight.T above lin_sbf2.weight); lin: hidden -> hidden;
+                         layers_before_skip, layers_after_skip: residual layers {lin1, lin2: hidden -> hidden}}
+    output_blocks:      num_blocks + 1, {lin_rbf: 6 -> hidden, lin_up: hidden -> out_emb (no biases);
+                         lins: out_emb -> out_emb layers; lin: out_emb -> out_channels (no bias)}
+
+A sequence of blocks may be a list or a dict with integer keys (as ``flax.nnx`` states hold them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+
+from ..dimenet import agg_edge_to_edge, radial_basis
+
+
+def _blocks(blocks) -> list:
+    """A list of blocks from a list, or from a dict keyed by position."""
+    return [blocks[k] for k in sorted(blocks)] if isinstance(blocks, dict) else list(blocks)
+
+
+def _dense(p: dict, x):
+    y = x @ p["kernel"]
+    return y if p.get("bias") is None else y + p["bias"]
+
+
+def _residual(p: dict, x, act: Callable):
+    return x + act(_dense(p["lin2"], act(_dense(p["lin1"], x))))
+
+
+def _interaction(p: dict, x, rbf, sbf_rad, vec, triplets, act: Callable, impl):
+    x_ji = act(_dense(p["lin_ji"], x))
+    x_kj = act(_dense(p["lin_kj"], x))
+    rbf = _dense(p["lin_rbf2"], _dense(p["lin_rbf1"], rbf))
+    x_kj = act(_dense(p["lin_down"], x_kj * rbf))
+    x_kj = agg_edge_to_edge(vec, sbf_rad, x_kj, p["sbf_weights"].astype(x_kj.dtype), triplets, impl=impl)
+    h = x_ji + act(_dense(p["lin_up"], x_kj))
+    for layer in _blocks(p["layers_before_skip"]):
+        h = _residual(layer, h, act)
+    h = act(_dense(p["lin"], h)) + x
+    for layer in _blocks(p["layers_after_skip"]):
+        h = _residual(layer, h, act)
+    return h
+
+
+def _output(p: dict, x, rbf, dst, n_nodes: int, act: Callable):
+    x = _dense(p["lin_rbf"], rbf) * x
+    x = _dense(p["lin_up"], jax.ops.segment_sum(x, dst, num_segments=n_nodes))
+    for lin in _blocks(p["lins"]):
+        x = act(_dense(lin, x))
+    return _dense(p["lin"], x)
+
+
+def dimenet_pp(params: dict, z, pos, g, shifts, triplets, batch, n_graphs: int, *, cutoff: float,
+               act: Callable = jax.nn.swish, impl: str | None = None):
+    """DimeNet++ outputs per structure, ``[n_graphs, out_channels]``.
+
+    Edges are ``j -> i`` (src -> dst) of ``g`` with vectors ``pos[j] + shifts - pos[i]``; ``triplets``
+    from :func:`jaxgraphops.dimenet.triplets`; ``z [N]`` atomic numbers (< 95); ``batch [N]`` the
+    structure of each atom. ``impl`` is the triplet step's (None: fused kernels; ``"xla"``: reference).
+
+    >>> import jax, jax.numpy as jnp, numpy as np, jaxgraphops as jgo
+    >>> pos = np.array([[0.0, 0, 0], [1, 0, 0], [0, 1.2, 0]])
+    >>> g, shifts, batch = jgo.dimenet.radius_graph_pbc([(pos, None, None)], 3.0)
+    >>> lin = lambda n_in, n_out: {"kernel": jnp.full((n_in, n_out), 0.1)}
+    >>> res = {"lin1": lin(4, 4), "lin2": lin(4, 4)}
+    >>> block = {"lin_ji": lin(4, 4), "lin_kj": lin(4, 4), "lin_rbf1": lin(6, 2), "lin_rbf2": lin(2, 4),
+    ...          "lin_down": lin(4, 3), "lin_up": lin(3, 4), "sbf_weights": jnp.full((45, 2), 0.1),
+    ...          "lin": lin(4, 4), "layers_before_skip": [res], "layers_after_skip": [res, res]}
+    >>> out = {"lin_rbf": lin(6, 4), "lin_up": lin(4, 5), "lins": [lin(5, 5)] * 3, "lin": lin(5, 1)}
+    >>> params = {"freq": jnp.pi * jnp.arange(1.0, 7.0), "interaction_blocks": [block], "output_blocks": [out, out],
+    ...           "emb": {"emb": {"embedding": jnp.ones((95, 4))}, "lin_rbf": lin(6, 4), "lin": lin(12, 4)}}
+    >>> dimenet_pp(params, jnp.array([1, 6, 8]), pos, g, shifts, jgo.dimenet.triplets(g), batch, 1,
+    ...            cutoff=3.0).shape
+    (1, 1)
+    """
+    pos = jnp.asarray(pos)
+    src, dst, n = g.src, g.dst, g.n_dst
+    vec = pos[src] + jnp.asarray(shifts, pos.dtype) - pos[dst]
+    dist = jnp.sqrt(jnp.sum(vec * vec, axis=-1))
+    rbf, sbf_rad = radial_basis(dist / cutoff, params["freq"].astype(pos.dtype))
+    emb = params["emb"]
+    h = jnp.take(emb["emb"]["embedding"], z, axis=0).astype(pos.dtype)
+    e = act(_dense(emb["lin_rbf"], rbf))
+    x = act(_dense(emb["lin"], jnp.concatenate([h[dst], h[src], e], axis=-1)))
+    outputs = _blocks(params["output_blocks"])
+    out = _output(outputs[0], x, rbf, dst, n, act)
+    for block, output in zip(_blocks(params["interaction_blocks"]), outputs[1:], strict=True):
+        x = _interaction(block, x, rbf, sbf_rad, vec, triplets, act, impl)
+        out = out + _output(output, x, rbf, dst, n, act)
+    return jax.ops.segment_sum(out, batch, num_segments=n_graphs)
+
+
+def energy_and_forces(energy_fn: Callable, pos):
+    """``(energies [n_graphs], forces [N, 3] = -dE/dpos)`` of ``energy_fn(pos) -> [n_graphs, 1]``."""
+    def total(p):
+        e = energy_fn(p)[:, 0]
+        return jnp.sum(e), e
+
+    grad, energies = jax.grad(total, has_aux=True)(pos)
+    return energies, -grad

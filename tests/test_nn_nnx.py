@@ -1,0 +1,391 @@
+"""The flax.nnx layers against the linen layers with the same weights (1e-6), against PyG and Chemprop
+through their loaders (1e-5, float32), under nnx.jit / nnx.grad (every param gets a gradient, equal to
+linen's), dtypes, errors and the docstring examples."""
+
+import doctest
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import random_graph
+
+import jaxgraphops as jgo
+
+pytest.importorskip("flax", reason="flax not installed: the NNX layers need it")
+
+import flax.linen as linen  # noqa: E402
+from flax import nnx  # noqa: E402
+
+from jaxgraphops.nn import _dimenet  # noqa: E402
+from jaxgraphops.nn import flax as linen_nn  # noqa: E402
+from jaxgraphops.nn import nnx as nnx_nn  # noqa: E402
+
+SAME = dict(rtol=1e-6, atol=1e-6)
+PEER = dict(rtol=1e-5, atol=1e-5)
+
+
+def feats(rng, *shape):
+    return jnp.asarray(rng.normal(size=shape), jnp.float32)
+
+
+def bond_graph():
+    """Six bonds in both directions (a ring of four, a tail of two) among 7 atoms; atom 6 has none."""
+    bonds = np.array([[0, 1], [1, 2], [2, 3], [3, 0], [1, 4], [4, 5]])
+    n = len(bonds)
+    g = jgo.Graph.from_edges(np.concatenate([bonds[:, 0], bonds[:, 1]]), np.concatenate([bonds[:, 1], bonds[:, 0]]),
+                             7, 7)
+    return g, np.concatenate([np.arange(n) + n, np.arange(n)])
+
+
+def case(name, rng):
+    """``(linen layer, NNX layer, call args, call kwargs)`` of one configuration."""
+    sq, bi = random_graph(rng, 8, 8, 30), random_graph(rng, 9, 6, 25)
+    x, x6, xs, xd = feats(rng, 8, 5), feats(rng, 8, 6), feats(rng, 9, 5), feats(rng, 6, 3)
+    ea = feats(rng, sq.n_edges, 3)
+    types = jnp.asarray(rng.integers(0, 3, sq.n_edges))
+    r = nnx.Rngs(1)
+    if name == "sage-max":
+        return linen_nn.SAGEConv(7, aggr="max"), nnx_nn.SAGEConv(5, 7, aggr="max", rngs=r), (sq, x), {}
+    if name == "sage-bipartite-normalize":
+        return (linen_nn.SAGEConv(7, aggr="min", normalize=True, use_bias=False),
+                nnx_nn.SAGEConv((5, 3), 7, aggr="min", normalize=True, use_bias=False, rngs=r), (bi, (xs, xd)), {})
+    if name == "sage-no-root":
+        return (linen_nn.SAGEConv(7, root_weight=False), nnx_nn.SAGEConv(5, 7, root_weight=False, rngs=r), (sq, x),
+                {})
+    if name == "graph-conv":
+        return linen_nn.GraphConv(7), nnx_nn.GraphConv(5, 7, rngs=r), (sq, x), {}
+    if name == "graph-conv-right-bipartite":
+        return (linen_nn.GraphConv(7, norm="right", add_self_loops=False),
+                nnx_nn.GraphConv(5, 7, norm="right", add_self_loops=False, rngs=r), (bi, xs), {})
+    if name == "gat-edges-residual":
+        return (linen_nn.GATConv(4, heads=2, edge_dim=3, residual=True),
+                nnx_nn.GATConv(5, 4, heads=2, edge_dim=3, residual=True, rngs=r), (sq, x, ea),
+                {"return_attention_weights": True})
+    if name == "gat-bipartite-mean":
+        return (linen_nn.GATConv(4, heads=3, concat=False, share_weights=False, negative_slope=0.1),
+                nnx_nn.GATConv((5, 3), 4, heads=3, concat=False, share_weights=False, negative_slope=0.1, rngs=r),
+                (bi, (xs, xd)), {})
+    if name == "gatv2-shared-edges":
+        kw = dict(heads=2, edge_dim=3, share_weights=True, residual=True, fill_value=0.5)
+        return linen_nn.GATv2Conv(4, **kw), nnx_nn.GATv2Conv(5, 4, **kw, rngs=r), (sq, x, ea), {
+            "return_attention_weights": True}
+    if name == "gatv2-bipartite":
+        kw = dict(heads=2, add_self_loops=False, concat=False)
+        return linen_nn.GATv2Conv(4, **kw), nnx_nn.GATv2Conv((5, 3), 4, **kw, rngs=r), (bi, (xs, xd)), {}
+    if name == "transformer-beta-edges":
+        kw = dict(heads=2, beta=True, edge_dim=3)
+        return linen_nn.TransformerConv(4, **kw), nnx_nn.TransformerConv(5, 4, **kw, rngs=r), (sq, x, ea), {
+            "return_attention_weights": True}
+    if name == "transformer-bipartite":
+        kw = dict(heads=2, concat=False, use_bias=False)
+        return linen_nn.TransformerConv(4, **kw), nnx_nn.TransformerConv((5, 3), 4, **kw, rngs=r), (bi, (xs, xd)), {}
+    if name == "gno-matrix-bipartite":
+        dx, w = feats(rng, bi.n_edges, 2), jnp.asarray(rng.uniform(0.5, 1, bi.n_edges), jnp.float32)
+        return (linen_nn.GNOBlock(4, kernel_width=6, reduce="sum"),
+                nnx_nn.GNOBlock(5, 4, 2, kernel_width=6, reduce="sum", skip_features=3, rngs=r), (bi, xs, dx, xd),
+                {"edge_weight": w})
+    if name == "gno-diagonal":
+        return (linen_nn.GNOBlock(5, kernel_width=6, kernel="diagonal"),
+                nnx_nn.GNOBlock(5, 5, 2, kernel_width=6, kernel="diagonal", rngs=r), (sq, x, feats(rng, sq.n_edges, 2)),
+                {})
+    if name == "rgcn-bases":
+        return (linen_nn.RGCNConv(6, 3, num_bases=2), nnx_nn.RGCNConv(5, 6, 3, num_bases=2, rngs=r), (sq, x, types),
+                {})
+    if name == "rgcn-blocks-sum":
+        return (linen_nn.RGCNConv(4, 3, aggr="sum", num_blocks=2),
+                nnx_nn.RGCNConv(6, 4, 3, aggr="sum", num_blocks=2, rngs=r), (sq, x6, types), {})
+    if name == "rgcn-node-ids":
+        return linen_nn.RGCNConv(6, 3), nnx_nn.RGCNConv(8, 6, 3, rngs=r), (sq, None, types), {}
+    if name == "dmpnn-descriptors":
+        g, rev = bond_graph()
+        kw = dict(depth=3, undirected=True, use_bias=True, activation=jnp.tanh)
+        return (linen_nn.DMPNNEncoder(8, **kw), nnx_nn.DMPNNEncoder(5, 3, 8, d_vd=2, **kw, rngs=r),
+                (g, feats(rng, 7, 5), feats(rng, g.n_edges, 3), rev, feats(rng, 7, 2)), {})
+    if name == "interaction-network":
+        edges = feats(rng, sq.n_edges, 4)
+        return (linen_nn.InteractionNetwork(linen.Dense(4), linen.Dense(5)),
+                nnx_nn.InteractionNetwork(nnx.Linear(4 + 5 + 5, 4, rngs=r), nnx.Linear(5 + 4, 5, rngs=r)),
+                (sq, x, edges), {})
+    raise KeyError(name)
+
+
+CASES = ["sage-max", "sage-bipartite-normalize", "sage-no-root", "graph-conv", "graph-conv-right-bipartite",
+         "gat-edges-residual", "gat-bipartite-mean", "gatv2-shared-edges", "gatv2-bipartite", "transformer-beta-edges",
+         "transformer-bipartite", "gno-matrix-bipartite", "gno-diagonal", "rgcn-bases", "rgcn-blocks-sum",
+         "rgcn-node-ids", "dmpnn-descriptors", "interaction-network"]
+
+
+def loaded(name, rng):
+    """The linen layer, its variables, the NNX layer holding them, the call's args and kwargs."""
+    linen_layer, layer, args, kwargs = case(name, rng)
+    variables = linen_layer.init(jax.random.key(0), *args, **kwargs)
+    return linen_layer, variables, nnx_nn.load_variables(layer, variables), args, kwargs
+
+
+def assert_trees_close(a, b, tol):
+    assert jax.tree_util.tree_structure(a) == jax.tree_util.tree_structure(b)
+    for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True):
+        np.testing.assert_allclose(x, y, **tol)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_nnx_equals_linen_with_the_same_weights(rng, name):
+    linen_layer, variables, layer, args, kwargs = loaded(name, rng)
+    assert_trees_close(layer(*args, **kwargs), linen_layer.apply(variables, *args, **kwargs), SAME)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_nnx_jit_and_grad_reach_every_param(rng, name):
+    """nnx.jit equals the eager call; nnx.grad of a loss gives every param a non-zero gradient equal to
+    linen's gradient with respect to the same variables."""
+    linen_layer, variables, layer, args, kwargs = loaded(name, rng)
+    out = layer(*args, **kwargs)
+    weights = [jnp.asarray(rng.normal(size=o.shape), o.dtype) for o in jax.tree_util.tree_leaves(out)]
+
+    def loss(outputs):
+        return sum(jnp.sum(jnp.tanh(o) * w) for o, w in zip(jax.tree_util.tree_leaves(outputs), weights, strict=True))
+
+    assert_trees_close(nnx.jit(lambda m, a: m(*a, **kwargs))(layer, args), out, SAME)
+    grads = nnx.jit(nnx.grad(lambda m, a: loss(m(*a, **kwargs))))(layer, args)
+    grads = nnx.to_pure_dict(nnx.state(grads, nnx.Param))
+    expect = jax.grad(lambda v: loss(linen_layer.apply(v, *args, **kwargs)))(variables)["params"]
+    assert_trees_close(jax.tree_util.tree_map(np.asarray, grads), expect, PEER)
+    for path, g in jax.tree_util.tree_leaves_with_path(grads):
+        assert np.isfinite(g).all() and np.any(g != 0), f"{name}: no gradient reaches {jax.tree_util.keystr(path)}"
+
+
+def test_dtype_and_param_dtype(rng):
+    g, x = random_graph(rng, 8, 8, 30), feats(rng, 8, 5)
+    layer = nnx_nn.SAGEConv(5, 7, dtype=jnp.bfloat16, rngs=nnx.Rngs(0))
+    assert layer.neigh_kernel.dtype == jnp.float32
+    out = layer(g, x)
+    assert out.dtype == jnp.bfloat16
+    full = nnx_nn.SAGEConv(5, 7, rngs=nnx.Rngs(0))
+    np.testing.assert_allclose(out.astype(jnp.float32), full(g, x), rtol=0.05, atol=0.05)
+    half = nnx_nn.GATConv(5, 4, heads=2, param_dtype=jnp.bfloat16, rngs=nnx.Rngs(0))
+    assert {p.dtype for p in jax.tree_util.tree_leaves(nnx.state(half, nnx.Param))} == {jnp.dtype(jnp.bfloat16)}
+    assert half(g, x.astype(jnp.bfloat16)).dtype == jnp.bfloat16
+
+
+def test_init_shapes_match_linen(rng):
+    """An NNX layer's params are the linen layer's, by name and shape (load_variables checks both)."""
+    for name in CASES:
+        linen_layer, layer, args, kwargs = case(name, rng)
+        nnx_shapes = jax.tree_util.tree_map(jnp.shape, nnx.to_pure_dict(nnx.state(layer, nnx.Param)))
+        linen_shapes = jax.tree_util.tree_map(jnp.shape, linen_layer.init(jax.random.key(0), *args, **kwargs))
+        assert nnx_shapes == linen_shapes["params"], name
+
+
+def test_errors(rng):
+    g, x = random_graph(rng, 8, 8, 30), feats(rng, 8, 5)
+    r = nnx.Rngs(0)
+    with pytest.raises(ValueError, match=r"SAGEConv: in_features must be a positive int or a pair"):
+        nnx_nn.SAGEConv((5, 3, 2), 7, rngs=r)
+    with pytest.raises(ValueError, match="SAGEConv: aggr must be one of"):
+        nnx_nn.SAGEConv(5, 7, aggr="avg", rngs=r)
+    with pytest.raises(ValueError, match="GATConv: share_weights=True applies one kernel.*use share_weights=False"):
+        nnx_nn.GATConv((5, 3), 4, rngs=r)
+    with pytest.raises(ValueError, match="GATv2Conv: fill_value must be one of"):
+        nnx_nn.GATv2Conv(5, 4, fill_value="max", rngs=r)
+    with pytest.raises(ValueError, match="GNOBlock: kernel='diagonal' needs as many output as input features"):
+        nnx_nn.GNOBlock(5, 4, 2, kernel="diagonal", rngs=r)
+    with pytest.raises(ValueError, match="RGCNConv: num_bases and num_blocks cannot both be set"):
+        nnx_nn.RGCNConv(6, 4, 3, num_bases=2, num_blocks=2, rngs=r)
+    with pytest.raises(ValueError, match="DMPNNEncoder: depth must be a positive int"):
+        nnx_nn.DMPNNEncoder(5, 3, 8, depth=0, rngs=r)
+    with pytest.raises(ValueError, match="SAGEConv: x must be a pair"):
+        nnx_nn.SAGEConv(5, 7, rngs=r)(random_graph(rng, 8, 6, 20), x)
+    variables = linen_nn.SAGEConv(7, root_weight=False).init(jax.random.key(0), g, x)
+    with pytest.raises(ValueError, match=r"load_variables\(SAGEConv\): the params must have the layer's names"):
+        nnx_nn.load_variables(nnx_nn.SAGEConv(5, 7, rngs=r), variables)
+    with pytest.raises(ValueError, match=r"load_variables\(GraphConv\): variables must be a dict \{'params'"):
+        nnx_nn.load_variables(nnx_nn.GraphConv(5, 7, rngs=r), variables["params"])
+    with pytest.raises(ValueError, match="SAGEConv.from_pyg: state_dict must have the key 'lin_l.weight'"):
+        nnx_nn.SAGEConv.from_pyg({"lin_r.weight": np.ones((7, 5))})
+    with pytest.raises(ValueError, match="GATv2Conv.from_pyg: the linear layers' biases and 'bias' must both"):
+        nnx_nn.GATv2Conv.from_pyg({"lin_l.weight": np.ones((8, 4)), "lin_r.weight": np.ones((8, 4)),
+                                   "att": np.ones((1, 2, 4)), "bias": np.zeros(8)})
+    with pytest.raises(ValueError, match="DMPNNEncoder.from_chemprop: state_dict must have the keys"):
+        nnx_nn.DMPNNEncoder.from_chemprop({"W_i.weight": np.ones((8, 8))})
+
+
+@pytest.mark.parametrize("module", [nnx_nn, _dimenet])
+def test_docstring_examples(module):
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, verbose=False)
+    assert result.attempted > 0 and result.failed == 0
+
+
+# -- peers through the NNX loaders ----------------------------------------------------------------
+
+def _torch():
+    return pytest.importorskip("torch", reason="torch not installed (pip install torch)")
+
+
+def _pyg():
+    _torch()
+    pytest.importorskip("torch_geometric", reason="torch_geometric not installed (pip install torch-geometric)")
+    import torch_geometric.nn as pyg_nn
+
+    return pyg_nn
+
+
+def state_dict(module):
+    return {k: v.detach().numpy() for k, v in module.state_dict().items()}
+
+
+def randomize(module):
+    """Non-zero biases and larger attention vectors, so that every parameter counts."""
+    torch = _torch()
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            if name.endswith("bias") or name.startswith("att"):
+                p.normal_()
+
+
+def compare_with_torch(torch_fn, our_fn, xs, rng):
+    """Outputs (and attention weights) of both, and the gradients of ``sum(out * r)`` with respect to ``xs``."""
+    torch = _torch()
+    txs = [torch.tensor(np.asarray(x), requires_grad=True) for x in xs]
+    t_out = torch_fn(*txs)
+    r = rng.normal(size=tuple(t_out.shape)).astype(np.float32)
+    (t_out * torch.tensor(r)).sum().backward()
+    out, vjp = jax.vjp(our_fn, *[jnp.asarray(x) for x in xs])
+    np.testing.assert_allclose(out, t_out.detach().numpy(), **PEER)
+    for x, t, d in zip(xs, txs, vjp(jnp.asarray(r)), strict=True):
+        np.testing.assert_allclose(d, np.zeros_like(x) if t.grad is None else t.grad.numpy(), **PEER)
+
+
+def pyg_graph(rng, n_src, n_dst, n_edges, loops=True):
+    """Random edges (a duplicate; two self loops if ``loops``); destination ``n_dst - 1`` receives none."""
+    src, dst = rng.integers(0, n_src, n_edges), rng.integers(0, n_dst - 1, n_edges)
+    src[1], dst[1] = src[0], dst[0]
+    if loops:
+        src[2], dst[2], src[5], dst[5] = 3, 3, 4, 4
+    return np.stack([src, dst])
+
+
+@pytest.mark.parametrize("aggr", ["mean", "max"])
+def test_pyg_sage(rng, aggr):
+    pyg_nn, torch = _pyg(), _torch()
+    torch.manual_seed(0)
+    ei = pyg_graph(rng, 10, 7, 30, loops=False)
+    g = jgo.Graph.from_edges(ei[0], ei[1], 10, 7)
+    pyg = pyg_nn.SAGEConv((4, 3), 5, aggr=aggr, normalize=True)
+    randomize(pyg)
+    layer = nnx_nn.SAGEConv.from_pyg(state_dict(pyg), aggr=aggr, normalize=True)
+    compare_with_torch(lambda a, b: pyg((a, b), torch.tensor(ei), size=(10, 7)), lambda a, b: layer(g, (a, b)),
+                       [feats(rng, 10, 4), feats(rng, 7, 3)], rng)
+
+
+def test_pyg_gcn(rng):
+    pyg_nn, torch = _pyg(), _torch()
+    torch.manual_seed(1)
+    i, j = np.triu_indices(11, k=1)
+    keep = rng.choice(i.size, 20, replace=False)
+    ei = np.concatenate([np.stack([i[keep], j[keep]]), np.stack([j[keep], i[keep]])], axis=1)  # undirected, node 11 alone
+    g = jgo.Graph.from_edge_index(ei, 12)
+    pyg = pyg_nn.GCNConv(5, 7)
+    randomize(pyg)
+    layer = nnx_nn.GraphConv.from_pyg(state_dict(pyg))
+    compare_with_torch(lambda a: pyg(a, torch.tensor(ei)), lambda a: layer(g, a), [feats(rng, 12, 5)], rng)
+
+
+def test_pyg_gat_with_attention_weights(rng):
+    pyg_nn, torch = _pyg(), _torch()
+    torch.manual_seed(2)
+    n = 10
+    ei = pyg_graph(rng, n, n, 35)
+    g = jgo.Graph.from_edge_index(ei, n)
+    pyg = pyg_nn.GATConv(5, 3, heads=2, edge_dim=2, residual=True, fill_value=0.5)
+    randomize(pyg)
+    layer = nnx_nn.GATConv.from_pyg(state_dict(pyg), fill_value=0.5)
+    ti = torch.tensor(ei)
+    x, ea = feats(rng, n, 5), feats(rng, ei.shape[1], 2)
+    compare_with_torch(lambda a, e: pyg(a, ti, e), lambda a, e: layer(g, a, e), [x, ea], rng)
+    _, (t_ei, t_alpha) = pyg(torch.tensor(np.asarray(x)), ti, torch.tensor(np.asarray(ea)),
+                             return_attention_weights=True)
+    _, alpha = layer(g, x, ea, return_attention_weights=True)
+    kept = np.concatenate([ei[0] != ei[1], np.ones(n, bool)])  # PyG drops g's self loops, then appends its own
+    np.testing.assert_array_equal(t_ei.numpy(), np.concatenate([ei, np.stack([np.arange(n)] * 2)], axis=1)[:, kept])
+    np.testing.assert_allclose(np.asarray(alpha)[kept], t_alpha.detach().numpy(), **PEER)
+
+
+def test_pyg_gat_bipartite(rng):
+    pyg_nn, torch = _pyg(), _torch()
+    torch.manual_seed(3)
+    ei = pyg_graph(rng, 10, 7, 30)
+    g = jgo.Graph.from_edges(ei[0], ei[1], 10, 7)
+    pyg = pyg_nn.GATConv((4, 3), 5, heads=2, concat=False)
+    randomize(pyg)
+    layer = nnx_nn.GATConv.from_pyg(state_dict(pyg), concat=False)
+    compare_with_torch(lambda a, b: pyg((a, b), torch.tensor(ei), size=(10, 7)), lambda a, b: layer(g, (a, b)),
+                       [feats(rng, 10, 4), feats(rng, 7, 3)], rng)
+
+
+@pytest.mark.parametrize("share_weights", [False, True])
+def test_pyg_gatv2(rng, share_weights):
+    pyg_nn, torch = _pyg(), _torch()
+    torch.manual_seed(4)
+    n = 9
+    ei = pyg_graph(rng, n, n, 30)
+    g = jgo.Graph.from_edge_index(ei, n)
+    pyg = pyg_nn.GATv2Conv(5, 3, heads=2, edge_dim=2, share_weights=share_weights, residual=True)
+    randomize(pyg)
+    layer = nnx_nn.GATv2Conv.from_pyg(state_dict(pyg), share_weights=share_weights)
+    ti = torch.tensor(ei)
+    compare_with_torch(lambda a, e: pyg(a, ti, e), lambda a, e: layer(g, a, e),
+                       [feats(rng, n, 5), feats(rng, ei.shape[1], 2)], rng)
+
+
+@pytest.mark.parametrize("kw", [dict(beta=True), dict(root_weight=False, concat=False)], ids=["beta", "no-root"])
+def test_pyg_transformer(rng, kw):
+    pyg_nn, torch = _pyg(), _torch()
+    torch.manual_seed(5)
+    ei = pyg_graph(rng, 10, 7, 30)
+    g = jgo.Graph.from_edges(ei[0], ei[1], 10, 7)
+    pyg = pyg_nn.TransformerConv((4, 3), 5, heads=2, edge_dim=2, **kw)
+    randomize(pyg)
+    layer = nnx_nn.TransformerConv.from_pyg(state_dict(pyg), heads=2, concat=kw.get("concat", True),
+                                            root_weight=kw.get("root_weight", True))
+    ti = torch.tensor(ei)
+    compare_with_torch(lambda a, b, e: pyg((a, b), ti, e), lambda a, b, e: layer(g, (a, b), e),
+                       [feats(rng, 10, 4), feats(rng, 7, 3), feats(rng, ei.shape[1], 2)], rng)
+
+
+@pytest.mark.parametrize("cls_name,kw", [("RGCNConv", dict(num_bases=2)), ("FastRGCNConv", dict(num_blocks=2)),
+                                         ("RGCNConv", dict(aggr="add", root_weight=False))])
+def test_pyg_rgcn(rng, cls_name, kw):
+    pyg_nn, torch = _pyg(), _torch()
+    torch.manual_seed(6)
+    ei = pyg_graph(rng, 12, 12, 50)
+    types = rng.integers(0, 3, ei.shape[1])
+    g = jgo.Graph.from_edge_index(ei, 12)
+    pyg = getattr(pyg_nn, cls_name)(6, 8, 4, **kw)
+    randomize(pyg)
+    layer = nnx_nn.RGCNConv.from_pyg(state_dict(pyg), aggr=kw.get("aggr", "mean"))
+    tt = torch.tensor(types)
+    compare_with_torch(lambda a: pyg(a, torch.tensor(ei), tt), lambda a: layer(g, a, types), [feats(rng, 12, 6)], rng)
+
+
+def test_chemprop_dmpnn(rng):
+    torch = _torch()
+    pytest.importorskip("chemprop", reason="chemprop not installed (pip install chemprop)")
+    from chemprop.data import BatchMolGraph
+    from chemprop.featurizers import SimpleMoleculeMolGraphFeaturizer
+    from chemprop.nn import BondMessagePassing
+    from rdkit import Chem
+
+    featurizer = SimpleMoleculeMolGraphFeaturizer()
+    bmg = BatchMolGraph([featurizer(Chem.MolFromSmiles(s)) for s in ("C", "CCO", "c1ccncc1", "CC(=O)O", "[NH4+]")])
+    torch.manual_seed(7)
+    module = BondMessagePassing(d_h=32, depth=3, undirected=True, bias=True).eval()
+    layer = nnx_nn.DMPNNEncoder.from_chemprop(state_dict(module), depth=3, undirected=True)
+    g = jgo.Graph.from_edge_index(bmg.edge_index.numpy(), bmg.V.shape[0])
+    rev = bmg.rev_edge_index.numpy()
+
+    def torch_fn(v, e):
+        bmg.V, bmg.E = v, e
+        return module(bmg)
+
+    compare_with_torch(torch_fn, lambda v, e: layer(g, v, e, rev), [bmg.V.numpy(), bmg.E.numpy()], rng)
