@@ -10,7 +10,8 @@ kernels twice.
 
 from __future__ import annotations
 
-from typing import Callable
+import functools
+from collections.abc import Callable
 
 import flax.linen as nn
 import jax
@@ -18,8 +19,9 @@ import jax.numpy as jnp
 
 from ..dimenet import agg_edge_to_edge, radial_basis
 from ..dimenet.basis import N_RADIAL, N_SPHERICAL
+from ._dimenet_weights import dimenet_weights_from_pyg
 
-__all__ = ["DimeNetPlusPlus", "energy_and_forces"]
+__all__ = ["DimeNetPlusPlus", "energy_and_forces", "from_pyg_dimenet"]
 
 _K = N_SPHERICAL * N_RADIAL
 
@@ -39,6 +41,8 @@ class _Interaction(nn.Module):
     basis_emb: int
     act: Callable
     impl: str | None
+    num_before_skip: int = 1
+    num_after_skip: int = 2
 
     @nn.compact
     def __call__(self, x, rbf, sbf_rad, vec, triplets):
@@ -50,9 +54,10 @@ class _Interaction(nn.Module):
         w = self.param("sbf_weights", nn.initializers.lecun_normal(), (_K + self.int_emb, self.basis_emb))
         x_kj = agg_edge_to_edge(vec, sbf_rad, x_kj, w.astype(x_kj.dtype), triplets, impl=self.impl)
         h = x_ji + act(nn.Dense(self.hidden, use_bias=False)(x_kj))
-        h = _Residual(self.hidden, act)(h)
+        for _ in range(self.num_before_skip):
+            h = _Residual(self.hidden, act)(h)
         h = act(nn.Dense(self.hidden)(h)) + x
-        for _ in range(2):
+        for _ in range(self.num_after_skip):
             h = _Residual(self.hidden, act)(h)
         return h
 
@@ -62,23 +67,31 @@ class _Output(nn.Module):
     out_emb: int
     out_channels: int
     act: Callable
+    num_layers: int = 3
 
     @nn.compact
     def __call__(self, x, rbf, dst, n_nodes):
         x = nn.Dense(self.hidden, use_bias=False)(rbf) * x
         x = jax.ops.segment_sum(x, dst, num_segments=n_nodes)
         x = nn.Dense(self.out_emb, use_bias=False)(x)
-        for _ in range(3):
+        for _ in range(self.num_layers):
             x = self.act(nn.Dense(self.out_emb)(x))
         return nn.Dense(self.out_channels, use_bias=False, kernel_init=nn.initializers.zeros)(x)
+
+
+def _embedding_init(key, shape, dtype=jnp.float32):
+    """PyG's ``uniform(-sqrt(3), sqrt(3))`` (unit variance)."""
+    return jax.random.uniform(key, shape, dtype, -(3**0.5), 3**0.5)
 
 
 class DimeNetPlusPlus(nn.Module):
     """DimeNet++ energy model.
 
-    Attributes: as PyG's ``DimeNetPlusPlus`` (``num_spherical = 7``, ``num_radial = 6``,
-    ``envelope_exponent = 5``, one residual layer before and two after the skip), plus
-    ``impl`` (None: fused kernels; ``"xla"``: the pure-JAX reference of the triplet step).
+    Attributes: as PyG's ``DimeNetPlusPlus`` (``hidden_channels``, ``out_emb_channels``, ``int_emb_size``,
+    ``basis_emb_size`` are ``hidden``, ``out_emb``, ``int_emb``, ``basis_emb``), with
+    ``num_spherical = 7``, ``num_radial = 6`` (fixed by the fused triplet op) and ``envelope_exponent = 5``,
+    plus ``impl`` (None: fused kernels; ``"xla"``: the pure-JAX reference of the triplet step).
+    :func:`from_pyg_dimenet` builds the model and its variables from a PyG ``state_dict``.
 
     Call ``model(z [N], pos [N, 3], g, shifts [E, 3], triplets, batch [N], n_graphs)``;
     returns per-structure outputs ``[n_graphs, out_channels]``.
@@ -104,6 +117,9 @@ class DimeNetPlusPlus(nn.Module):
     cutoff: float = 5.0
     act: Callable = nn.swish
     impl: str | None = None
+    num_before_skip: int = 1
+    num_after_skip: int = 2
+    num_output_layers: int = 3
 
     @nn.compact
     def __call__(self, z, pos, g, shifts, triplets, batch, n_graphs: int):
@@ -114,16 +130,63 @@ class DimeNetPlusPlus(nn.Module):
         freq = self.param("freq", lambda key: jnp.pi * jnp.arange(1, N_RADIAL + 1, dtype=pos.dtype))
         rbf, sbf_rad = radial_basis(dist / self.cutoff, freq.astype(pos.dtype))
         # Embedding block.
-        h = nn.Embed(95, self.hidden, embedding_init=nn.initializers.uniform(2 * 3**0.5))(z)
-        h = h.astype(pos.dtype) - 3**0.5
+        h = nn.Embed(95, self.hidden, embedding_init=_embedding_init)(z).astype(pos.dtype)
         e = self.act(nn.Dense(self.hidden)(rbf))
         x = self.act(nn.Dense(self.hidden)(jnp.concatenate([h[dst], h[src], e], axis=-1)))
-        out = _Output(self.hidden, self.out_emb, self.out_channels, self.act)(x, rbf, dst, n)
+        output = functools.partial(_Output, self.hidden, self.out_emb, self.out_channels, self.act,
+                                   self.num_output_layers)
+        out = output()(x, rbf, dst, n)
         for _ in range(self.num_blocks):
-            x = _Interaction(self.hidden, self.int_emb, self.basis_emb, self.act, self.impl)(x, rbf, sbf_rad, vec,
-                                                                                            triplets)
-            out = out + _Output(self.hidden, self.out_emb, self.out_channels, self.act)(x, rbf, dst, n)
+            x = _Interaction(self.hidden, self.int_emb, self.basis_emb, self.act, self.impl, self.num_before_skip,
+                             self.num_after_skip)(x, rbf, sbf_rad, vec, triplets)
+            out = out + output()(x, rbf, dst, n)
         return jax.ops.segment_sum(out, batch, num_segments=n_graphs)
+
+
+def _dense(wb):
+    """Flax ``Dense`` variables of a torch ``(W [out, in], b)`` or a bias-free ``W``."""
+    if isinstance(wb, tuple):
+        return {"kernel": jnp.asarray(wb[0].T), "bias": jnp.asarray(wb[1])}
+    return {"kernel": jnp.asarray(wb.T)}
+
+
+def _residual(pair):
+    (lin1, lin2) = pair  # flax names the outer Dense (lin2) first: Dense_0(act(Dense_1(x)))
+    return {"Dense_0": _dense(lin2), "Dense_1": _dense(lin1)}
+
+
+def from_pyg_dimenet(state_dict, *, cutoff: float = 5.0, act: Callable = nn.swish, impl: str | None = None):
+    """``(model, variables)``: the :class:`DimeNetPlusPlus` of a PyG ``DimeNetPlusPlus.state_dict()``.
+
+    The sizes (``hidden``, ``out_emb``, ``int_emb``, ``basis_emb``, ``num_blocks``, ``out_channels``,
+    the residual and output layer counts) come from the weights; ``cutoff`` and ``act`` are not stored in a
+    state_dict and must be those of the PyG model (PyG's default ``act="swish"`` is ``nn.swish``). PyG's
+    model must have ``num_spherical=7``, ``num_radial=6`` (checked) and ``envelope_exponent=5`` (not
+    visible in the weights). Raises ``ValueError`` naming the entry that does not fit.
+
+    >>> import numpy as np
+    >>> from_pyg_dimenet({"rbf.freq": np.pi * np.arange(1.0, 7.0)})
+    Traceback (most recent call last):
+    ...
+    ValueError: from_pyg_dimenet: state_dict has no 'emb.emb.weight' (expected PyG's DimeNetPlusPlus.state_dict())
+    """
+    config, w = dimenet_weights_from_pyg(state_dict)
+    model = DimeNetPlusPlus(cutoff=cutoff, act=act, impl=impl, **config)
+    params = {"freq": jnp.asarray(w["freq"]), "Embed_0": {"embedding": jnp.asarray(w["embedding"])},
+              "Dense_0": _dense(w["emb_rbf"]), "Dense_1": _dense(w["emb_lin"])}
+    for b, out in enumerate(w["outputs"]):
+        layers = [out["lin_rbf"], out["lin_up"], *out["lins"], out["lin"]]
+        params[f"_Output_{b}"] = {f"Dense_{k}": _dense(lin) for k, lin in enumerate(layers)}
+    for b, block in enumerate(w["interactions"]):
+        # Dense layers in the order flax names them: an outer call's Dense before the inner one's.
+        dense = [block["lin_ji"], block["lin_kj"], block["lin_rbf2"], block["lin_rbf1"], block["lin_down"],
+                 block["lin_up"], block["lin"]]
+        p = {f"Dense_{k}": _dense(lin) for k, lin in enumerate(dense)}
+        p["sbf_weights"] = jnp.asarray(block["sbf_weights"])
+        for r, pair in enumerate(block["before_skip"] + block["after_skip"]):
+            p[f"_Residual_{r}"] = _residual(pair)
+        params[f"_Interaction_{b}"] = p
+    return model, {"params": params}
 
 
 def energy_and_forces(model, params, z, pos, g, shifts, triplets, batch, n_graphs: int):
