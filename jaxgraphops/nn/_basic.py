@@ -67,6 +67,8 @@ def gcn_norm(g: Graph, edge_weight=None, *, improved: bool = False, add_self_loo
     In static shapes: the returned graph is ``g`` with one loop per node appended
     (:func:`jaxgraphops.nn.add_self_loops`), and ``g``'s own loops get weight 0. ``D`` holds the
     weighted in-degrees of ``Â`` (PyG's ``source_to_target`` flow); a node of degree 0 gets factor 0.
+    (Without ``edge_weight``, PyG's ``edge_index`` path gives the loops weight 1 even with
+    ``improved``; its documentation and its ``SparseTensor`` path say 2, as here.)
 
     This is also PyG's ``cached=True``: compute ``gcn_norm`` once and apply ``GCNConv`` with
     ``normalize=False`` to its result, ``layer(g_hat, x, w_hat)``; inside ``jit`` the normalisation
@@ -90,7 +92,12 @@ def gcn_norm(g: Graph, edge_weight=None, *, improved: bool = False, add_self_loo
     >>> g_hat.n_edges, [round(v, 4) for v in w.tolist()]  # the old loop weighs 0, its replacement 1/2
     (4, [0.7071, 0.0, 1.0, 0.5])
     """
-    fn = "gcn_norm"
+    return normalized_gcn_graph("gcn_norm", g, edge_weight, improved=improved, add_self_loops=add_self_loops,
+                                dtype=dtype)
+
+
+def normalized_gcn_graph(fn: str, g: Graph, edge_weight, *, improved: bool, add_self_loops: bool, dtype):
+    """:func:`gcn_norm` with errors naming ``fn``."""
     _checks.check_graph(fn, g)
     _checks.check_bool(fn, "improved", improved)
     _checks.check_bool(fn, "add_self_loops", add_self_loops)
@@ -136,8 +143,8 @@ def gcn_conv(g: Graph, x, kernel, bias, *, edge_weight=None, normalize: bool = T
     if x.ndim != 2 or x.shape[0] != g.n_src:
         raise ValueError(f"{layer}: x must be [n_src, F] with n_src={g.n_src}; got shape {x.shape}")
     if normalize:
-        g, edge_weight = gcn_norm(g, edge_weight, improved=improved, add_self_loops=add_loops,
-                                  dtype=jnp.result_type(x, kernel))
+        g, edge_weight = normalized_gcn_graph(layer, g, edge_weight, improved=improved, add_self_loops=add_loops,
+                                              dtype=jnp.result_type(x, kernel))
     elif edge_weight is not None:
         edge_weight = _checks.as_float_array(layer, "edge_weight", edge_weight, g.n_edges, "n_edges")
     transform_first = kernel.shape[0] > kernel.shape[1]
