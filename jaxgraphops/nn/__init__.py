@@ -1,7 +1,8 @@
 """Graph neural-network layers on the fused kernels, for flax and equinox.
 
-- :mod:`jaxgraphops.nn.flax`: ``SAGEConv``, ``GraphConv``, ``GATConv``, ``GATv2Conv``,
-  ``TransformerConv``, ``GNOBlock``, ``RGCNConv``, ``DMPNNEncoder`` and ``InteractionNetwork`` as
+- :mod:`jaxgraphops.nn.flax`: ``SAGEConv``, ``GraphConv``, ``GCNConv``, ``GINConv``, ``GINEConv``,
+  ``EdgeConv``, ``GATConv``, ``GATv2Conv``, ``TransformerConv``, ``GNOBlock``, ``RGCNConv``,
+  ``DMPNNEncoder``, ``InteractionNetwork``, ``AttentionalAggregation`` and ``GraphNorm`` as
   ``flax.linen`` modules, and ``from_pyg_*`` (``from_chemprop``) functions to load PyG (Chemprop)
   weights (needs ``pip install jaxgraphops[flax]``).
 - :mod:`jaxgraphops.nn.equinox`: the same layers as equinox modules, with ``from_pyg``
@@ -11,10 +12,11 @@
 - :func:`global_add_pool`, :func:`global_mean_pool`, :func:`global_max_pool`: PyG's readouts over a
   :class:`~jaxgraphops.BatchedGraph` or graph ids.
 
-Both flavours compute the same functions (``jaxgraphops.nn._functional``, ``_relational``,
-``gno``); a convolution takes the graph and node features, ``layer(g, x)`` (``RGCNConv``: ``(g, x,
-edge_types)``), and returns destination-node features; ``DMPNNEncoder`` maps a bond graph to atom
-embeddings and ``InteractionNetwork`` returns updated ``(nodes, edges)``.
+Both flavours compute the same functions (``jaxgraphops.nn._functional``, ``_basic``,
+``_relational``, ``gno``); a convolution takes the graph and node features, ``layer(g, x)``
+(``RGCNConv``: ``(g, x, edge_types)``), and returns destination-node features; ``DMPNNEncoder`` maps
+a bond graph to atom embeddings and ``InteractionNetwork`` returns updated ``(nodes, edges)``;
+``AttentionalAggregation`` and ``GraphNorm`` take node features and the batch, ``layer(x, batch)``.
 """
 
 from ._basic import gcn_norm, global_add_pool, global_max_pool, global_mean_pool

@@ -1,9 +1,12 @@
-"""Equinox graph layers on the fused kernels: ``SAGEConv``, ``GraphConv``, ``GATConv``, ``GATv2Conv``,
-``TransformerConv``, ``GNOBlock``, ``RGCNConv``, ``DMPNNEncoder`` and ``InteractionNetwork``.
+"""Equinox graph layers on the fused kernels: ``SAGEConv``, ``GraphConv``, ``GCNConv``, ``GINConv``,
+``GINEConv``, ``EdgeConv``, ``GATConv``, ``GATv2Conv``, ``TransformerConv``, ``GNOBlock``, ``RGCNConv``,
+``DMPNNEncoder``, ``InteractionNetwork``, the readout ``AttentionalAggregation`` and ``GraphNorm``.
 
 Weights are ``eqx.nn.Linear`` layers (torch's ``[out, in]`` layout; RGCN keeps PyG's own arrays);
 ``from_pyg`` class methods build a layer from a PyG layer's ``state_dict()``
-(``DMPNNEncoder.from_chemprop`` from a Chemprop ``BondMessagePassing``'s).
+(``DMPNNEncoder.from_chemprop`` from a Chemprop ``BondMessagePassing``'s). Layers with an MLP take
+any per-row equinox module or function (``eqx.nn.MLP``, ``eqx.nn.Sequential``) and vmap it over the
+rows; ``from_pyg`` builds PyG's ``torch.nn.Sequential`` as an ``eqx.nn.Sequential``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,13 @@
-"""``flax.linen`` graph layers on the fused kernels: ``SAGEConv``, ``GraphConv``, ``GATConv``,
-``GATv2Conv``, ``TransformerConv``, ``GNOBlock``, ``RGCNConv``, ``DMPNNEncoder``, ``InteractionNetwork``,
-and PyG (and Chemprop) weight loaders.
+"""``flax.linen`` graph layers on the fused kernels: ``SAGEConv``, ``GraphConv``, ``GCNConv``, ``GINConv``,
+``GINEConv``, ``EdgeConv``, ``GATConv``, ``GATv2Conv``, ``TransformerConv``, ``GNOBlock``, ``RGCNConv``,
+``DMPNNEncoder``, ``InteractionNetwork``, the readout ``AttentionalAggregation`` and ``GraphNorm``, and
+PyG (and Chemprop) weight loaders.
 
 Kernels are ``[in, out]`` as in ``flax.linen.Dense``. ``from_pyg_sage`` / ``from_pyg_gcn`` turn a
 PyG layer's ``state_dict()`` (``from_pyg_gat``, ``from_pyg_rgcn`` ... too; ``from_chemprop`` a
 Chemprop ``BondMessagePassing``'s) into the variables ``{"params": ...}`` that ``Module.apply`` takes.
+A PyG layer's MLP (``nn``, ``gate_nn``: a ``torch.nn.Sequential`` of ``Linear`` layers and activations)
+loads into ``flax.linen.Sequential`` of ``Dense`` layers at the same positions.
 """
 
 from __future__ import annotations
