@@ -3,13 +3,16 @@ repository root is appended to the import path for the benchmark modules (``benc
 so that the installed jaxgraphops (with its extension) stays the one imported.
 
 Profiles (``JGO_TESTS``): ``quick`` (the default) runs every test function but at most
-``QUICK_PARAMETRIZATIONS`` of its parametrizations, spread over them, and the fuzzer's quick
-profile; ``exhaustive`` (CI) runs every parametrization. A test named on the command line
-(``file::test[...]``) always runs.
+``QUICK_PARAMETRIZATIONS`` of its parametrizations, spread over them (one for the derivative checks of
+order two and more, whose names match ``HIGHER_ORDER``: the costliest tests, each the same check on
+another dtype or option), not the tests marked ``exhaustive`` (the examples run end to end), and the
+fuzzer's quick profile; ``exhaustive`` (CI) runs every test and every parametrization. A test named on
+the command line (``file::test[...]``) always runs.
 """
 
 import contextlib
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -28,6 +31,7 @@ PROFILE = os.environ.get("JGO_TESTS", "").strip().lower() or "quick"
 if PROFILE not in PROFILES:
     raise pytest.UsageError(f"JGO_TESTS={PROFILE!r} is not one of {', '.join(PROFILES)}")
 QUICK_PARAMETRIZATIONS = 3
+HIGHER_ORDER = re.compile(r"check_grads|hessian|second_order|third_order|grad_of_grad")
 
 
 def pytest_report_header(config):
@@ -40,8 +44,10 @@ def pytest_report_header(config):
 
 
 def _spread(n, k):
-    """``k`` indices spread evenly over ``range(n)``, the first and the last included."""
-    return sorted({round(i * (n - 1) / (k - 1)) for i in range(k)}) if n > k else list(range(n))
+    """``k`` indices spread evenly over ``range(n)``, the first and the last included (for ``k > 1``)."""
+    if n <= k:
+        return list(range(n))
+    return [0] if k == 1 else sorted({round(i * (n - 1) / (k - 1)) for i in range(k)})
 
 
 def pytest_collection_modifyitems(config, items):
@@ -49,8 +55,10 @@ def pytest_collection_modifyitems(config, items):
         return
     groups = {}
     for item in items:
-        groups.setdefault((item.path, getattr(item, "originalname", item.name)), []).append(item)
-    keep = {id(group[i]) for group in groups.values() for i in _spread(len(group), QUICK_PARAMETRIZATIONS)}
+        if item.get_closest_marker("exhaustive") is None:
+            groups.setdefault((item.path, getattr(item, "originalname", item.name)), []).append(item)
+    keep = {id(group[i]) for (_, name), group in groups.items()
+            for i in _spread(len(group), 1 if HIGHER_ORDER.search(name) else QUICK_PARAMETRIZATIONS)}
     deselected = [item for item in items if id(item) not in keep]
     if deselected:
         config.hook.pytest_deselected(items=deselected)

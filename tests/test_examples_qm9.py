@@ -1,7 +1,8 @@
 """The QM9 examples run end to end in their ``--quick`` mode (a few thousand molecules, a few steps), each
 in a subprocess as a user runs it: the train step compiles once, the plot is written, and the trained
 model beats its baseline (chance for GraphSAGE's 5 classes, the mean predictor for D-MPNN's MAE). The
-D-MPNN example's featurizer is Chemprop's (its default molecule featurizer as the oracle)."""
+D-MPNN example's featurizer is Chemprop's (its default molecule featurizer as the oracle). The exhaustive profile
+runs the examples (JGO_TESTS=exhaustive, as CI does); the featurizer check runs in both."""
 
 import importlib.util
 import re
@@ -36,6 +37,7 @@ def _number(pattern, text):
     return [float(g) for g in found.groups()]
 
 
+@pytest.mark.exhaustive
 def test_graphsage_sampled_quick(tmp_path):
     _needs("qm9pack", "pandas", "rdkit", "scipy", "flax", "optax", "tqdm", "matplotlib")
     out = _run("graphsage_sampled.py", tmp_path)
@@ -44,6 +46,7 @@ def test_graphsage_sampled_quick(tmp_path):
     assert sage > 0.3 and mlp > 0.3  # 5 balanced classes: chance is 0.2
 
 
+@pytest.mark.exhaustive
 def test_dmpnn_qm9_quick(tmp_path):
     _needs("qm9pack", "pandas", "rdkit", "flax", "optax", "tqdm", "matplotlib")
     out = _run("dmpnn_qm9.py", tmp_path)

@@ -1,6 +1,7 @@
 """Every example outside QM9's (tests/test_examples_qm9.py) runs end to end, each in a subprocess as a user
 runs it, with a few steps: it exits 0, prints its summary and writes its figures. The karate demo runs in
-full (its default 200 steps) and must reach its stated accuracy with losses equal to the reference's."""
+full (its default 200 steps) and must reach its stated accuracy with losses equal to the reference's.
+The exhaustive profile runs them (JGO_TESTS=exhaustive, as CI does)."""
 
 import importlib.util
 import re
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.exhaustive
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
