@@ -188,6 +188,23 @@ def test_equinox_convs_equal_flax():
                                flax_nn.EdgeConv(mlp(3), aggr="mean").apply({"params": {"nn": params8}}, g, x), **TOL)
 
 
+def test_graph_without_edges():
+    """No edges: GCN sees only the loops (``x W + b``), GIN/GINE only ``(1 + eps) x``, EdgeConv gives 0."""
+    g = jgo.Graph.from_edges(np.zeros(0, np.int32), np.zeros(0, np.int32), 3, 3)
+    x = normal(35, 3, 4)
+    gcn = eqx_nn.GCNConv(4, 2, key=jax.random.key(0))
+    np.testing.assert_allclose(gcn(g, x), x @ np.asarray(gcn.lin.weight).T, **TOL)
+    dense = linen.Dense(2)
+    gin = flax_nn.GINConv(dense, eps=1.0)
+    variables = gin.init(jax.random.key(0), g, x)
+    expected = dense.apply({"params": variables["params"]["nn"]}, 2 * x)
+    np.testing.assert_allclose(gin.apply(variables, g, x), expected, **TOL)
+    gine = flax_nn.GINEConv(dense, eps=1.0)
+    np.testing.assert_allclose(gine.apply(variables, g, x, np.zeros((0, 4), np.float32)), expected, **TOL)
+    edge = flax_nn.EdgeConv(linen.Dense(2))
+    np.testing.assert_array_equal(edge.apply(edge.init(jax.random.key(0), g, x), g, x), np.zeros((3, 2)))
+
+
 # -- readouts and GraphNorm -----------------------------------------------------------------------
 
 def padded_batch():
