@@ -20,7 +20,7 @@ DOCS = ROOT / "docs"
 
 # The modules whose every public name the reference must document.
 REQUIRED = ("jaxgraphops", "jaxgraphops.dimenet", "jaxgraphops.distributed", "jaxgraphops.nn", "jaxgraphops.nn.flax",
-            "jaxgraphops.nn.equinox", "jaxgraphops.nn.dimenet_flax")
+            "jaxgraphops.nn.equinox", "jaxgraphops.nn.nnx", "jaxgraphops.nn.dimenet_flax")
 DIRECTIVE = re.compile(r"^\.\. auto(?:function|class|exception|data|module):: (\S+)$", re.MULTILINE)
 LINK = re.compile(r":py:obj:`(\w+) <([\w.]+)>`")
 

@@ -27,6 +27,7 @@ PAGES = (
     ("jaxgraphops.nn", "helpers shared by the layers"),
     ("jaxgraphops.nn.flax", "Flax (linen) layers and PyG weight loaders"),
     ("jaxgraphops.nn.equinox", "Equinox layers"),
+    ("jaxgraphops.nn.nnx", "Flax NNX layers and the DimeNet++ model, with PyG weight loaders"),
     ("jaxgraphops.nn.dimenet_flax", "the DimeNet++ model (Flax)"),
 )
 

@@ -525,7 +525,8 @@ class TransformerConv(nnx.Module):
                                          root_weight=root_weight)
         in_dst, width = w["query_kernel"].shape
         return _with_weights(cls, w, (w["key_kernel"].shape[0], in_dst), width // heads, heads, concat,
-                             beta="beta_kernel" in w, edge_dim=w["edge_kernel"].shape[0] if "edge_kernel" in w else None,
+                             beta="beta_kernel" in w,
+                             edge_dim=w["edge_kernel"].shape[0] if "edge_kernel" in w else None,
                              use_bias="query_bias" in w, root_weight=root_weight, dtype=dtype,
                              param_dtype=param_dtype)
 
@@ -635,7 +636,8 @@ class RGCNConv(nnx.Module):
     def __call__(self, g: Graph, x, edge_types):
         root = self.root_kernel is not None
         mode, x_src, x_dst = rgcn_inputs("RGCNConv", g, x, need_dst=root)
-        w = {n: getattr(self, n)[...] for n in ("kernel", "comp", "root_kernel", "bias") if getattr(self, n) is not None}
+        w = {n: getattr(self, n)[...] for n in ("kernel", "comp", "root_kernel", "bias")
+             if getattr(self, n) is not None}
         if mode == "features":
             x_src, x_dst, w = _promote(self.dtype, x_src, x_dst, w)
         else:
@@ -750,7 +752,8 @@ class DMPNNEncoder(nnx.Module):
         d_h = w["W_h"]["kernel"].shape[0]
         d_v = w["W_o"]["kernel"].shape[0] - d_h
         return _with_weights(cls, w, d_v, w["W_i"]["kernel"].shape[0] - d_v, d_h, depth, undirected,
-                             use_bias="bias" in w["W_i"], d_vd=w["W_d"]["kernel"].shape[0] - d_h if "W_d" in w else None,
+                             use_bias="bias" in w["W_i"],
+                             d_vd=w["W_d"]["kernel"].shape[0] - d_h if "W_d" in w else None,
                              activation=activation, dtype=dtype, param_dtype=param_dtype)
 
 
