@@ -122,7 +122,7 @@ def test_gcn_conv_gradients(x64):
     w = np.random.default_rng(10).uniform(0.5, 2.0, g.n_edges)
     kernel = normal(11, 3, 2).astype(np.float64)
     f = lambda x, w, k: jgo_nn._basic.gcn_conv(g, x, k, None, edge_weight=w, improved=True)  # noqa: E731
-    jax.test_util.check_grads(f, (x, w, kernel), order=2, modes=("fwd", "rev"), eps=1e-4)
+    jax.test_util.check_grads(f, (x, w, kernel), order=1, modes=("fwd", "rev"), eps=1e-4)
 
 
 # -- GIN, GINE, EdgeConv --------------------------------------------------------------------------
