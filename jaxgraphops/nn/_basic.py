@@ -98,6 +98,14 @@ def gcn_norm(g: Graph, edge_weight=None, *, improved: bool = False, add_self_loo
 
 def normalized_gcn_graph(fn: str, g: Graph, edge_weight, *, improved: bool, add_self_loops: bool, dtype):
     """:func:`gcn_norm` with errors naming ``fn``."""
+    w, w_loops = gcn_weights(fn, g, edge_weight, improved=improved, add_self_loops=add_self_loops, dtype=dtype)
+    return (g, w) if w_loops is None else (append_self_loops(g), jnp.concatenate([w, w_loops]))
+
+
+def gcn_weights(fn: str, g: Graph, edge_weight, *, improved: bool, add_self_loops: bool, dtype):
+    """``(w [n_edges], w_loops [n] or None)``: the normalised weights of ``g``'s edges (0 on its own
+    loops when loops are added) and of the added loops (:func:`gcn_norm` without building its graph:
+    the layer adds ``w_loops * x`` instead of aggregating over appended loop edges)."""
     _checks.check_graph(fn, g)
     _checks.check_bool(fn, "improved", improved)
     _checks.check_bool(fn, "add_self_loops", add_self_loops)
@@ -111,6 +119,7 @@ def normalized_gcn_graph(fn: str, g: Graph, edge_weight, *, improved: bool, add_
         if w.ndim != 1:
             raise ValueError(f"{fn}: edge_weight must be [n_edges] = [{g.n_edges}]; got shape {w.shape}")
         w = w.astype(dtype or w.dtype)
+    loop_w = None
     if add_self_loops:
         n, fill = g.n_dst, 2.0 if improved else 1.0
         is_loop = g.src == g.dst
@@ -119,12 +128,13 @@ def normalized_gcn_graph(fn: str, g: Graph, edge_weight, *, improved: bool, add_
             eids = jnp.arange(g.n_edges, dtype=jnp.int32)
             last = jnp.full(n, -1, jnp.int32).at[jnp.where(is_loop, g.dst, n)].max(eids, mode="drop")
             loop_w = jnp.where(last >= 0, w[jnp.maximum(last, 0)], loop_w)
-        w = jnp.concatenate([jnp.where(is_loop, jnp.zeros((), w.dtype), w), loop_w])
-        g = append_self_loops(g)
+        w = jnp.where(is_loop, jnp.zeros((), w.dtype), w)
     deg = gspmm(g, e=w[:, None], op="copy_e", reduce="sum")[:, 0]
+    if loop_w is not None:
+        deg = deg + loop_w
     nonzero = deg != 0
     d = jnp.where(nonzero, jax.lax.rsqrt(jnp.where(nonzero, deg, 1)), 0)  # negative degrees give NaN, as PyG's
-    return g, d[g.src] * w * d[g.dst]
+    return d[g.src] * w * d[g.dst], None if loop_w is None else d * loop_w * d
 
 
 def gcn_conv(g: Graph, x, kernel, bias, *, edge_weight=None, normalize: bool = True, improved: bool = False,
@@ -132,7 +142,8 @@ def gcn_conv(g: Graph, x, kernel, bias, *, edge_weight=None, normalize: bool = T
     """PyG's ``GCNConv``: ``out = Â x @ kernel + bias`` with ``Â`` from :func:`gcn_norm` if
     ``normalize``, else the adjacency weighted by ``edge_weight`` (a plain sum without).
 
-    ``x`` is ``[n_src, F]``; returns ``[n_dst, out]``. The matmul runs first when it shrinks the features.
+    ``x`` is ``[n_src, F]``; returns ``[n_dst, out]``. The matmul runs first when it shrinks the
+    features. The added loops are a diagonal term, ``w_loops * x``, not edges: no graph is built.
     """
     layer = "GCNConv"
     _checks.check_graph(layer, g)
@@ -142,15 +153,18 @@ def gcn_conv(g: Graph, x, kernel, bias, *, edge_weight=None, normalize: bool = T
     x = jnp.asarray(x)
     if x.ndim != 2 or x.shape[0] != g.n_src:
         raise ValueError(f"{layer}: x must be [n_src, F] with n_src={g.n_src}; got shape {x.shape}")
+    w_loops = None
     if normalize:
-        g, edge_weight = normalized_gcn_graph(layer, g, edge_weight, improved=improved, add_self_loops=add_loops,
-                                              dtype=jnp.result_type(x, kernel))
+        edge_weight, w_loops = gcn_weights(layer, g, edge_weight, improved=improved, add_self_loops=add_loops,
+                                           dtype=jnp.result_type(x, kernel))
     elif edge_weight is not None:
         edge_weight = _checks.as_float_array(layer, "edge_weight", edge_weight, g.n_edges, "n_edges")
     transform_first = kernel.shape[0] > kernel.shape[1]
     if transform_first:
         x = x @ kernel
     h = agg_simple(g, x, reduce="sum") if edge_weight is None else agg_weighted(g, x, edge_weight, reduce="sum")
+    if w_loops is not None:
+        h = h + w_loops[:, None].astype(h.dtype) * x
     if not transform_first:
         h = h @ kernel
     return h if bias is None else h + bias
