@@ -231,6 +231,23 @@ def test_edge_conv(framework, aggr):
           jax_call=lambda layer, x: layer(g, x))
 
 
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_bipartite_edge_conv_and_gine_conv(framework):
+    """A pair (x_src, x_dst) on a bipartite graph; destination 2 has no in-edge."""
+    torch.manual_seed(10)
+    ei = np.array([[0, 1, 2, 4, 4, 3], [0, 0, 1, 3, 1, 3]])
+    x_src, x_dst, e, r = data(15, (5, 3), (4, 3), (6, 2), (4, 2))
+    g = jgo.Graph.from_edges(ei[0], ei[1], 5, 4)
+    pyg = pyg_nn.EdgeConv(torch_mlp(6, 2))
+    check(framework, pyg, lambda xs, xd: pyg((xs, xd), torch.tensor(ei)), [x_src, x_dst], r,
+          flax_layer=flax_nn.EdgeConv(flax_mlp(2)), flax_load=flax_nn.from_pyg_edgeconv,
+          eqx_load=eqx_nn.EdgeConv.from_pyg, jax_call=lambda layer, xs, xd: layer(g, (xs, xd)), n_float=2)
+    pyg = pyg_nn.GINEConv(torch_mlp(3, 2), edge_dim=2)
+    check(framework, pyg, lambda xs, xd, e: pyg((xs, xd), torch.tensor(ei), e, size=(5, 4)), [x_src, x_dst, e], r,
+          flax_layer=flax_nn.GINEConv(flax_mlp(2), edge_dim=2), flax_load=flax_nn.from_pyg_gine,
+          eqx_load=eqx_nn.GINEConv.from_pyg, jax_call=lambda layer, xs, xd, e: layer(g, (xs, xd), e), n_float=3)
+
+
 # -- readouts and GraphNorm over a batch ----------------------------------------------------------
 
 def two_graph_batch():
