@@ -165,3 +165,12 @@ def test_bad_input_errors(rng, monkeypatch):
     with pytest.raises(ValueError, match="Permutation.unpermute_nodes: the graph is bipartite .*pass side='src' or "):
         bperm.unpermute_nodes(np.zeros(7))
 
+
+
+def test_int64_graph_keeps_its_index_dtype(x64, rng):
+    g = random_graph(rng, 8, 8, 30, index_dtype=np.int64)
+    new, perm = jgo.reorder(g, "rcm")
+    assert new.index_dtype == np.int64
+    x = rng.normal(size=(8, 3))
+    np.testing.assert_allclose(perm.unpermute_nodes(jgo.agg_simple(new, perm.permute_nodes(x), reduce="max")),
+                               jgo.agg_simple(g, x, reduce="max", impl="xla"), rtol=1e-12)
