@@ -189,6 +189,19 @@ def test_gin_conv(framework, train_eps):
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_gin_conv_with_pyg_mlp(framework):
+    """PyG's own ``MLP`` (``norm=None``) as ``nn`` loads as ``Sequential(Dense, relu, Dense, relu, Dense)``."""
+    torch.manual_seed(11)
+    x, r = data(16, (N, 4), (N, 2))
+    g = jgo.Graph.from_edge_index(EDGE_INDEX, N)
+    pyg = pyg_nn.GINConv(pyg_nn.MLP([4, 6, 5, 2], norm=None))
+    flax_nn3 = linen.Sequential([linen.Dense(6), linen.relu, linen.Dense(5), linen.relu, linen.Dense(2)])
+    check(framework, pyg, lambda x: pyg(x, torch.tensor(EDGE_INDEX)), [x], r,
+          flax_layer=flax_nn.GINConv(flax_nn3), flax_load=flax_nn.from_pyg_gin, eqx_load=eqx_nn.GINConv.from_pyg,
+          jax_call=lambda layer, x: layer(g, x))
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_gin_conv_bipartite(framework):
     torch.manual_seed(5)
     ei = np.array([[0, 1, 2, 4, 4, 3], [0, 0, 1, 2, 1, 2]])
@@ -277,12 +290,14 @@ def test_global_pools(reduce, batched):
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 @pytest.mark.parametrize("with_nn", [False, True])
-def test_attentional_aggregation(framework, with_nn):
+@pytest.mark.parametrize("pyg_mlp", [False, True])
+def test_attentional_aggregation(framework, with_nn, pyg_mlp):
     torch.manual_seed(8)
     x, r = data(13, (7, 4), (3, 5 if with_nn else 4))
     bg = two_graph_batch()
     ids = torch.tensor(np.asarray(bg.dst_graph_ids), dtype=torch.long)
-    pyg = pyg_nn.aggr.AttentionalAggregation(torch_mlp(4, 1), torch_mlp(4, 5) if with_nn else None)
+    make = (lambda n_in, n_out: pyg_nn.MLP([n_in, 6, n_out], norm=None)) if pyg_mlp else torch_mlp
+    pyg = pyg_nn.aggr.AttentionalAggregation(make(4, 1), make(4, 5) if with_nn else None)
     check(framework, pyg, lambda x: pyg(x, ids, dim_size=3), [x], r,
           flax_layer=flax_nn.AttentionalAggregation(flax_mlp(1), flax_mlp(5) if with_nn else None),
           flax_load=flax_nn.from_pyg_attentional_aggregation, eqx_load=eqx_nn.AttentionalAggregation.from_pyg,

@@ -356,16 +356,20 @@ def linear_stack_from_pyg(fn: str, state_dict, prefix: str) -> dict:
     """The ``Linear`` layers of a torch ``Sequential`` (or one ``Linear``) stored under ``prefix``:
     ``{index: {"kernel": [in, out], "bias"?: [out]}}``, index None for a single ``Linear``.
 
-    Only weights and biases are read (activations have none); anything else under ``prefix``
-    (a norm layer's statistics, a PyG ``MLP``'s ``lins``/``norms``) is an error.
+    A PyG ``MLP`` built with ``norm=None`` (its ``lins.<k>``, an activation after every one but the
+    last) reads as the ``Sequential`` with its ``Linear`` layers at positions ``2k``. Only weights and
+    biases are read (activations have none); anything else under ``prefix`` (a norm layer's
+    statistics) is an error.
     """
     layers: dict = {}
     for key in sorted(k for k in state_dict if k.startswith(prefix + ".")):
         path, _, leaf = key[len(prefix) + 1:].rpartition(".")
-        index = int(path) if path.isdigit() else None
+        lins = path.startswith("lins.") and path[5:].isdigit()
+        index = 2 * int(path[5:]) if lins else int(path) if path.isdigit() else None
         if leaf not in ("weight", "bias") or (path and index is None):
             raise ValueError(f"{fn}: {prefix} must be a torch.nn.Sequential of Linear layers and activations "
-                             f"(keys {prefix}.<i>.weight, {prefix}.<i>.bias) or one Linear; got the key {key!r}")
+                             f"(keys {prefix}.<i>.weight, {prefix}.<i>.bias), one Linear, or a PyG MLP with "
+                             f"norm=None; got the key {key!r}")
         layers.setdefault(index, {})[leaf] = _array(state_dict[key])
     if not layers:
         raise ValueError(f"{fn}: state_dict has no {prefix}.* weights")
@@ -417,11 +421,18 @@ def edge_conv_weights_from_pyg(fn: str, state_dict) -> dict:
 
 
 def attentional_aggregation_weights_from_pyg(fn: str, state_dict) -> dict:
-    """PyG ``AttentionalAggregation`` weights: ``{"gate_nn": linear stack, "nn"?: linear stack}``."""
-    _check_keys(fn, "AttentionalAggregation", state_dict, ("gate_nn", "nn"), ())
-    w = {"gate_nn": linear_stack_from_pyg(fn, state_dict, "gate_nn")}
-    if any(k.startswith("nn.") for k in state_dict):
-        w["nn"] = linear_stack_from_pyg(fn, state_dict, "nn")
+    """PyG ``AttentionalAggregation`` weights: ``{"gate_nn": linear stack, "nn"?: linear stack}``
+    (PyG stores a PyG ``MLP`` as ``gate_mlp`` / ``mlp``, other modules as ``gate_nn`` / ``nn``)."""
+    _check_keys(fn, "AttentionalAggregation", state_dict, ("gate_nn", "gate_mlp", "nn", "mlp"), ())
+    w = {}
+    for name, mlp_name in (("gate_nn", "gate_mlp"), ("nn", "mlp")):
+        stored = [p for p in (name, mlp_name) if any(k.startswith(p + ".") for k in state_dict)]
+        if len(stored) > 1:
+            raise ValueError(f"{fn}: state_dict has both {name}.* and {mlp_name}.* weights")
+        if stored:
+            w[name] = linear_stack_from_pyg(fn, state_dict, stored[0])
+    if "gate_nn" not in w:
+        raise ValueError(f"{fn}: state_dict has no gate_nn.* (or gate_mlp.*) weights")
     return w
 
 

@@ -917,7 +917,8 @@ class GINConv(eqx.Module):
     @classmethod
     def from_pyg(cls, state_dict, *, train_eps: bool = False, activation: Callable = jax.nn.relu) -> GINConv:
         """The layer with the weights of a PyG ``GINConv.state_dict()`` whose ``nn`` is a
-        ``torch.nn.Sequential`` of ``Linear`` layers and activations (or one ``Linear``).
+        ``torch.nn.Sequential`` of ``Linear`` layers and activations, one ``Linear``, or a PyG
+        ``MLP`` with ``norm=None`` (read as ``Sequential(Linear, act, Linear, ...)``).
 
         ``nn`` becomes an ``eqx.nn.Sequential`` with the ``Linear`` layers at their positions and
         ``activation`` (PyG's ``ReLU`` by default) at the others; give PyG's ``train_eps``.

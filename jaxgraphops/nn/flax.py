@@ -974,7 +974,8 @@ def _gin_variables(fn: str, state_dict, train_eps: bool, edge: bool) -> dict:
 
 def from_pyg_gin(state_dict, *, train_eps: bool = False) -> dict:
     """Variables for :class:`GINConv` from a PyG ``GINConv.state_dict()`` whose ``nn`` is a
-    ``torch.nn.Sequential`` of ``Linear`` layers and activations (or one ``Linear``).
+    ``torch.nn.Sequential`` of ``Linear`` layers and activations, one ``Linear``, or a PyG ``MLP``
+    with ``norm=None`` (read as ``Sequential(Linear, act, Linear, ...)``).
 
     ``nn.<i>.weight`` / ``.bias`` become ``nn.layers_<i>``'s ``kernel`` / ``bias``: build the layer
     with ``nn.Sequential`` of ``nn.Dense`` at the same positions (activations between), or
