@@ -104,20 +104,56 @@ def case(name, rng):
         return (linen_nn.InteractionNetwork(linen.Dense(4), linen.Dense(5)),
                 nnx_nn.InteractionNetwork(nnx.Linear(4 + 5 + 5, 4, rngs=r), nnx.Linear(5 + 4, 5, rngs=r)),
                 (sq, x, edges), {})
+    if name == "gcn-conv-weighted":
+        w = jnp.asarray(rng.uniform(0.5, 2, sq.n_edges), jnp.float32)
+        return linen_nn.GCNConv(7, improved=True), nnx_nn.GCNConv(5, 7, improved=True, rngs=r), (sq, x, w), {}
+    if name == "gin-mlp-train-eps":
+        mlp = nnx.Sequential(nnx.Linear(5, 16, rngs=r), nnx.relu, nnx.Linear(16, 8, rngs=r))
+        return (linen_nn.GINConv(linen.Sequential([linen.Dense(16), linen.relu, linen.Dense(8)]), eps=0.1,
+                                 train_eps=True), nnx_nn.GINConv(mlp, eps=0.1, train_eps=True), (sq, x), {})
+    if name == "gine-edge-dim":
+        return (linen_nn.GINEConv(linen.Dense(8), eps=0.2, edge_dim=3),
+                nnx_nn.GINEConv(nnx.Linear(5, 8, rngs=r), eps=0.2, edge_dim=3, in_features=5, rngs=r), (sq, x, ea), {})
+    if name == "edge-conv-mean-bipartite":
+        return (linen_nn.EdgeConv(linen.Dense(8), aggr="mean"),
+                nnx_nn.EdgeConv(nnx.Linear(10, 8, rngs=r), aggr="mean"), (bi, (xs, feats(rng, 6, 5))), {})
+    ids = jnp.asarray(np.repeat([0, 1, 2], [3, 5, 0]))  # graph 2 is empty
+    if name == "attentional-aggregation":
+        return (linen_nn.AttentionalAggregation(linen.Dense(1), linen.Dense(6)),
+                nnx_nn.AttentionalAggregation(nnx.Linear(5, 1, rngs=r), nnx.Linear(5, 6, rngs=r)), (x,),
+                {"batch": ids, "size": 3})
+    if name == "graph-norm":
+        return linen_nn.GraphNorm(eps=1e-3), nnx_nn.GraphNorm(5, eps=1e-3), (x,), {"batch": ids, "size": 3}
     raise KeyError(name)
 
 
 CASES = ["sage-max", "sage-bipartite-normalize", "sage-no-root", "graph-conv", "graph-conv-right-bipartite",
          "gat-edges-residual", "gat-bipartite-mean", "gatv2-shared-edges", "gatv2-bipartite", "transformer-beta-edges",
          "transformer-bipartite", "gno-matrix-bipartite", "gno-diagonal", "rgcn-bases", "rgcn-blocks-sum",
-         "rgcn-node-ids", "dmpnn-descriptors", "interaction-network"]
+         "rgcn-node-ids", "dmpnn-descriptors", "interaction-network", "gcn-conv-weighted", "gin-mlp-train-eps",
+         "gine-edge-dim", "edge-conv-mean-bipartite", "attentional-aggregation", "graph-norm"]
+
+
+def nnx_names(params):
+    """linen params named as NNX's: ``nn.Sequential``'s ``layers_<i>`` are ``nnx.Sequential``'s ``layers/<i>``."""
+    if not isinstance(params, dict):
+        return params
+    out = {}
+    for k, v in params.items():
+        if k.startswith("layers_"):
+            out.setdefault("layers", {})[int(k[len("layers_"):])] = nnx_names(v)
+        else:
+            out[k] = nnx_names(v)
+    return out
 
 
 def loaded(name, rng):
-    """The linen layer, its variables, the NNX layer holding them, the call's args and kwargs."""
+    """The linen layer, its variables (initialised, then perturbed: no zero biases, no unit scales), the NNX
+    layer holding them, the call's args and kwargs."""
     linen_layer, layer, args, kwargs = case(name, rng)
     variables = linen_layer.init(jax.random.key(0), *args, **kwargs)
-    return linen_layer, variables, nnx_nn.load_variables(layer, variables), args, kwargs
+    variables = jax.tree_util.tree_map(lambda v: v + 0.1 * jnp.asarray(rng.normal(size=v.shape), v.dtype), variables)
+    return linen_layer, variables, nnx_nn.load_variables(layer, nnx_names(variables)), args, kwargs
 
 
 def assert_trees_close(a, b, tol):
@@ -146,7 +182,7 @@ def test_nnx_jit_and_grad_reach_every_param(rng, name):
     assert_trees_close(nnx.jit(lambda m, a: m(*a, **kwargs))(layer, args), out, SAME)
     grads = nnx.jit(nnx.grad(lambda m, a: loss(m(*a, **kwargs))))(layer, args)
     grads = nnx.to_pure_dict(nnx.state(grads, nnx.Param))
-    expect = jax.grad(lambda v: loss(linen_layer.apply(v, *args, **kwargs)))(variables)["params"]
+    expect = nnx_names(jax.grad(lambda v: loss(linen_layer.apply(v, *args, **kwargs)))(variables)["params"])
     assert_trees_close(jax.tree_util.tree_map(np.asarray, grads), expect, PEER)
     for path, g in jax.tree_util.tree_leaves_with_path(grads):
         assert np.isfinite(g).all() and np.any(g != 0), f"{name}: no gradient reaches {jax.tree_util.keystr(path)}"

@@ -1,10 +1,12 @@
-"""``flax.nnx`` graph layers on the fused kernels: ``SAGEConv``, ``GraphConv``, ``GATConv``, ``GATv2Conv``,
-``TransformerConv``, ``GNOBlock``, ``RGCNConv``, ``DMPNNEncoder``, ``InteractionNetwork`` and the
+"""``flax.nnx`` graph layers on the fused kernels: ``SAGEConv``, ``GraphConv``, ``GCNConv``, ``GINConv``,
+``GINEConv``, ``EdgeConv``, ``GATConv``, ``GATv2Conv``, ``TransformerConv``, ``GNOBlock``, ``RGCNConv``,
+``DMPNNEncoder``, ``InteractionNetwork``, ``AttentionalAggregation``, ``GraphNorm`` and the
 ``DimeNetPlusPlus`` model.
 
 They compute what the ``flax.linen`` layers of :mod:`jaxgraphops.nn.flax` compute, with the same
-functions (``jaxgraphops.nn._functional``, ``_relational``, ``gno``, ``_dimenet``), and hold the same
-params under the same names (``[in, out]`` kernels), created eagerly: a constructor takes the input
+functions (``jaxgraphops.nn._functional``, ``_basic``, ``_relational``, ``gno``, ``_dimenet``), and hold
+the same params under the same names (``[in, out]`` kernels; an ``nnx.Sequential`` MLP names its layers
+``layers/<i>`` where linen's ``nn.Sequential`` has ``layers_<i>``), created eagerly: a constructor takes the input
 sizes (``in_features``, as ``nnx.Linear``), ``rngs`` and, like ``nnx.Linear``, ``dtype`` (of the
 computation; None: the inputs' and params' promoted dtype) and ``param_dtype``. ``X.from_pyg(state_dict)``
 (``DMPNNEncoder.from_chemprop``) builds a layer with a PyG (Chemprop) layer's weights, read by the
@@ -24,6 +26,9 @@ from flax.nnx.nn.dtypes import promote_dtype
 
 from ..dimenet.basis import N_RADIAL, N_SPHERICAL
 from ..graph import Graph
+from ._basic import (attentional_aggregation, attentional_aggregation_weights_from_pyg, edge_conv,
+                     edge_conv_weights_from_pyg, gcn_conv, gin_conv, gin_weights_from_pyg, gine_conv, graph_norm,
+                     graph_norm_weights_from_pyg)
 from ._dimenet import dimenet_pp, energy_and_forces
 from ._functional import (GRAPH_CONV_NORMS, SAGE_AGGRS, check_choice, check_fill_value, check_output_width,
                           gat_conv, gat_weights_from_pyg, gatv2_conv, gatv2_weights_from_pyg, gcn_weights_from_pyg,
@@ -34,8 +39,9 @@ from ._relational import (check_dmpnn_config, check_rgcn_config, dmpnn_encoder, 
                           rgcn_weights_from_pyg)
 from .gno import check_block, gno_block, init_kernel, skip_input
 
-__all__ = ["DMPNNEncoder", "DimeNetPlusPlus", "GATConv", "GATv2Conv", "GNOBlock", "GraphConv", "InteractionNetwork",
-           "RGCNConv", "SAGEConv", "TransformerConv", "load_variables"]
+__all__ = ["AttentionalAggregation", "DMPNNEncoder", "DimeNetPlusPlus", "EdgeConv", "GATConv", "GATv2Conv", "GCNConv",
+           "GINConv", "GINEConv", "GNOBlock", "GraphConv", "GraphNorm", "InteractionNetwork", "RGCNConv", "SAGEConv",
+           "TransformerConv", "load_variables"]
 
 Initializer = Callable[..., Any]
 _lecun = nnx.initializers.lecun_normal()
@@ -70,13 +76,21 @@ def _promote(dtype, *trees):
     return jax.tree_util.tree_unflatten(treedef, promote_dtype(tuple(leaves), dtype=dtype))
 
 
+def _as_mapping(tree):
+    """``tree`` with its lists as dicts keyed by position (as NNX states hold ``nnx.List`` items)."""
+    if isinstance(tree, (list, tuple)):
+        return {i: _as_mapping(v) for i, v in enumerate(tree)}
+    return {k: _as_mapping(v) for k, v in tree.items()} if isinstance(tree, dict) else tree
+
+
 def load_variables(layer: nnx.Module, variables: dict) -> nnx.Module:
     """Sets ``layer``'s params in place from a linen layer's variables (``{"params": ...}``) and returns it.
 
     The NNX and linen layers of this package name their params alike (``DimeNetPlusPlus`` aside: its
     linen params have Flax's automatic names), so this moves weights, such as those of a checkpoint or
-    of a ``from_pyg_*`` loader, between the two. Names and shapes must match exactly; the arrays are
-    cast to the params' dtypes.
+    of a ``from_pyg_*`` loader, between the two; an MLP given as ``nnx.Sequential`` holds its layers under
+    ``layers/<i>`` (linen's ``nn.Sequential``: ``layers_<i>``), and lists of params stand for ``nnx.List``
+    items. Names and shapes must match exactly; the arrays are cast to the params' dtypes.
 
     >>> import jax, jax.numpy as jnp, jaxgraphops as jgo
     >>> from flax import nnx
@@ -91,14 +105,15 @@ def load_variables(layer: nnx.Module, variables: dict) -> nnx.Module:
     if not isinstance(variables, dict) or set(variables) != {"params"}:
         raise ValueError(f"{name}: variables must be a dict {{'params': ...}}; got "
                          f"{sorted(variables) if isinstance(variables, dict) else type(variables).__name__}")
+    params = _as_mapping(variables["params"])
     state = nnx.state(layer, nnx.Param)
     have = {tuple(str(k) for k in path): tuple(var.shape) for path, var in nnx.to_flat_state(state)}
-    given = {path: tuple(np.shape(v)) for path, v in traverse_util.flatten_dict(variables["params"]).items()}
+    given = {tuple(str(k) for k in path): tuple(np.shape(v)) for path, v in traverse_util.flatten_dict(params).items()}
     if have != given:
         def fmt(d):
             return {"/".join(k): v for k, v in sorted(d.items())}
         raise ValueError(f"{name}: the params must have the layer's names and shapes {fmt(have)}; got {fmt(given)}")
-    nnx.replace_by_pure_dict(state, variables["params"],
+    nnx.replace_by_pure_dict(state, params,
                              replace_fn=lambda var, v: var.replace(jnp.asarray(v, var.dtype)))
     nnx.update(layer, state)
     return layer
@@ -230,6 +245,334 @@ class GraphConv(nnx.Module):
         w = gcn_weights_from_pyg("GraphConv.from_pyg", state_dict)
         return _with_weights(cls, w, *w["kernel"].shape, norm, add_self_loops, use_bias="bias" in w, dtype=dtype,
                              param_dtype=param_dtype)
+
+
+# -- PyG's GCNConv, GIN, EdgeConv, readouts -------------------------------------------------------
+
+def _sequential(layers: dict, activation: Callable, param_dtype) -> nnx.Module:
+    """The ``nnx.Sequential`` of a linear stack (``linear_stack_from_pyg``): ``nnx.Linear`` layers at its
+    indices, ``activation`` at the other positions; one ``nnx.Linear`` for index None."""
+    def linear(p):
+        return _with_weights(nnx.Linear, p, *p["kernel"].shape, use_bias="bias" in p, param_dtype=param_dtype)
+
+    if None in layers:
+        return linear(layers[None])
+    return nnx.Sequential(*[linear(layers[i]) if i in layers else activation for i in range(max(layers) + 1)])
+
+
+class GCNConv(nnx.Module):
+    """Graph convolution exactly as PyG's ``GCNConv`` (``out = D^-1/2 Â D^-1/2 x W + b``, PyG's self loops
+    and ``edge_weight``), the linen :class:`jaxgraphops.nn.flax.GCNConv` as an NNX module.
+
+    Params: ``kernel [in_features, out_features]``, ``bias [out_features]`` (if ``use_bias``).
+
+    Args:
+      in_features, out_features: feature sizes.
+      improved: self loops of weight 2.
+      add_self_loops: add them (None: as ``normalize``, PyG's default; True needs ``normalize``).
+      normalize: symmetric normalisation on the fly (off: the weighted sum, e.g. of
+        :func:`jaxgraphops.nn.gcn_norm`'s graph and weights computed once).
+      use_bias: add ``bias``.
+      kernel_init, bias_init, dtype, param_dtype, rngs: as in ``nnx.Linear``.
+
+    Call ``layer(g, x, edge_weight=None)``: ``x [n, in_features]``, ``edge_weight [n_edges]`` in input
+    edge order; returns ``[n, out_features]``.
+
+    >>> import jax.numpy as jnp, jaxgraphops as jgo
+    >>> from flax import nnx
+    >>> g = jgo.Graph.from_edges(jnp.array([0, 1, 2, 2]), jnp.array([1, 2, 1, 2]))
+    >>> GCNConv(4, 8, rngs=nnx.Rngs(0))(g, jnp.ones((3, 4))).shape
+    (3, 8)
+    """
+
+    def __init__(self, in_features: int, out_features: int, improved: bool = False, add_self_loops: bool | None = None,
+                 normalize: bool = True, use_bias: bool = True, *, kernel_init: Initializer = _glorot,
+                 bias_init: Initializer = _zeros, dtype=None, param_dtype=jnp.float32, rngs: nnx.Rngs):
+        in_features = _sizes("GCNConv", in_features)[0]
+        self.kernel = _param(kernel_init, rngs, (in_features, out_features), param_dtype)
+        self.bias = _param(bias_init, rngs, (out_features,), param_dtype) if use_bias else None
+        self.improved, self.normalize, self.dtype = improved, normalize, dtype
+        self.add_self_loops = normalize if add_self_loops is None else add_self_loops
+
+    def __call__(self, g: Graph, x, edge_weight=None):
+        x, kernel, bias = _promote(self.dtype, x, _value(self.kernel), _value(self.bias))
+        return gcn_conv(g, x, kernel, bias, edge_weight=edge_weight, normalize=self.normalize, improved=self.improved,
+                        add_loops=self.add_self_loops)
+
+    @classmethod
+    def from_pyg(cls, state_dict, *, improved: bool = False, add_self_loops: bool | None = None,
+                 normalize: bool = True, dtype=None, param_dtype=jnp.float32) -> GCNConv:
+        """The layer with the weights of a PyG ``GCNConv.state_dict()`` (``lin.weight``, ``bias``); give
+        PyG's ``improved``, ``add_self_loops`` and ``normalize``.
+
+        >>> import numpy as np
+        >>> GCNConv.from_pyg({"lin.weight": np.ones((8, 4)), "bias": np.zeros(8)}).kernel.shape
+        (4, 8)
+        """
+        w = gcn_weights_from_pyg("GCNConv.from_pyg", state_dict)
+        return _with_weights(cls, w, *w["kernel"].shape, improved, add_self_loops, normalize, use_bias="bias" in w,
+                             dtype=dtype, param_dtype=param_dtype)
+
+
+def _eps(eps: float, train_eps: bool, param_dtype):
+    """GIN's epsilon: a param ``[1]`` with ``train_eps``, else the float."""
+    return nnx.Param(jnp.full((1,), eps, param_dtype)) if train_eps else float(eps)
+
+
+def _with_eps(layer: nnx.Module, x):
+    """``(x, eps)``: the ``eps`` param (promoted with ``x``) or the float."""
+    if not isinstance(layer.eps, nnx.Param):
+        return x, layer.eps
+    if isinstance(x, tuple):
+        *pair, eps = _promote(layer.dtype, *x, layer.eps[...])
+        return tuple(pair), eps
+    return _promote(layer.dtype, x, layer.eps[...])
+
+
+class GINConv(nnx.Module):
+    """Graph isomorphism convolution (PyG's ``GINConv``): ``out_i = nn((1 + eps) x_i + sum_{j->i} x_j)``,
+    the linen :class:`jaxgraphops.nn.flax.GINConv` as an NNX module.
+
+    The sum is one fused :func:`jaxgraphops.agg_simple`. Params: ``eps [1]`` (with ``train_eps``) and
+    ``nn``'s own, under ``nn``.
+
+    Args:
+      nn: the update MLP on ``[rows, F]``, an NNX module (e.g. ``nnx.Sequential`` of ``nnx.Linear`` and
+        activations) or a function.
+      eps: the (initial) epsilon.
+      train_eps: make epsilon a param.
+      dtype, param_dtype: of ``eps`` (``nn`` has its own).
+
+    Call ``layer(g, x)``: ``x [n, F]`` or a pair ``(x_src, x_dst)`` (bipartite, one width); returns
+    ``nn``'s output ``[n_dst, F']``.
+
+    >>> import jax.numpy as jnp, jaxgraphops as jgo
+    >>> from flax import nnx
+    >>> g = jgo.Graph.from_edges(jnp.array([0, 1, 2]), jnp.array([1, 2, 1]))
+    >>> rngs = nnx.Rngs(0)
+    >>> layer = GINConv(nnx.Sequential(nnx.Linear(4, 16, rngs=rngs), nnx.relu, nnx.Linear(16, 8, rngs=rngs)),
+    ...                 train_eps=True)
+    >>> layer(g, jnp.ones((3, 4))).shape, layer.eps[...]
+    ((3, 8), Array([0.], dtype=float32))
+    """
+
+    def __init__(self, nn: Callable, eps: float = 0.0, train_eps: bool = False, *, dtype=None,
+                 param_dtype=jnp.float32):
+        self.nn, self.eps, self.dtype = nn, _eps(eps, train_eps, param_dtype), dtype
+
+    def __call__(self, g: Graph, x):
+        return gin_conv(g, *_with_eps(self, x), self.nn)
+
+    @classmethod
+    def from_pyg(cls, state_dict, *, train_eps: bool = False, activation: Callable = nnx.relu, dtype=None,
+                 param_dtype=jnp.float32) -> GINConv:
+        """The layer with the weights of a PyG ``GINConv.state_dict()`` whose ``nn`` is a
+        ``torch.nn.Sequential`` of ``Linear`` layers and activations (or one ``Linear``).
+
+        ``nn`` becomes an ``nnx.Sequential`` with ``nnx.Linear`` layers at the ``Linear`` positions and
+        ``activation`` (PyG's ``ReLU`` by default) at the others; give PyG's ``train_eps``.
+
+        >>> import numpy as np
+        >>> sd = {"eps": np.zeros(1), "nn.0.weight": np.ones((16, 4)), "nn.0.bias": np.zeros(16),
+        ...       "nn.2.weight": np.ones((8, 16)), "nn.2.bias": np.zeros(8)}
+        >>> GINConv.from_pyg(sd).nn.layers[2].kernel.shape
+        (16, 8)
+        """
+        w = gin_weights_from_pyg("GINConv.from_pyg", state_dict)
+        return cls(_sequential(w["nn"], activation, param_dtype), float(w["eps"][0]), train_eps, dtype=dtype,
+                   param_dtype=param_dtype)
+
+
+class GINEConv(nnx.Module):
+    """GIN with edge features (PyG's ``GINEConv``): ``out_i = nn((1 + eps) x_i + sum_{j->i} relu(x_j + e_ji))``,
+    the linen :class:`jaxgraphops.nn.flax.GINEConv` as an NNX module.
+
+    ``e_ji`` is the edge's attribute, mapped to ``F`` features by ``edge_kernel``, ``edge_bias`` (PyG's
+    ``lin``) when ``edge_dim`` is set, else it must have ``F`` features already. Params: ``eps [1]``
+    (with ``train_eps``), ``edge_kernel [edge_dim, F]`` and ``edge_bias [F]`` (with ``edge_dim``), and
+    ``nn``'s own, under ``nn``.
+
+    Args: ``nn``, ``eps``, ``train_eps`` as :class:`GINConv`; ``edge_dim``; ``in_features`` (``F``,
+    needed with ``edge_dim``); ``kernel_init``, ``bias_init``, ``dtype``, ``param_dtype`` as in
+    ``nnx.Linear``; ``rngs`` (needed with ``edge_dim``).
+
+    Call ``layer(g, x, edge_attr)``: ``x [n, F]`` or a pair, ``edge_attr [n_edges, edge_dim or F]`` in
+    input edge order; returns ``[n_dst, F']``.
+
+    >>> import jax.numpy as jnp, jaxgraphops as jgo
+    >>> from flax import nnx
+    >>> g = jgo.Graph.from_edges(jnp.array([0, 1, 2]), jnp.array([1, 2, 1]))
+    >>> layer = GINEConv(nnx.Linear(4, 8, rngs=nnx.Rngs(0)), edge_dim=2, in_features=4, rngs=nnx.Rngs(1))
+    >>> layer(g, jnp.ones((3, 4)), jnp.ones((3, 2))).shape
+    (3, 8)
+    """
+
+    def __init__(self, nn: Callable, eps: float = 0.0, train_eps: bool = False, edge_dim: int | None = None,
+                 in_features: int | None = None, *, kernel_init: Initializer = _lecun, bias_init: Initializer = _zeros,
+                 dtype=None, param_dtype=jnp.float32, rngs: nnx.Rngs | None = None):
+        if edge_dim is not None and (in_features is None or rngs is None):
+            raise ValueError(f"GINEConv: edge_dim={edge_dim} maps the edge attributes to the node features: give "
+                             f"in_features (the nodes' F) and rngs; got in_features={in_features!r}, "
+                             f"rngs={'None' if rngs is None else 'given'}")
+        self.nn, self.eps, self.dtype = nn, _eps(eps, train_eps, param_dtype), dtype
+        on = edge_dim is not None
+        self.edge_kernel = _param(kernel_init, rngs, (edge_dim, _sizes("GINEConv", in_features)[0]),
+                                  param_dtype) if on else None
+        self.edge_bias = _param(bias_init, rngs, (in_features,), param_dtype) if on else None
+
+    def __call__(self, g: Graph, x, edge_attr):
+        x, eps = _with_eps(self, x)
+        edge_kernel = edge_bias = None
+        if self.edge_kernel is not None:
+            edge_attr, edge_kernel, edge_bias = _promote(self.dtype, edge_attr, self.edge_kernel[...],
+                                                         self.edge_bias[...])
+        return gine_conv(g, x, edge_attr, eps, self.nn, edge_kernel, edge_bias)
+
+    @classmethod
+    def from_pyg(cls, state_dict, *, train_eps: bool = False, activation: Callable = nnx.relu, dtype=None,
+                 param_dtype=jnp.float32) -> GINEConv:
+        """The layer with the weights of a PyG ``GINEConv.state_dict()``: ``nn`` and ``eps`` as
+        :meth:`GINConv.from_pyg`, ``lin`` (PyG's ``edge_dim``) as ``edge_kernel``/``edge_bias``.
+
+        >>> import numpy as np
+        >>> sd = {"eps": np.zeros(1), "nn.weight": np.ones((8, 4)), "nn.bias": np.zeros(8),
+        ...       "lin.weight": np.ones((4, 2)), "lin.bias": np.zeros(4)}
+        >>> GINEConv.from_pyg(sd).edge_kernel.shape
+        (2, 4)
+        """
+        fn = "GINEConv.from_pyg"
+        w = gin_weights_from_pyg(fn, state_dict, edge=True)
+        nn = _sequential(w["nn"], activation, param_dtype)
+        if "edge_kernel" not in w:
+            return cls(nn, float(w["eps"][0]), train_eps, dtype=dtype, param_dtype=param_dtype)
+        if "edge_bias" not in w:
+            raise ValueError(f"{fn}: lin.weight without lin.bias; PyG's GINEConv lin has a bias")
+        layer = cls(nn, float(w["eps"][0]), train_eps, *w["edge_kernel"].shape, dtype=dtype,
+                    param_dtype=param_dtype, rngs=nnx.Rngs(0))
+        for name in ("edge_kernel", "edge_bias"):
+            getattr(layer, name).set_value(jnp.asarray(w[name], param_dtype))
+        return layer
+
+
+class EdgeConv(nnx.Module):
+    """Edge convolution (DGCNN, PyG's ``EdgeConv``): ``out_i = aggr_{j->i} nn([x_i | x_j - x_i])``, the
+    linen :class:`jaxgraphops.nn.flax.EdgeConv` as an NNX module.
+
+    Args:
+      nn: the edge MLP ``[n_edges, 2F] -> [n_edges, F']`` (an NNX module or a function).
+      aggr: ``max`` (PyG's default), ``sum`` or ``mean`` (0 for an empty neighbourhood).
+
+    Call ``layer(g, x)``: ``x [n, F]`` or a pair ``(x_src, x_dst)``; returns ``[n_dst, F']``.
+
+    >>> import jax.numpy as jnp, jaxgraphops as jgo
+    >>> from flax import nnx
+    >>> g = jgo.Graph.from_edges(jnp.array([0, 1, 2]), jnp.array([1, 2, 1]))
+    >>> EdgeConv(nnx.Linear(8, 8, rngs=nnx.Rngs(0)))(g, jnp.ones((3, 4))).shape
+    (3, 8)
+    """
+
+    def __init__(self, nn: Callable, aggr: str = "max"):
+        self.nn, self.aggr = nn, aggr
+
+    def __call__(self, g: Graph, x):
+        return edge_conv(g, x, self.nn, aggr=self.aggr)
+
+    @classmethod
+    def from_pyg(cls, state_dict, *, aggr: str = "max", activation: Callable = nnx.relu,
+                 param_dtype=jnp.float32) -> EdgeConv:
+        """The layer with the weights of a PyG ``EdgeConv.state_dict()`` (``nn`` as in :meth:`GINConv.from_pyg`).
+
+        >>> import numpy as np
+        >>> EdgeConv.from_pyg({"nn.weight": np.ones((8, 6))}).nn.kernel.shape
+        (6, 8)
+        """
+        w = edge_conv_weights_from_pyg("EdgeConv.from_pyg", state_dict)
+        return cls(_sequential(w["nn"], activation, param_dtype), aggr)
+
+
+class AttentionalAggregation(nnx.Module):
+    """Attention readout (PyG's ``AttentionalAggregation``): ``out_b = sum_{i in b} a_i nn(x_i)`` with
+    ``a = softmax`` of ``gate_nn(x)`` over the nodes of each graph ``b``, the linen
+    :class:`jaxgraphops.nn.flax.AttentionalAggregation` as an NNX module.
+
+    Args:
+      gate_nn: ``[N, F] -> [N, 1]`` (or ``[N, F']``, a gate per feature), an NNX module or a function.
+      nn: ``[N, F] -> [N, F']`` (None: identity).
+
+    Call ``layer(x, batch=None, size=None)``: ``x [N, F]``; ``batch`` a :class:`jaxgraphops.BatchedGraph`,
+    integer graph ids ``[N]`` (``size`` graphs; required inside ``jit``) or None (one graph). Returns
+    ``[n_graphs, F']``.
+
+    >>> import jax.numpy as jnp
+    >>> from flax import nnx
+    >>> rngs = nnx.Rngs(0)
+    >>> layer = AttentionalAggregation(nnx.Linear(4, 1, rngs=rngs), nnx.Linear(4, 8, rngs=rngs))
+    >>> layer(jnp.ones((5, 4)), jnp.array([0, 0, 1, 1, 1]), 2).shape
+    (2, 8)
+    """
+
+    def __init__(self, gate_nn: Callable, nn: Callable | None = None):
+        self.gate_nn, self.nn = gate_nn, nn
+
+    def __call__(self, x, batch=None, size=None):
+        return attentional_aggregation(x, batch, size, self.gate_nn, self.nn)
+
+    @classmethod
+    def from_pyg(cls, state_dict, *, activation: Callable = nnx.relu,
+                 param_dtype=jnp.float32) -> AttentionalAggregation:
+        """The readout with the weights of PyG's ``AttentionalAggregation.state_dict()`` (``gate_nn`` and
+        ``nn`` each as in :meth:`GINConv.from_pyg`).
+
+        >>> import numpy as np
+        >>> sd = {"gate_nn.weight": np.ones((1, 4)), "gate_nn.bias": np.zeros(1), "nn.weight": np.ones((8, 4))}
+        >>> AttentionalAggregation.from_pyg(sd).nn.kernel.shape
+        (4, 8)
+        """
+        w = attentional_aggregation_weights_from_pyg("AttentionalAggregation.from_pyg", state_dict)
+        return cls(*(None if k not in w else _sequential(w[k], activation, param_dtype) for k in ("gate_nn", "nn")))
+
+
+class GraphNorm(nnx.Module):
+    """Graph normalisation (PyG's ``GraphNorm``), per graph of a batch: ``weight * (x - mean_scale * mean) /
+    sqrt(var + eps) + bias``, the linen :class:`jaxgraphops.nn.flax.GraphNorm` as an NNX module.
+
+    Params: ``weight`` (ones), ``bias`` (zeros), ``mean_scale`` (ones), each ``[num_features]``.
+
+    Args:
+      num_features: ``F``.
+      eps: added to the variance.
+      dtype, param_dtype: as in ``nnx.LayerNorm``.
+
+    Call ``layer(x, batch=None, size=None)`` as :class:`AttentionalAggregation`; returns ``[N, F]``.
+
+    >>> import jax.numpy as jnp
+    >>> x, ids = jnp.arange(8.0).reshape(4, 2), jnp.array([0, 0, 1, 1])
+    >>> GraphNorm(2)(x, ids)[:, 0].round(3)
+    Array([-1.,  1., -1.,  1.], dtype=float32)
+    """
+
+    def __init__(self, num_features: int, eps: float = 1e-5, *, dtype=None, param_dtype=jnp.float32):
+        f = (_sizes("GraphNorm", num_features)[0],)
+        self.weight = nnx.Param(jnp.ones(f, param_dtype))
+        self.bias = nnx.Param(jnp.zeros(f, param_dtype))
+        self.mean_scale = nnx.Param(jnp.ones(f, param_dtype))
+        self.eps, self.dtype = eps, dtype
+
+    def __call__(self, x, batch=None, size=None):
+        x, w, b, a = _promote(self.dtype, x, self.weight[...], self.bias[...], self.mean_scale[...])
+        return graph_norm(x, batch, size, w, b, a, eps=self.eps)
+
+    @classmethod
+    def from_pyg(cls, state_dict, *, eps: float = 1e-5, dtype=None, param_dtype=jnp.float32) -> GraphNorm:
+        """The layer with the weights of a PyG ``GraphNorm.state_dict()`` (``weight``, ``bias``,
+        ``mean_scale``); give PyG's ``eps``.
+
+        >>> import numpy as np
+        >>> GraphNorm.from_pyg({"weight": np.ones(4), "bias": np.zeros(4), "mean_scale": np.ones(4)}).bias.shape
+        (4,)
+        """
+        w = graph_norm_weights_from_pyg("GraphNorm.from_pyg", state_dict)
+        return load_variables(cls(w["weight"].shape[0], eps, dtype=dtype, param_dtype=param_dtype), {"params": w})
 
 
 # -- attention ------------------------------------------------------------------------------------
