@@ -20,7 +20,8 @@ DOCS = ROOT / "docs"
 
 # The modules whose every public name the reference must document.
 REQUIRED = ("jaxgraphops", "jaxgraphops.dimenet", "jaxgraphops.distributed", "jaxgraphops.nn", "jaxgraphops.nn.flax",
-            "jaxgraphops.nn.equinox", "jaxgraphops.nn.nnx", "jaxgraphops.nn.dimenet_flax")
+            "jaxgraphops.nn.equinox", "jaxgraphops.nn.nnx", "jaxgraphops.nn.dimenet_flax",
+            "jaxgraphops.nn.dimenet_equinox")
 DIRECTIVE = re.compile(r"^\.\. auto(?:function|class|exception|data|module):: (\S+)$", re.MULTILINE)
 LINK = re.compile(r":py:obj:`(\w+) <([\w.]+)>`")
 

@@ -28,7 +28,8 @@ PAGES = (
     ("jaxgraphops.nn.flax", "Flax (linen) layers and PyG weight loaders"),
     ("jaxgraphops.nn.equinox", "Equinox layers"),
     ("jaxgraphops.nn.nnx", "Flax NNX layers and the DimeNet++ model, with PyG weight loaders"),
-    ("jaxgraphops.nn.dimenet_flax", "the DimeNet++ model (Flax)"),
+    ("jaxgraphops.nn.dimenet_flax", "the DimeNet++ model (Flax) and its PyG weight loader"),
+    ("jaxgraphops.nn.dimenet_equinox", "the DimeNet++ model (Equinox)"),
 )
 
 # Sections of a page, by the module that defines an object (the first matching prefix wins); the

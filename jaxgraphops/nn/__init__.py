@@ -10,6 +10,8 @@
 - :mod:`jaxgraphops.nn.nnx`: the same layers and the DimeNet++ model as ``flax.nnx`` modules (the linen
   layers' params under the same names), with ``from_pyg`` (``from_chemprop``) class methods and
   ``load_variables`` to move linen variables into them (needs ``pip install jaxgraphops[flax]``).
+- :mod:`jaxgraphops.nn.dimenet_flax` and :mod:`jaxgraphops.nn.dimenet_equinox`: the DimeNet++ model
+  (``from_pyg_dimenet`` and ``DimeNetPlusPlus.from_pyg`` load PyG's ``DimeNetPlusPlus`` weights).
 - :func:`add_self_loops`: the graph of ``A + I``, as ``GraphConv`` uses it; :func:`gcn_norm`: PyG's
   GCN normalisation (``GCNConv``'s graph and weights, to compute once for a fixed graph).
 - :func:`global_add_pool`, :func:`global_mean_pool`, :func:`global_max_pool`: PyG's readouts over a

@@ -1,10 +1,11 @@
 """PyG ``DimeNetPlusPlus`` weights for both DimeNet++ front-ends (``dimenet_flax``, ``dimenet_equinox``).
 
 :func:`dimenet_weights_from_pyg` reads a PyG ``DimeNetPlusPlus.state_dict()`` once: it infers the sizes,
-checks what the fused triplet op fixes (7 spherical x 6 radial basis functions) and returns the weights
-under PyG's own module names, torch's ``[out, in]`` layout, with the two spherical-basis projections
-stacked as :func:`jaxgraphops.dimenet.agg_edge_to_edge` takes them (``[W_sbf1^T; W_sbf2]``). Each
-front-end maps this one tree onto its parameters.
+checks what the fused triplet op fixes (7 spherical x 6 radial basis functions) and returns the params
+of :func:`jaxgraphops.nn._dimenet.dimenet_pp` (PyG's module names, ``{"kernel": [in, out], "bias"}``
+per linear map, the two spherical-basis projections stacked as :func:`jaxgraphops.dimenet.agg_edge_to_edge`
+takes them, ``[W_sbf1^T; W_sbf2]``). The Equinox and NNX models hold this tree as it is; the linen
+model's loader renames it to Flax's automatic names.
 """
 
 from __future__ import annotations
@@ -46,14 +47,12 @@ def _expect(key: str, value: np.ndarray, shape: tuple, why: str = "") -> np.ndar
 
 
 def dimenet_weights_from_pyg(state_dict) -> tuple[dict, dict]:
-    """``(config, weights)`` of a PyG ``DimeNetPlusPlus`` state_dict (torch tensors or NumPy arrays).
+    """``(config, params)`` of a PyG ``DimeNetPlusPlus`` state_dict (torch tensors or NumPy arrays).
 
     ``config``: ``hidden``, ``out_emb``, ``int_emb``, ``basis_emb``, ``num_blocks``, ``out_channels``,
-    ``num_before_skip``, ``num_after_skip``, ``num_output_layers``. ``weights`` (NumPy, torch layout
-    ``[out, in]``): ``freq``, ``embedding``, ``emb_rbf``/``emb_lin`` as ``(W, b)``, ``outputs`` (per
-    block ``lin_rbf``, ``lin_up``, ``lins`` as ``[(W, b)]``, ``lin``) and ``interactions`` (per block
-    ``lin_rbf1``, ``lin_rbf2``, ``lin_kj``/``lin_ji``/``lin`` as ``(W, b)``, ``lin_down``, ``lin_up``,
-    ``sbf_weights [42 + int_emb, basis_emb]``, ``before_skip``/``after_skip`` as ``[((W1, b1), (W2, b2))]``).
+    ``num_before_skip``, ``num_after_skip``, ``num_output_layers``. ``params``: NumPy arrays laid out as
+    :func:`jaxgraphops.nn._dimenet.dimenet_pp` reads them (``freq``, ``emb``, ``interaction_blocks``,
+    ``output_blocks``).
 
     >>> import numpy as np
     >>> dimenet_weights_from_pyg({"rbf.freq": np.zeros(5)})
@@ -73,10 +72,11 @@ def dimenet_weights_from_pyg(state_dict) -> tuple[dict, dict]:
     _expect("emb.emb.weight", embedding, (95, hidden))
 
     def linear(prefix, n_in, n_out, bias=True):
+        """``{"kernel": W^T [in, out], "bias"}`` of torch's ``Linear`` at ``prefix``."""
         w = _expect(f"{prefix}.weight", read(f"{prefix}.weight", 2), (n_out, n_in))
         if not bias:
-            return w
-        return w, _expect(f"{prefix}.bias", read(f"{prefix}.bias", 1), (n_out,))
+            return {"kernel": w.T}
+        return {"kernel": w.T, "bias": _expect(f"{prefix}.bias", read(f"{prefix}.bias", 1), (n_out,))}
 
     num_blocks = _count(state_dict, r"interaction_blocks\.(\d+)\..*")
     if num_blocks == 0:
@@ -93,36 +93,37 @@ def dimenet_weights_from_pyg(state_dict) -> tuple[dict, dict]:
               "num_output_layers": _count(state_dict, r"output_blocks\.0\.lins\.(\d+)\..*")}
 
     def residuals(prefix, n):
-        return [(linear(f"{prefix}.{r}.lin1", hidden, hidden), linear(f"{prefix}.{r}.lin2", hidden, hidden))
-                for r in range(n)]
+        return [{"lin1": linear(f"{prefix}.{r}.lin1", hidden, hidden),
+                 "lin2": linear(f"{prefix}.{r}.lin2", hidden, hidden)} for r in range(n)]
 
-    outputs = [{"lin_rbf": linear(f"output_blocks.{b}.lin_rbf", N_RADIAL, hidden, bias=False),
-                "lin_up": linear(f"output_blocks.{b}.lin_up", hidden, out_emb, bias=False),
-                "lins": [linear(f"output_blocks.{b}.lins.{k}", out_emb, out_emb)
-                         for k in range(config["num_output_layers"])],
-                "lin": linear(f"output_blocks.{b}.lin", out_emb, out_channels, bias=False)}
-               for b in range(num_blocks + 1)]
-    interactions = []
-    for b in range(num_blocks):
-        p = f"interaction_blocks.{b}"
+    def interaction(p):
         sbf1 = _expect(f"{p}.lin_sbf1.weight", read(f"{p}.lin_sbf1.weight", 2),
                        (basis_emb, N_SPHERICAL * N_RADIAL),
                        f" (num_spherical x num_radial = {N_SPHERICAL} x {N_RADIAL} is fixed by the fused triplet op)")
-        sbf2 = linear(f"{p}.lin_sbf2", basis_emb, int_emb, bias=False)
-        interactions.append({
-            "lin_rbf1": linear(f"{p}.lin_rbf1", N_RADIAL, basis_emb, bias=False),
-            "lin_rbf2": linear(f"{p}.lin_rbf2", basis_emb, hidden, bias=False),
-            "lin_kj": linear(f"{p}.lin_kj", hidden, hidden), "lin_ji": linear(f"{p}.lin_ji", hidden, hidden),
-            "lin_down": linear(f"{p}.lin_down", hidden, int_emb, bias=False),
-            "lin_up": linear(f"{p}.lin_up", int_emb, hidden, bias=False),
-            "sbf_weights": np.concatenate([sbf1.T, sbf2]),
-            "before_skip": residuals(f"{p}.layers_before_skip", config["num_before_skip"]),
-            "lin": linear(f"{p}.lin", hidden, hidden),
-            "after_skip": residuals(f"{p}.layers_after_skip", config["num_after_skip"])})
-    weights = {"freq": freq, "embedding": embedding, "emb_rbf": linear("emb.lin_rbf", N_RADIAL, hidden),
-               "emb_lin": linear("emb.lin", 3 * hidden, hidden), "outputs": outputs, "interactions": interactions}
+        sbf2 = linear(f"{p}.lin_sbf2", basis_emb, int_emb, bias=False)["kernel"].T
+        return {"lin_ji": linear(f"{p}.lin_ji", hidden, hidden), "lin_kj": linear(f"{p}.lin_kj", hidden, hidden),
+                "lin_rbf1": linear(f"{p}.lin_rbf1", N_RADIAL, basis_emb, bias=False),
+                "lin_rbf2": linear(f"{p}.lin_rbf2", basis_emb, hidden, bias=False),
+                "lin_down": linear(f"{p}.lin_down", hidden, int_emb, bias=False),
+                "sbf_weights": np.concatenate([sbf1.T, sbf2]),
+                "lin_up": linear(f"{p}.lin_up", int_emb, hidden, bias=False),
+                "layers_before_skip": residuals(f"{p}.layers_before_skip", config["num_before_skip"]),
+                "lin": linear(f"{p}.lin", hidden, hidden),
+                "layers_after_skip": residuals(f"{p}.layers_after_skip", config["num_after_skip"])}
+
+    def output(p):
+        return {"lin_rbf": linear(f"{p}.lin_rbf", N_RADIAL, hidden, bias=False),
+                "lin_up": linear(f"{p}.lin_up", hidden, out_emb, bias=False),
+                "lins": [linear(f"{p}.lins.{k}", out_emb, out_emb) for k in range(config["num_output_layers"])],
+                "lin": linear(f"{p}.lin", out_emb, out_channels, bias=False)}
+
+    params = {"freq": freq,
+              "emb": {"emb": {"embedding": embedding}, "lin_rbf": linear("emb.lin_rbf", N_RADIAL, hidden),
+                      "lin": linear("emb.lin", 3 * hidden, hidden)},
+              "interaction_blocks": [interaction(f"interaction_blocks.{b}") for b in range(num_blocks)],
+              "output_blocks": [output(f"output_blocks.{b}") for b in range(num_blocks + 1)]}
     unused = sorted(set(state_dict) - used)
     if unused:
         raise ValueError(f"{_NAME}: state_dict entries this DimeNet++ has no place for (blocks of different "
                          f"depths, or not PyG's DimeNetPlusPlus?): {unused[:5]}")
-    return config, weights
+    return config, params

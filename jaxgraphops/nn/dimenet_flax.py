@@ -143,16 +143,8 @@ class DimeNetPlusPlus(nn.Module):
         return jax.ops.segment_sum(out, batch, num_segments=n_graphs)
 
 
-def _dense(wb):
-    """Flax ``Dense`` variables of a torch ``(W [out, in], b)`` or a bias-free ``W``."""
-    if isinstance(wb, tuple):
-        return {"kernel": jnp.asarray(wb[0].T), "bias": jnp.asarray(wb[1])}
-    return {"kernel": jnp.asarray(wb.T)}
-
-
-def _residual(pair):
-    (lin1, lin2) = pair  # flax names the outer Dense (lin2) first: Dense_0(act(Dense_1(x)))
-    return {"Dense_0": _dense(lin2), "Dense_1": _dense(lin1)}
+def _residual(p: dict) -> dict:
+    return {"Dense_0": p["lin2"], "Dense_1": p["lin1"]}  # flax names the outer Dense (lin2) first
 
 
 def from_pyg_dimenet(state_dict, *, cutoff: float = 5.0, act: Callable = nn.swish, impl: str | None = None):
@@ -171,20 +163,19 @@ def from_pyg_dimenet(state_dict, *, cutoff: float = 5.0, act: Callable = nn.swis
     ValueError: from_pyg_dimenet: state_dict has no 'emb.emb.weight' (expected PyG's DimeNetPlusPlus.state_dict())
     """
     config, w = dimenet_weights_from_pyg(state_dict)
+    w = jax.tree_util.tree_map(jnp.asarray, w)
     model = DimeNetPlusPlus(cutoff=cutoff, act=act, impl=impl, **config)
-    params = {"freq": jnp.asarray(w["freq"]), "Embed_0": {"embedding": jnp.asarray(w["embedding"])},
-              "Dense_0": _dense(w["emb_rbf"]), "Dense_1": _dense(w["emb_lin"])}
-    for b, out in enumerate(w["outputs"]):
+    params = {"freq": w["freq"], "Embed_0": w["emb"]["emb"], "Dense_0": w["emb"]["lin_rbf"], "Dense_1": w["emb"]["lin"]}
+    for b, out in enumerate(w["output_blocks"]):
         layers = [out["lin_rbf"], out["lin_up"], *out["lins"], out["lin"]]
-        params[f"_Output_{b}"] = {f"Dense_{k}": _dense(lin) for k, lin in enumerate(layers)}
-    for b, block in enumerate(w["interactions"]):
+        params[f"_Output_{b}"] = {f"Dense_{k}": lin for k, lin in enumerate(layers)}
+    for b, block in enumerate(w["interaction_blocks"]):
         # Dense layers in the order flax names them: an outer call's Dense before the inner one's.
-        dense = [block["lin_ji"], block["lin_kj"], block["lin_rbf2"], block["lin_rbf1"], block["lin_down"],
-                 block["lin_up"], block["lin"]]
-        p = {f"Dense_{k}": _dense(lin) for k, lin in enumerate(dense)}
-        p["sbf_weights"] = jnp.asarray(block["sbf_weights"])
-        for r, pair in enumerate(block["before_skip"] + block["after_skip"]):
-            p[f"_Residual_{r}"] = _residual(pair)
+        dense = [block[k] for k in ("lin_ji", "lin_kj", "lin_rbf2", "lin_rbf1", "lin_down", "lin_up", "lin")]
+        p = {f"Dense_{k}": lin for k, lin in enumerate(dense)}
+        p["sbf_weights"] = block["sbf_weights"]
+        for r, layer in enumerate(block["layers_before_skip"] + block["layers_after_skip"]):
+            p[f"_Residual_{r}"] = _residual(layer)
         params[f"_Interaction_{b}"] = p
     return model, {"params": params}
 
