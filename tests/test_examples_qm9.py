@@ -1,8 +1,8 @@
 """The QM9 examples run end to end in their ``--quick`` mode (a few thousand molecules, a few steps), each
 in a subprocess as a user runs it: the train step compiles once, the plot is written, and the trained
-model beats its baseline (chance for GraphSAGE's 5 classes, the mean predictor for D-MPNN's MAE). The
-D-MPNN example's featurizer is Chemprop's (its default molecule featurizer as the oracle). The exhaustive profile
-runs the examples (JGO_TESTS=exhaustive, as CI does); the featurizer check runs in both."""
+model beats its baseline (chance for GraphSAGE's 5 classes, the mean predictor for the MAEs of D-MPNN and
+DimeNet++). The D-MPNN example's featurizer is Chemprop's (its default molecule featurizer as the oracle). The
+exhaustive profile runs the examples (JGO_TESTS=exhaustive, as CI does); the featurizer check runs in both."""
 
 import importlib.util
 import re
@@ -53,6 +53,16 @@ def test_dmpnn_qm9_quick(tmp_path):
     assert _number(r"compilations of the train step\s+(\d+)", out) == [1]
     mae, = _number(r"test MAE \(at best validation\)\s+([\d.]+) eV", out)
     baseline, = _number(r"test MAE of the mean predictor\s+([\d.]+) eV", out)
+    assert mae < 0.8 * baseline
+
+
+@pytest.mark.exhaustive
+def test_dimenet_qm9_quick(tmp_path):
+    _needs("qm9pack", "pandas", "scipy", "equinox", "optax", "tqdm", "matplotlib")
+    out = _run("dimenet_qm9.py", tmp_path)
+    assert _number(r"compilations of the train step\s+(\d+)", out) == [1]
+    mae, = _number(r"test MAE \(at best validation\)\s+([\d.]+) meV/atom", out)
+    baseline, = _number(r"test MAE of the mean predictor\s+([\d.]+) meV/atom", out)
     assert mae < 0.8 * baseline
 
 
