@@ -117,7 +117,7 @@ class GraphConv(eqx.Module):
     uses ``A + I`` (:func:`jaxgraphops.nn.add_self_loops`; square graphs only), degrees included.
     With the defaults this is PyG's ``GCNConv`` on graphs without self loops whose in- and
     out-degrees agree (e.g. undirected ones); PyG uses in-degrees on both sides and replaces
-    existing self loops instead of adding to them.
+    existing self loops instead of adding to them: :class:`GCNConv` is PyG's layer exactly.
 
     ``lin`` holds ``W [out, in]`` (no bias), ``bias`` is ``[out]`` (zeros at first; None
     without ``use_bias``), as PyG's ``lin.weight`` and ``bias``.
