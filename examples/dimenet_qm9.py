@@ -39,9 +39,20 @@ HARTREE_EV = 27.211386
 # U0 of the free atoms (Hartree), QM9's atom references (B3LYP/6-31G(2df,p))
 ATOM_U0 = {"H": -0.500273, "C": -37.846772, "N": -54.583861, "O": -75.064579, "F": -99.718730}
 Z = {"H": 1, "C": 6, "N": 7, "O": 8, "F": 9}
-# Padding atoms (atomic number 0, graph id ``size``): P0 -> P1 edges and one P1 -> P2 edge make one
-# triplet per P0 -> P1 edge; P3 -> P4 edges make none. Any distinct positions within the cutoff do.
-PADDING_POS = np.array([[0.0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 0, 1], [1, 0, 1]])
+# Padding atoms (atomic number 0, graph id ``size``) at distinct positions within the cutoff: m P0 -> P1
+# edges and n P1 -> P2 edges make m * n triplets, r P3 -> P4 edges and one P4 -> P5 edge r more, and
+# P6 -> P7 edges none, so a few hundred padding edges fill any number of padding triplets.
+PADDING_POS = np.array([[0.0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 0, 1], [1, 0, 1], [1, 1, 1], [0, 1, 1], [0, 1, 0]])
+
+
+def padding_chain(n_triplets: int):
+    """``(src, dst)`` over the padding atoms 0..7 with exactly ``n_triplets`` triplets and about
+    ``4 sqrt(n_triplets)`` edges (without the triplet-free P6 -> P7 filler)."""
+    m = int(np.sqrt(n_triplets))
+    r = n_triplets - m * m  # <= 2m
+    src = [np.full(m, 0), np.full(m, 1), np.full(r, 3), np.full(min(r, 1), 4)]
+    dst = [np.full(m, 1), np.full(m, 2), np.full(r, 4), np.full(min(r, 1), 5)]
+    return np.concatenate(src), np.concatenate(dst)
 
 
 def read_qm9(columns) -> pd.DataFrame:
@@ -79,7 +90,7 @@ class Batcher:
         triplets = np.array([sum(molecules[i][4] for i in b) for b in every])
         self.n_atoms = max(sum(len(molecules[i][0]) for i in b) for b in every) + len(PADDING_POS)
         self.n_triplets = int(triplets.max())
-        self.n_edges = int(np.max(edges + self.n_triplets - triplets)) + 2  # one P1 -> P2 and one P3 -> P4 at least
+        self.n_edges = max(int(e) + len(padding_chain(self.n_triplets - int(t))[0]) for e, t in zip(edges, triplets))
 
     def __call__(self, index) -> dict:
         z, pos, src, dst, graph_ids, a, t = [], [], [], [], [], 0, 0
@@ -91,11 +102,11 @@ class Batcher:
             dst.append(di + a)
             graph_ids.append(np.full(len(zi), k))
             a, t = a + len(zi), t + ti
-        pad = np.arange(self.n_atoms - len(PADDING_POS), self.n_atoms)  # P0..P4
-        n_chain = self.n_triplets - t  # P0 -> P1 edges, each one triplet with P1 -> P2
-        n_rest = self.n_edges - sum(len(s) for s in src) - n_chain - 1  # P3 -> P4 edges (>= 1)
-        src += [np.full(n_chain, pad[0]), [pad[1]], np.full(n_rest, pad[3])]
-        dst += [np.full(n_chain, pad[1]), [pad[2]], np.full(n_rest, pad[4])]
+        first_pad = self.n_atoms - len(PADDING_POS)
+        chain_src, chain_dst = padding_chain(self.n_triplets - t)
+        n_rest = self.n_edges - sum(len(s) for s in src) - len(chain_src)  # P6 -> P7 edges
+        src += [chain_src + first_pad, np.full(n_rest, first_pad + 6)]
+        dst += [chain_dst + first_pad, np.full(n_rest, first_pad + 7)]
         z.append(np.zeros(self.n_atoms - a, np.int64))
         pos += [np.zeros((self.n_atoms - a - len(PADDING_POS), 3)), PADDING_POS]
         graph_ids.append(np.full(self.n_atoms - a, self.size))
