@@ -408,3 +408,119 @@ def test_chemprop_dmpnn(rng):
         return module(bmg)
 
     compare_with_torch(torch_fn, lambda v, e: layer(g, v, e, rev), [bmg.V.numpy(), bmg.E.numpy()], rng)
+
+
+def test_pyg_gcn_conv_weighted_with_loops(rng):
+    pyg_nn, torch = _pyg(), _torch()
+    torch.manual_seed(8)
+    ei = pyg_graph(rng, 10, 10, 35)  # self loops, a duplicate, a node without in-edges
+    g = jgo.Graph.from_edge_index(ei, 10)
+    pyg = pyg_nn.GCNConv(5, 7, improved=True)
+    randomize(pyg)
+    layer = nnx_nn.GCNConv.from_pyg(state_dict(pyg), improved=True)
+    ti, w = torch.tensor(ei), rng.uniform(0.5, 2, ei.shape[1]).astype(np.float32)
+    compare_with_torch(lambda a: pyg(a, ti, torch.tensor(w)), lambda a: layer(g, a, w), [feats(rng, 10, 5)], rng)
+
+
+def test_pyg_gin_gine_and_edge_conv(rng):
+    pyg_nn, torch = _pyg(), _torch()
+    torch.manual_seed(9)
+    ei = pyg_graph(rng, 10, 10, 35)
+    g, ti = jgo.Graph.from_edge_index(ei, 10), torch.tensor(ei)
+    x, ea = feats(rng, 10, 5), feats(rng, ei.shape[1], 3)
+    seq = torch.nn.Sequential
+    gin = pyg_nn.GINConv(seq(torch.nn.Linear(5, 16), torch.nn.ReLU(), torch.nn.Linear(16, 8)), train_eps=True)
+    with torch.no_grad():
+        gin.eps.fill_(0.3)
+    layer = nnx_nn.GINConv.from_pyg(state_dict(gin), train_eps=True)
+    compare_with_torch(lambda a: gin(a, ti), lambda a: layer(g, a), [x], rng)
+    gine = pyg_nn.GINEConv(seq(torch.nn.Linear(5, 8), torch.nn.Tanh(), torch.nn.Linear(8, 8)), eps=0.2, edge_dim=3)
+    layer = nnx_nn.GINEConv.from_pyg(state_dict(gine), activation=jnp.tanh)
+    compare_with_torch(lambda a, e: gine(a, ti, e), lambda a, e: layer(g, a, e), [x, ea], rng)
+    conv = pyg_nn.EdgeConv(seq(torch.nn.Linear(10, 8), torch.nn.ReLU(), torch.nn.Linear(8, 6)), aggr="max")
+    layer = nnx_nn.EdgeConv.from_pyg(state_dict(conv), aggr="max")
+    compare_with_torch(lambda a: conv(a, ti), lambda a: layer(g, a), [x], rng)
+
+
+def test_pyg_readouts(rng):
+    _pyg()
+    torch = _torch()
+    from torch_geometric.nn import GraphNorm
+    from torch_geometric.nn.aggr import AttentionalAggregation
+
+    torch.manual_seed(10)
+    ids = np.repeat([0, 1, 2, 3], [4, 1, 0, 6])  # graph 2 is empty
+    x = feats(rng, ids.size, 5)
+    tids = torch.tensor(ids)
+    agg = AttentionalAggregation(torch.nn.Linear(5, 1), torch.nn.Linear(5, 6))
+    layer = nnx_nn.AttentionalAggregation.from_pyg(state_dict(agg))
+    compare_with_torch(lambda a: agg(a, tids, dim_size=4), lambda a: layer(a, ids, 4), [x], rng)
+    norm = GraphNorm(5)
+    randomize(norm)
+    with torch.no_grad():
+        norm.weight.normal_()
+        norm.mean_scale.uniform_(0.5, 1.5)
+    layer = nnx_nn.GraphNorm.from_pyg(state_dict(norm))
+    keep = ids != 1  # PyG's variance of a one-node graph is 0: its rows are bias only, compared too
+    compare_with_torch(lambda a: norm(a, tids, 4)[torch.tensor(keep)], lambda a: layer(a, ids, 4)[keep], [x], rng)
+
+
+# -- DimeNet++ ------------------------------------------------------------------------------------
+
+def dimenet_problem(rng, counts):
+    """A PyG-named random DimeNet++ state_dict and a batch (a molecule, a periodic cell), as
+    test_dimenet_equinox.py builds them."""
+    pytest.importorskip("equinox", reason="equinox not installed: test_dimenet_equinox.py's helpers import it")
+    from test_dimenet_equinox import CUTOFF, SIZES, inputs, pyg_state_dict
+
+    return pyg_state_dict(rng, **SIZES, **counts), inputs(rng), CUTOFF
+
+
+@pytest.mark.parametrize("counts", [{}, {"before": 0, "after": 1, "lins": 2}], ids=["pyg-defaults", "other-depths"])
+def test_dimenet_matches_linen_with_the_same_weights(rng, counts):
+    from jaxgraphops.nn.dimenet_flax import energy_and_forces, from_pyg_dimenet
+
+    sd, args, cutoff = dimenet_problem(rng, counts)
+    linen_model, variables = from_pyg_dimenet(sd, cutoff=cutoff)
+    model = nnx_nn.DimeNetPlusPlus.from_pyg(sd, cutoff=cutoff)
+    expected = linen_model.apply(variables, *args)
+    got = nnx.jit(lambda m, *a: m(*a), static_argnums=7)(model, *args)
+    assert float(jnp.abs(expected).min()) > 1e-3
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6 * float(jnp.abs(expected).max()))
+    if counts:
+        return
+    e_linen, f_linen = energy_and_forces(linen_model.clone(out_channels=1), _first_output(variables), *args)
+    e, f = nnx_nn.DimeNetPlusPlus.from_pyg(_first_output_sd(sd), cutoff=cutoff).energy_and_forces(*args)
+    np.testing.assert_allclose(e, e_linen, rtol=1e-6, atol=1e-6 * float(jnp.abs(e_linen).max()))
+    np.testing.assert_allclose(f, f_linen, rtol=1e-5, atol=1e-5 * float(jnp.abs(f_linen).max()))
+
+
+def _first_output_sd(sd):
+    """``sd`` with one output channel (the first)."""
+    return {k: v[:1] if k.startswith("output_blocks") and k.endswith(".lin.weight") else v for k, v in sd.items()}
+
+
+def _first_output(variables):
+    """linen variables with one output channel (the last Dense of every output block keeps its first column)."""
+    def cut(path, v):
+        names = [getattr(k, "key", "") for k in path]
+        last = any(n.startswith("_Output_") for n in names) and names[-2] == "Dense_5"
+        return v[:, :1] if last else v
+    return jax.tree_util.tree_map_with_path(cut, variables)
+
+
+def test_dimenet_grad_of_an_energy_and_force_loss_reaches_every_param(rng):
+    """Training on forces: nnx.grad of a loss of energies and forces (a second derivative through the fused
+    kernels) gives every param a finite, non-zero gradient, the same as with the pure-JAX triplet step."""
+    sd, args, cutoff = dimenet_problem(rng, {})
+    sd = _first_output_sd(sd)
+    models = [nnx_nn.DimeNetPlusPlus.from_pyg(sd, cutoff=cutoff, impl=impl) for impl in (None, "xla")]
+
+    def loss(m):
+        e, f = m.energy_and_forces(*args)
+        return jnp.sum(e**2) + jnp.sum(f**2)
+
+    grads = [nnx.to_pure_dict(nnx.state(nnx.jit(nnx.grad(loss))(m), nnx.Param)) for m in models]
+    assert_trees_close(grads[0], grads[1], {"rtol": 2e-4, "atol": 2e-5})
+    for path, g in jax.tree_util.tree_leaves_with_path(grads[0]):
+        assert np.isfinite(g).all() and np.any(g != 0), f"no gradient reaches {jax.tree_util.keystr(path)}"

@@ -15,7 +15,8 @@ residual and output layers are those of ``params``) on the fused ops :func:`jaxg
     output_blocks:      num_blocks + 1, {lin_rbf: 6 -> hidden, lin_up: hidden -> out_emb (no biases);
                          lins: out_emb -> out_emb layers; lin: out_emb -> out_channels (no bias)}
 
-A sequence of blocks may be a list or a dict with integer keys (as ``flax.nnx`` states hold them).
+A sequence of blocks may be a list or a dict with integer keys (as ``flax.nnx`` states hold them); an
+absent sequence of layers is empty (an empty ``nnx.List`` leaves no entry in a state).
 """
 
 from __future__ import annotations
@@ -49,10 +50,10 @@ def _interaction(p: dict, x, rbf, sbf_rad, vec, triplets, act: Callable, impl):
     x_kj = act(_dense(p["lin_down"], x_kj * rbf))
     x_kj = agg_edge_to_edge(vec, sbf_rad, x_kj, p["sbf_weights"].astype(x_kj.dtype), triplets, impl=impl)
     h = x_ji + act(_dense(p["lin_up"], x_kj))
-    for layer in _blocks(p["layers_before_skip"]):
+    for layer in _blocks(p.get("layers_before_skip", ())):
         h = _residual(layer, h, act)
     h = act(_dense(p["lin"], h)) + x
-    for layer in _blocks(p["layers_after_skip"]):
+    for layer in _blocks(p.get("layers_after_skip", ())):
         h = _residual(layer, h, act)
     return h
 
@@ -60,7 +61,7 @@ def _interaction(p: dict, x, rbf, sbf_rad, vec, triplets, act: Callable, impl):
 def _output(p: dict, x, rbf, dst, n_nodes: int, act: Callable):
     x = _dense(p["lin_rbf"], rbf) * x
     x = _dense(p["lin_up"], jax.ops.segment_sum(x, dst, num_segments=n_nodes))
-    for lin in _blocks(p["lins"]):
+    for lin in _blocks(p.get("lins", ())):
         x = act(_dense(lin, x))
     return _dense(p["lin"], x)
 

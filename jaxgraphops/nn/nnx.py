@@ -30,6 +30,7 @@ from ._basic import (attentional_aggregation, attentional_aggregation_weights_fr
                      edge_conv_weights_from_pyg, gcn_conv, gin_conv, gin_weights_from_pyg, gine_conv, graph_norm,
                      graph_norm_weights_from_pyg)
 from ._dimenet import dimenet_pp, energy_and_forces
+from ._dimenet_weights import dimenet_weights_from_pyg
 from ._functional import (GRAPH_CONV_NORMS, SAGE_AGGRS, check_choice, check_fill_value, check_output_width,
                           gat_conv, gat_weights_from_pyg, gatv2_conv, gatv2_weights_from_pyg, gcn_weights_from_pyg,
                           graph_conv, sage_conv, sage_weights_from_pyg, split_sage_input, transformer_conv,
@@ -1193,9 +1194,10 @@ class DimeNetPlusPlus(nnx.Module):
     (``lin_rbf``, ``lin_up``, ``lins``, ``lin``).
 
     Args: ``hidden``, ``out_emb``, ``int_emb``, ``basis_emb``, ``num_blocks``, ``out_channels``,
-    ``cutoff``, ``act``: PyG's options (``hidden_channels``, ``out_emb_channels``, ``int_emb_size``,
-    ``basis_emb_size``, ...); ``impl`` (None: fused kernels; ``"xla"``: the pure-JAX reference of the
-    triplet step); ``dtype``, ``param_dtype``, ``rngs`` as in ``nnx.Linear``.
+    ``cutoff``, ``act``, ``num_before_skip``, ``num_after_skip``, ``num_output_layers``: PyG's options
+    (``hidden_channels``, ``out_emb_channels``, ``int_emb_size``, ``basis_emb_size``, ...); ``impl``
+    (None: fused kernels; ``"xla"``: the pure-JAX reference of the triplet step); ``dtype``,
+    ``param_dtype``, ``rngs`` as in ``nnx.Linear``. :meth:`from_pyg` loads PyG's weights.
 
     Call ``model(z [N], pos [N, 3], g, shifts [E, 3], triplets, batch [N], n_graphs)``: edges ``j -> i``
     of ``g`` with vectors ``pos[j] + shifts - pos[i]``, ``triplets`` from
@@ -1228,6 +1230,26 @@ class DimeNetPlusPlus(nnx.Module):
         pos, params = _promote(self.dtype, jnp.asarray(pos), nnx.to_pure_dict(nnx.state(self, nnx.Param)))
         return dimenet_pp(params, z, pos, g, shifts, triplets, batch, n_graphs, cutoff=self.cutoff, act=self.act,
                           impl=self.impl)
+
+    @classmethod
+    def from_pyg(cls, state_dict, *, cutoff: float = 5.0, act: Callable = nnx.swish, impl: str | None = None,
+                 dtype=None, param_dtype=jnp.float32) -> DimeNetPlusPlus:
+        """The model with the weights of a PyG ``DimeNetPlusPlus.state_dict()`` (tensors or numpy arrays).
+
+        The sizes and layer counts follow from the entries (the mapping of
+        :func:`jaxgraphops.nn.dimenet_flax.from_pyg_dimenet`); give PyG's ``cutoff`` and ``act`` (PyG's
+        default ``"swish"`` is ``nnx.swish``). PyG's model must have ``num_spherical=7``,
+        ``num_radial=6`` (checked) and ``envelope_exponent=5``.
+
+        >>> import numpy as np
+        >>> DimeNetPlusPlus.from_pyg({"rbf.freq": np.pi * np.arange(1.0, 7.0)})
+        Traceback (most recent call last):
+        ...
+        ValueError: from_pyg_dimenet: state_dict has no 'emb.emb.weight' (expected PyG's DimeNetPlusPlus.state_dict())
+        """
+        config, params = dimenet_weights_from_pyg(state_dict)
+        return _with_weights(cls, params, cutoff=cutoff, act=act, impl=impl, dtype=dtype, param_dtype=param_dtype,
+                             **config)
 
     def energy_and_forces(self, z, pos, g: Graph, shifts, triplets, batch, n_graphs: int):
         """``(energies [n_graphs], forces [N, 3] = -dE/dpos)`` of a model with one output channel."""
