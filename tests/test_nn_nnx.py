@@ -418,6 +418,8 @@ def test_pyg_gcn_conv_weighted_with_loops(rng):
     pyg = pyg_nn.GCNConv(5, 7, improved=True)
     randomize(pyg)
     layer = nnx_nn.GCNConv.from_pyg(state_dict(pyg), improved=True)
+    # edge weights as constants: where a node has two loops, PyG keeps the last one's weight but its index
+    # assignment also sends a gradient to the discarded one (ours: 0, as that weight changes nothing)
     ti, w = torch.tensor(ei), rng.uniform(0.5, 2, ei.shape[1]).astype(np.float32)
     compare_with_torch(lambda a: pyg(a, ti, torch.tensor(w)), lambda a: layer(g, a, w), [feats(rng, 10, 5)], rng)
 
