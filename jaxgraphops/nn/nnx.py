@@ -835,11 +835,10 @@ class TransformerConv(nnx.Module):
                   "value": (in_src, width, use_bias), "edge": None if edge_dim is None else (edge_dim, width, False),
                   "skip": (in_dst, out, use_bias) if root_weight else None,
                   "beta": (3 * out, 1, False) if root_weight and beta else None}
-        for name in _TRANSFORMER_LINEAR:
-            n_in, n_out, bias = shapes[name] or (0, 0, False)
-            setattr(self, f"{name}_kernel", _param(kernel_init, rngs, (n_in, n_out), param_dtype)
-                    if shapes[name] else None)
-            setattr(self, f"{name}_bias", _param(bias_init, rngs, (n_out,), param_dtype) if bias else None)
+        for name in _TRANSFORMER_LINEAR:  # (in, out, bias) of each linear map, None where it is absent
+            spec = shapes[name]
+            setattr(self, f"{name}_kernel", None if spec is None else _param(kernel_init, rngs, spec[:2], param_dtype))
+            setattr(self, f"{name}_bias", _param(bias_init, rngs, spec[1:2], param_dtype) if spec and spec[2] else None)
         self.heads, self.concat, self.dtype = heads, concat, dtype
 
     def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False):
