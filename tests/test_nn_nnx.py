@@ -526,3 +526,29 @@ def test_dimenet_grad_of_an_energy_and_force_loss_reaches_every_param(rng):
     assert_trees_close(grads[0], grads[1], {"rtol": 2e-4, "atol": 2e-5})
     for path, g in jax.tree_util.tree_leaves_with_path(grads[0]):
         assert np.isfinite(g).all() and np.any(g != 0), f"no gradient reaches {jax.tree_util.keystr(path)}"
+
+
+def test_a_two_layer_model_trains_with_nnx_optimizer(rng):
+    """nnx.Optimizer over a model of two layers (GATConv then SAGEConv) takes jitted steps that fit a target."""
+    optax = pytest.importorskip("optax", reason="optax not installed (pip install optax)")
+
+    class Model(nnx.Module):
+        def __init__(self, rngs):
+            self.gat = nnx_nn.GATConv(5, 4, heads=2, rngs=rngs)
+            self.sage = nnx_nn.SAGEConv(8, 3, rngs=rngs)
+
+        def __call__(self, g, x):
+            return self.sage(g, jax.nn.elu(self.gat(g, x)))
+
+    g, x, y = random_graph(rng, 12, 12, 40), feats(rng, 12, 5), feats(rng, 12, 3)
+    model = Model(nnx.Rngs(0))
+    optimizer = nnx.Optimizer(model, optax.adam(1e-2), wrt=nnx.Param)
+
+    @nnx.jit
+    def step(model, optimizer, g, x, y):
+        loss, grads = nnx.value_and_grad(lambda m: jnp.mean((m(g, x) - y) ** 2))(model)
+        optimizer.update(model, grads)
+        return loss
+
+    losses = [float(step(model, optimizer, g, x, y)) for _ in range(60)]
+    assert losses[-1] < 0.5 * losses[0], losses[::10]
