@@ -206,6 +206,12 @@ def test_errors(rng):
     r = nnx.Rngs(0)
     with pytest.raises(ValueError, match=r"SAGEConv: in_features must be a positive int or a pair"):
         nnx_nn.SAGEConv((5, 3, 2), 7, rngs=r)
+    with pytest.raises(ValueError, match=r"GraphConv: in_features must be a positive int; got \(5, 3\)"):
+        nnx_nn.GraphConv((5, 3), 7, rngs=r)
+    with pytest.raises(ValueError, match="GraphNorm: num_features must be a positive int; got 0"):
+        nnx_nn.GraphNorm(0)
+    with pytest.raises(ValueError, match="GINEConv: edge_dim=3 maps the edge attributes to the node features"):
+        nnx_nn.GINEConv(nnx.Linear(5, 8, rngs=r), edge_dim=3)
     with pytest.raises(ValueError, match="SAGEConv: aggr must be one of"):
         nnx_nn.SAGEConv(5, 7, aggr="avg", rngs=r)
     with pytest.raises(ValueError, match="GATConv: share_weights=True applies one kernel.*use share_weights=False"):

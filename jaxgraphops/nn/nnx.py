@@ -52,11 +52,21 @@ _zeros = nnx.initializers.zeros_init()
 
 # -- helpers ----------------------------------------------------------------------------------------
 
+def _is_size(n) -> bool:
+    return isinstance(n, (int, np.integer)) and not isinstance(n, (bool, np.bool_)) and n > 0
+
+
+def _size(layer: str, name: str, n) -> int:
+    """``n``, checked to be a positive int."""
+    if not _is_size(n):
+        raise ValueError(f"{layer}: {name} must be a positive int; got {n!r}")
+    return int(n)
+
+
 def _sizes(layer: str, in_features) -> tuple[int, int]:
     """``(F_src, F_dst)`` from ``in_features``: one positive int, or a pair of them."""
     pair = in_features if isinstance(in_features, tuple) else (in_features, in_features)
-    if len(pair) != 2 or not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n > 0
-                                 for n in pair):
+    if len(pair) != 2 or not all(_is_size(n) for n in pair):
         raise ValueError(f"{layer}: in_features must be a positive int or a pair (F_src, F_dst) of them; "
                          f"got {in_features!r}")
     return int(pair[0]), int(pair[1])
@@ -225,7 +235,7 @@ class GraphConv(nnx.Module):
                  use_bias: bool = True, *, kernel_init: Initializer = _glorot, bias_init: Initializer = _zeros,
                  dtype=None, param_dtype=jnp.float32, rngs: nnx.Rngs):
         check_choice("GraphConv", "norm", norm, GRAPH_CONV_NORMS)
-        in_features = _sizes("GraphConv", in_features)[0]
+        in_features = _size("GraphConv", "in_features", in_features)
         self.kernel = _param(kernel_init, rngs, (in_features, out_features), param_dtype)
         self.bias = _param(bias_init, rngs, (out_features,), param_dtype) if use_bias else None
         self.norm, self.add_self_loops, self.dtype = norm, add_self_loops, dtype
@@ -289,7 +299,7 @@ class GCNConv(nnx.Module):
     def __init__(self, in_features: int, out_features: int, improved: bool = False, add_self_loops: bool | None = None,
                  normalize: bool = True, use_bias: bool = True, *, kernel_init: Initializer = _glorot,
                  bias_init: Initializer = _zeros, dtype=None, param_dtype=jnp.float32, rngs: nnx.Rngs):
-        in_features = _sizes("GCNConv", in_features)[0]
+        in_features = _size("GCNConv", "in_features", in_features)
         self.kernel = _param(kernel_init, rngs, (in_features, out_features), param_dtype)
         self.bias = _param(bias_init, rngs, (out_features,), param_dtype) if use_bias else None
         self.improved, self.normalize, self.dtype = improved, normalize, dtype
@@ -417,7 +427,7 @@ class GINEConv(nnx.Module):
                              f"rngs={'None' if rngs is None else 'given'}")
         self.nn, self.eps, self.dtype = nn, _eps(eps, train_eps, param_dtype), dtype
         on = edge_dim is not None
-        self.edge_kernel = _param(kernel_init, rngs, (edge_dim, _sizes("GINEConv", in_features)[0]),
+        self.edge_kernel = _param(kernel_init, rngs, (edge_dim, _size("GINEConv", "in_features", in_features)),
                                   param_dtype) if on else None
         self.edge_bias = _param(bias_init, rngs, (in_features,), param_dtype) if on else None
 
@@ -553,7 +563,7 @@ class GraphNorm(nnx.Module):
     """
 
     def __init__(self, num_features: int, eps: float = 1e-5, *, dtype=None, param_dtype=jnp.float32):
-        f = (_sizes("GraphNorm", num_features)[0],)
+        f = (_size("GraphNorm", "num_features", num_features),)
         self.weight = nnx.Param(jnp.ones(f, param_dtype))
         self.bias = nnx.Param(jnp.zeros(f, param_dtype))
         self.mean_scale = nnx.Param(jnp.ones(f, param_dtype))
