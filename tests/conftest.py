@@ -50,6 +50,7 @@ def _spread(n, k):
     return [0] if k == 1 else sorted({round(i * (n - 1) / (k - 1)) for i in range(k)})
 
 
+@pytest.hookimpl(trylast=True)  # after -k and -m: the profile spreads over the tests they leave
 def pytest_collection_modifyitems(config, items):
     if PROFILE == "exhaustive" or any("::" in arg for arg in config.args):
         return
