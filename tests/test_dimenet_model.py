@@ -89,3 +89,43 @@ def test_forces_are_invariant(rng, x64):
     q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
     e_rot, _ = energy_and_forces(model, params, z, pos @ q.T, g, shifts @ q.T, t, batch, n)
     np.testing.assert_allclose(e_rot, e, rtol=1e-10)
+
+
+def test_init_has_pygs_layout_and_default_initialisation(rng):
+    """model.init's params are those from_pyg_dimenet reads from PyG's weights (names, nesting, shapes), the
+    last output maps are zero (so are the outputs), biases are zero and embeddings uniform in (-sqrt 3, sqrt 3)."""
+    pytest.importorskip("equinox", reason="equinox not installed: test_dimenet_equinox.py's helpers import it")
+    from test_dimenet_equinox import pyg_state_dict
+
+    from jaxgraphops.nn.dimenet_flax import from_pyg_dimenet
+
+    sizes = {"hidden": 16, "out_emb": 12, "int_emb": 8, "basis_emb": 4, "num_blocks": 2, "out_channels": 2}
+    model, loaded = from_pyg_dimenet(pyg_state_dict(rng, **sizes, before=0, after=1, lins=2), cutoff=CUTOFF)
+    assert (model.num_before_skip, model.num_after_skip, model.num_output_layers) == (0, 1, 2)
+    z, pos, g, shifts, t, batch, n = setup(rng, None)[2]
+    variables = model.init(jax.random.key(0), z, pos, g, shifts, t, batch, n)
+    shapes = jax.tree_util.tree_map(jnp.shape, variables)
+    assert shapes == jax.tree_util.tree_map(jnp.shape, loaded)
+    params = variables["params"]
+    assert shapes["params"]["interaction_blocks"][1]["sbf_weights"] == (42 + 8, 4)
+    np.testing.assert_array_equal(model.apply(variables, z, pos, g, shifts, t, batch, n), np.zeros((n, 2)))
+    scaled = []  # lecun-normal kernels: variance 1 / fan_in
+    for path, leaf in jax.tree_util.tree_leaves_with_path(params):
+        name = jax.tree_util.keystr(path)
+        if name.endswith("['bias']") or (name.startswith("['output_blocks']") and name.endswith("['lin']['kernel']")):
+            np.testing.assert_array_equal(leaf, 0, err_msg=name)
+        elif name.endswith(("['kernel']", "['sbf_weights']")):
+            scaled.append(np.ravel(leaf) * np.sqrt(leaf.shape[0]))
+    assert len(scaled) == 2 + 2 * 10 + 3 * 4 and 0.9 < np.var(np.concatenate(scaled)) < 1.1
+    embedding = params["emb"]["emb"]["embedding"]
+    assert 3**0.5 * 0.9 < float(jnp.abs(embedding).max()) <= 3**0.5
+    np.testing.assert_allclose(params["freq"], np.pi * np.arange(1, 7), rtol=1e-7)
+
+
+def test_bad_arguments(rng):
+    args = setup(rng, None)[2]
+    for kwargs, message in (({"impl": "cuda"}, "DimeNetPlusPlus: impl must be None or 'xla', got 'cuda'"),
+                            ({"hidden": 0}, "DimeNetPlusPlus: hidden must be an int >= 1, got 0"),
+                            ({"num_blocks": 1.0}, "DimeNetPlusPlus: num_blocks must be an int >= 0, got 1.0")):
+        with pytest.raises(ValueError, match=message):
+            DimeNetPlusPlus(**kwargs).init(jax.random.key(0), *args)

@@ -497,7 +497,7 @@ def test_dimenet_matches_linen_with_the_same_weights(rng, counts):
     np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6 * float(jnp.abs(expected).max()))
     if counts:
         return
-    e_linen, f_linen = energy_and_forces(linen_model.clone(out_channels=1), _first_output(variables), *args)
+    e_linen, f_linen = energy_and_forces(*from_pyg_dimenet(_first_output_sd(sd), cutoff=cutoff), *args)
     e, f = nnx_nn.DimeNetPlusPlus.from_pyg(_first_output_sd(sd), cutoff=cutoff).energy_and_forces(*args)
     np.testing.assert_allclose(e, e_linen, rtol=1e-6, atol=1e-6 * float(jnp.abs(e_linen).max()))
     np.testing.assert_allclose(f, f_linen, rtol=1e-5, atol=1e-5 * float(jnp.abs(f_linen).max()))
@@ -506,15 +506,6 @@ def test_dimenet_matches_linen_with_the_same_weights(rng, counts):
 def _first_output_sd(sd):
     """``sd`` with one output channel (the first)."""
     return {k: v[:1] if k.startswith("output_blocks") and k.endswith(".lin.weight") else v for k, v in sd.items()}
-
-
-def _first_output(variables):
-    """linen variables with one output channel (the last Dense of every output block keeps its first column)."""
-    def cut(path, v):
-        names = [getattr(k, "key", "") for k in path]
-        last = any(n.startswith("_Output_") for n in names) and names[-2] == "Dense_5"
-        return v[:, :1] if last else v
-    return jax.tree_util.tree_map_with_path(cut, variables)
 
 
 def test_dimenet_grad_of_an_energy_and_force_loss_reaches_every_param(rng):
@@ -558,3 +549,20 @@ def test_a_two_layer_model_trains_with_nnx_optimizer(rng):
 
     losses = [float(step(model, optimizer, g, x, y)) for _ in range(60)]
     assert losses[-1] < 0.5 * losses[0], losses[::10]
+
+
+def test_dimenet_load_variables_takes_the_linen_models_params(rng):
+    """The linen DimeNet++ and the NNX one name their params alike: load_variables moves model.init's params (made
+    non-trivial) into the NNX model, which then computes what the linen model computes."""
+    from jaxgraphops.nn.dimenet_flax import DimeNetPlusPlus as LinenDimeNet
+
+    _, args, cutoff = dimenet_problem(rng, {})
+    sizes = {"hidden": 16, "out_emb": 12, "int_emb": 8, "basis_emb": 4, "num_blocks": 2, "out_channels": 2,
+             "num_before_skip": 2, "num_after_skip": 1, "num_output_layers": 1, "cutoff": cutoff}
+    linen_model = LinenDimeNet(**sizes)
+    variables = linen_model.init(jax.random.key(0), *args)
+    variables = jax.tree_util.tree_map(lambda p: p + 0.1 * jax.random.normal(jax.random.key(1), p.shape), variables)
+    model = nnx_nn.load_variables(nnx_nn.DimeNetPlusPlus(**sizes, rngs=nnx.Rngs(2)), variables)
+    expected = linen_model.apply(variables, *args)
+    assert float(jnp.abs(expected).min()) > 1e-3
+    np.testing.assert_allclose(model(*args), expected, rtol=1e-6, atol=1e-6 * float(jnp.abs(expected).max()))

@@ -16,17 +16,92 @@ residual and output layers are those of ``params``) on the fused ops :func:`jaxg
                          lins: out_emb -> out_emb layers; lin: out_emb -> out_channels (no bias)}
 
 A sequence of blocks may be a list or a dict with integer keys (as ``flax.nnx`` states hold them); an
-absent sequence of layers is empty (an empty ``nnx.List`` leaves no entry in a state).
+absent sequence of layers is empty (an empty ``nnx.List`` leaves no entry in a state). :func:`init_embedding`,
+:func:`init_interactions` and :func:`init_outputs` initialise these groups as PyG does by default.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 
 from ..dimenet import agg_edge_to_edge, radial_basis
+from ..dimenet.basis import N_RADIAL, N_SPHERICAL
+
+_lecun = jax.nn.initializers.lecun_normal()
+
+
+def _keys(key):
+    """An endless stream of keys folded from ``key``."""
+    return (jax.random.fold_in(key, i) for i in itertools.count())
+
+
+def _lin(keys, n_in: int, n_out: int, dtype, bias: bool = True) -> dict:
+    """A linear map ``{"kernel": [n_in, n_out] lecun-normal, "bias": [n_out] zeros}``."""
+    p = {"kernel": _lecun(next(keys), (n_in, n_out), dtype)}
+    return dict(p, bias=jnp.zeros(n_out, dtype)) if bias else p
+
+
+def _residuals(keys, n: int, hidden: int, dtype) -> list:
+    return [{"lin1": _lin(keys, hidden, hidden, dtype), "lin2": _lin(keys, hidden, hidden, dtype)} for _ in range(n)]
+
+
+def init_embedding(key, hidden: int, dtype=jnp.float32) -> dict:
+    """``params["emb"]``: embeddings ``[95, hidden]`` uniform in ``(-sqrt 3, sqrt 3)`` (PyG's), lecun-normal
+    kernels and zero biases of ``lin_rbf`` (6 -> hidden) and ``lin`` (3 hidden -> hidden).
+
+    >>> import jax
+    >>> init_embedding(jax.random.key(0), 4)["lin"]["kernel"].shape
+    (12, 4)
+    """
+    keys = _keys(key)
+    embedding = jax.random.uniform(next(keys), (95, hidden), dtype, -(3**0.5), 3**0.5)
+    return {"emb": {"embedding": embedding}, "lin_rbf": _lin(keys, N_RADIAL, hidden, dtype),
+            "lin": _lin(keys, 3 * hidden, hidden, dtype)}
+
+
+def init_interactions(key, num_blocks: int, hidden: int, int_emb: int, basis_emb: int, num_before_skip: int = 1,
+                      num_after_skip: int = 2, dtype=jnp.float32) -> list:
+    """``params["interaction_blocks"]``: ``num_blocks`` blocks of lecun-normal kernels (``sbf_weights
+    [42 + int_emb, basis_emb]`` too) and zero biases.
+
+    >>> import jax
+    >>> [b["sbf_weights"].shape for b in init_interactions(jax.random.key(0), 2, hidden=8, int_emb=4, basis_emb=3)]
+    [(46, 3), (46, 3)]
+    """
+    keys = _keys(key)
+
+    def block():
+        return {"lin_ji": _lin(keys, hidden, hidden, dtype), "lin_kj": _lin(keys, hidden, hidden, dtype),
+                "lin_rbf1": _lin(keys, N_RADIAL, basis_emb, dtype, False),
+                "lin_rbf2": _lin(keys, basis_emb, hidden, dtype, False),
+                "lin_down": _lin(keys, hidden, int_emb, dtype, False),
+                "sbf_weights": _lecun(next(keys), (N_SPHERICAL * N_RADIAL + int_emb, basis_emb), dtype),
+                "lin_up": _lin(keys, int_emb, hidden, dtype, False),
+                "layers_before_skip": _residuals(keys, num_before_skip, hidden, dtype),
+                "lin": _lin(keys, hidden, hidden, dtype),
+                "layers_after_skip": _residuals(keys, num_after_skip, hidden, dtype)}
+
+    return [block() for _ in range(num_blocks)]
+
+
+def init_outputs(key, num_outputs: int, hidden: int, out_emb: int, out_channels: int, num_layers: int = 3,
+                 dtype=jnp.float32) -> list:
+    """``params["output_blocks"]``: ``num_outputs`` (``num_blocks + 1``) blocks of lecun-normal kernels and zero
+    biases, the last map ``lin`` at zero (PyG's default ``output_initializer="zeros"``).
+
+    >>> import jax
+    >>> out = init_outputs(jax.random.key(0), 3, hidden=8, out_emb=5, out_channels=2)
+    >>> len(out), len(out[0]["lins"]), out[0]["lin"]["kernel"].shape, float(abs(out[0]["lin"]["kernel"]).max())
+    (3, 3, (5, 2), 0.0)
+    """
+    keys = _keys(key)
+    return [{"lin_rbf": _lin(keys, N_RADIAL, hidden, dtype, False), "lin_up": _lin(keys, hidden, out_emb, dtype, False),
+             "lins": [_lin(keys, out_emb, out_emb, dtype) for _ in range(num_layers)],
+             "lin": {"kernel": jnp.zeros((out_emb, out_channels), dtype)}} for _ in range(num_outputs)]
 
 
 def _blocks(blocks) -> list:

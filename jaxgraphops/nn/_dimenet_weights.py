@@ -1,11 +1,10 @@
-"""PyG ``DimeNetPlusPlus`` weights for both DimeNet++ front-ends (``dimenet_flax``, ``dimenet_equinox``).
+"""PyG ``DimeNetPlusPlus`` weights for every DimeNet++ front-end (``dimenet_flax``, ``dimenet_equinox``, ``nnx``).
 
 :func:`dimenet_weights_from_pyg` reads a PyG ``DimeNetPlusPlus.state_dict()`` once: it infers the sizes,
 checks what the fused triplet op fixes (7 spherical x 6 radial basis functions) and returns the params
 of :func:`jaxgraphops.nn._dimenet.dimenet_pp` (PyG's module names, ``{"kernel": [in, out], "bias"}``
 per linear map, the two spherical-basis projections stacked as :func:`jaxgraphops.dimenet.agg_edge_to_edge`
-takes them, ``[W_sbf1^T; W_sbf2]``). The Equinox and NNX models hold this tree as it is; the linen
-model's loader renames it to Flax's automatic names.
+takes them, ``[W_sbf1^T; W_sbf2]``). The linen, Equinox and NNX models hold this tree as it is.
 """
 
 from __future__ import annotations

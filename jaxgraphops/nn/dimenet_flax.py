@@ -2,6 +2,11 @@
 fused DimeNet++ ops: :func:`jaxgraphops.dimenet.radial_basis` and
 :func:`jaxgraphops.dimenet.agg_edge_to_edge` (the triplet step of every interaction block).
 
+The forward is :func:`jaxgraphops.nn._dimenet.dimenet_pp`, shared with the Equinox and NNX models; the
+params are named as PyG's modules (``params["interaction_blocks"][b]["lin_kj"]`` is PyG's
+``interaction_blocks[b].lin_kj``, as ``{"kernel": [in, out], "bias"}``), so :func:`from_pyg_dimenet` takes
+PyG's weights as they are and ``jaxgraphops.nn.nnx.load_variables`` moves them to the NNX model.
+
 Edges are ``j -> i`` (src -> dst), edge vectors ``pos[j] + shift - pos[i]``; triplets come from
 :func:`jaxgraphops.dimenet.triplets`. Energies are per structure; forces are ``-dE/dpos`` by
 ``jax.grad`` (:func:`energy_and_forces`), and training on forces differentiates the fused
@@ -10,78 +15,20 @@ kernels twice.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from ..dimenet import agg_edge_to_edge, radial_basis
-from ..dimenet.basis import N_RADIAL, N_SPHERICAL
+from ..dimenet.basis import N_RADIAL
+from . import _dimenet
 from ._dimenet_weights import dimenet_weights_from_pyg
 
 __all__ = ["DimeNetPlusPlus", "energy_and_forces", "from_pyg_dimenet"]
 
-_K = N_SPHERICAL * N_RADIAL
-
-
-class _Residual(nn.Module):
-    hidden: int
-    act: Callable
-
-    @nn.compact
-    def __call__(self, x):
-        return x + self.act(nn.Dense(self.hidden)(self.act(nn.Dense(self.hidden)(x))))
-
-
-class _Interaction(nn.Module):
-    hidden: int
-    int_emb: int
-    basis_emb: int
-    act: Callable
-    impl: str | None
-    num_before_skip: int = 1
-    num_after_skip: int = 2
-
-    @nn.compact
-    def __call__(self, x, rbf, sbf_rad, vec, triplets):
-        act = self.act
-        x_ji = act(nn.Dense(self.hidden)(x))
-        x_kj = act(nn.Dense(self.hidden)(x))
-        rbf = nn.Dense(self.hidden, use_bias=False)(nn.Dense(self.basis_emb, use_bias=False)(rbf))
-        x_kj = act(nn.Dense(self.int_emb, use_bias=False)(x_kj * rbf))
-        w = self.param("sbf_weights", nn.initializers.lecun_normal(), (_K + self.int_emb, self.basis_emb))
-        x_kj = agg_edge_to_edge(vec, sbf_rad, x_kj, w.astype(x_kj.dtype), triplets, impl=self.impl)
-        h = x_ji + act(nn.Dense(self.hidden, use_bias=False)(x_kj))
-        for _ in range(self.num_before_skip):
-            h = _Residual(self.hidden, act)(h)
-        h = act(nn.Dense(self.hidden)(h)) + x
-        for _ in range(self.num_after_skip):
-            h = _Residual(self.hidden, act)(h)
-        return h
-
-
-class _Output(nn.Module):
-    hidden: int
-    out_emb: int
-    out_channels: int
-    act: Callable
-    num_layers: int = 3
-
-    @nn.compact
-    def __call__(self, x, rbf, dst, n_nodes):
-        x = nn.Dense(self.hidden, use_bias=False)(rbf) * x
-        x = jax.ops.segment_sum(x, dst, num_segments=n_nodes)
-        x = nn.Dense(self.out_emb, use_bias=False)(x)
-        for _ in range(self.num_layers):
-            x = self.act(nn.Dense(self.out_emb)(x))
-        return nn.Dense(self.out_channels, use_bias=False, kernel_init=nn.initializers.zeros)(x)
-
-
-def _embedding_init(key, shape, dtype=jnp.float32):
-    """PyG's ``uniform(-sqrt(3), sqrt(3))`` (unit variance)."""
-    return jax.random.uniform(key, shape, dtype, -(3**0.5), 3**0.5)
+_SIZES = ("hidden", "out_emb", "int_emb", "basis_emb", "out_channels")
+_COUNTS = ("num_blocks", "num_before_skip", "num_after_skip", "num_output_layers")
 
 
 class DimeNetPlusPlus(nn.Module):
@@ -90,7 +37,11 @@ class DimeNetPlusPlus(nn.Module):
     Attributes: as PyG's ``DimeNetPlusPlus`` (``hidden_channels``, ``out_emb_channels``, ``int_emb_size``,
     ``basis_emb_size`` are ``hidden``, ``out_emb``, ``int_emb``, ``basis_emb``), with
     ``num_spherical = 7``, ``num_radial = 6`` (fixed by the fused triplet op) and ``envelope_exponent = 5``,
-    plus ``impl`` (None: fused kernels; ``"xla"``: the pure-JAX reference of the triplet step).
+    plus ``impl`` (None: fused kernels; ``"xla"``: the pure-JAX reference of the triplet step) and the
+    residual and output layer counts ``num_before_skip``, ``num_after_skip``, ``num_output_layers``.
+    Params: ``freq``, ``emb``, ``interaction_blocks`` (a list), ``output_blocks`` (a list of ``num_blocks + 1``),
+    named inside as PyG's modules (:mod:`jaxgraphops.nn._dimenet`); initialised as PyG's defaults (lecun-normal
+    kernels, zero biases, zero last output maps, embeddings uniform in ``(-sqrt 3, sqrt 3)``).
     :func:`from_pyg_dimenet` builds the model and its variables from a PyG ``state_dict``.
 
     Call ``model(z [N], pos [N, 3], g, shifts [E, 3], triplets, batch [N], n_graphs)``;
@@ -123,28 +74,22 @@ class DimeNetPlusPlus(nn.Module):
 
     @nn.compact
     def __call__(self, z, pos, g, shifts, triplets, batch, n_graphs: int):
-        pos = jnp.asarray(pos)
-        src, dst, n = g.src, g.dst, g.n_dst
-        vec = pos[src] + jnp.asarray(shifts, pos.dtype) - pos[dst]
-        dist = jnp.sqrt(jnp.sum(vec * vec, axis=-1))
-        freq = self.param("freq", lambda key: jnp.pi * jnp.arange(1, N_RADIAL + 1, dtype=pos.dtype))
-        rbf, sbf_rad = radial_basis(dist / self.cutoff, freq.astype(pos.dtype))
-        # Embedding block.
-        h = nn.Embed(95, self.hidden, embedding_init=_embedding_init)(z).astype(pos.dtype)
-        e = self.act(nn.Dense(self.hidden)(rbf))
-        x = self.act(nn.Dense(self.hidden)(jnp.concatenate([h[dst], h[src], e], axis=-1)))
-        output = functools.partial(_Output, self.hidden, self.out_emb, self.out_channels, self.act,
-                                   self.num_output_layers)
-        out = output()(x, rbf, dst, n)
-        for _ in range(self.num_blocks):
-            x = _Interaction(self.hidden, self.int_emb, self.basis_emb, self.act, self.impl, self.num_before_skip,
-                             self.num_after_skip)(x, rbf, sbf_rad, vec, triplets)
-            out = out + output()(x, rbf, dst, n)
-        return jax.ops.segment_sum(out, batch, num_segments=n_graphs)
-
-
-def _residual(p: dict) -> dict:
-    return {"Dense_0": p["lin2"], "Dense_1": p["lin1"]}  # flax names the outer Dense (lin2) first
+        if self.impl not in (None, "xla"):
+            raise ValueError(f"DimeNetPlusPlus: impl must be None or 'xla', got {self.impl!r}")
+        for name in _SIZES + _COUNTS:
+            value, least = getattr(self, name), 1 if name in _SIZES else 0
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ValueError(f"DimeNetPlusPlus: {name} must be an int >= {least}, got {value!r}")
+        params = {
+            "freq": self.param("freq", lambda key: jnp.pi * jnp.arange(1, N_RADIAL + 1, dtype=jnp.float32)),
+            "emb": self.param("emb", _dimenet.init_embedding, self.hidden),
+            "interaction_blocks": self.param("interaction_blocks", _dimenet.init_interactions, self.num_blocks,
+                                             self.hidden, self.int_emb, self.basis_emb, self.num_before_skip,
+                                             self.num_after_skip),
+            "output_blocks": self.param("output_blocks", _dimenet.init_outputs, self.num_blocks + 1, self.hidden,
+                                        self.out_emb, self.out_channels, self.num_output_layers)}
+        return _dimenet.dimenet_pp(params, z, pos, g, shifts, triplets, batch, n_graphs, cutoff=self.cutoff,
+                                   act=self.act, impl=self.impl)
 
 
 def from_pyg_dimenet(state_dict, *, cutoff: float = 5.0, act: Callable = nn.swish, impl: str | None = None):
@@ -162,29 +107,12 @@ def from_pyg_dimenet(state_dict, *, cutoff: float = 5.0, act: Callable = nn.swis
     ...
     ValueError: from_pyg_dimenet: state_dict has no 'emb.emb.weight' (expected PyG's DimeNetPlusPlus.state_dict())
     """
-    config, w = dimenet_weights_from_pyg(state_dict)
-    w = jax.tree_util.tree_map(jnp.asarray, w)
+    config, params = dimenet_weights_from_pyg(state_dict)
     model = DimeNetPlusPlus(cutoff=cutoff, act=act, impl=impl, **config)
-    params = {"freq": w["freq"], "Embed_0": w["emb"]["emb"], "Dense_0": w["emb"]["lin_rbf"], "Dense_1": w["emb"]["lin"]}
-    for b, out in enumerate(w["output_blocks"]):
-        layers = [out["lin_rbf"], out["lin_up"], *out["lins"], out["lin"]]
-        params[f"_Output_{b}"] = {f"Dense_{k}": lin for k, lin in enumerate(layers)}
-    for b, block in enumerate(w["interaction_blocks"]):
-        # Dense layers in the order flax names them: an outer call's Dense before the inner one's.
-        dense = [block[k] for k in ("lin_ji", "lin_kj", "lin_rbf2", "lin_rbf1", "lin_down", "lin_up", "lin")]
-        p = {f"Dense_{k}": lin for k, lin in enumerate(dense)}
-        p["sbf_weights"] = block["sbf_weights"]
-        for r, layer in enumerate(block["layers_before_skip"] + block["layers_after_skip"]):
-            p[f"_Residual_{r}"] = _residual(layer)
-        params[f"_Interaction_{b}"] = p
-    return model, {"params": params}
+    return model, {"params": jax.tree_util.tree_map(jnp.asarray, params)}
 
 
 def energy_and_forces(model, params, z, pos, g, shifts, triplets, batch, n_graphs: int):
     """``(energies [n_graphs], forces [N, 3] = -dE/dpos)`` of a DimeNet++ with one output channel."""
-    def total(p):
-        e = model.apply(params, z, p, g, shifts, triplets, batch, n_graphs)[:, 0]
-        return jnp.sum(e), e
-
-    grad, energies = jax.grad(total, has_aux=True)(pos)
-    return energies, -grad
+    return _dimenet.energy_and_forces(lambda p: model.apply(params, z, p, g, shifts, triplets, batch, n_graphs),
+                                      jnp.asarray(pos))

@@ -97,9 +97,8 @@ def _as_mapping(tree):
 def load_variables(layer: nnx.Module, variables: dict) -> nnx.Module:
     """Sets ``layer``'s params in place from a linen layer's variables (``{"params": ...}``) and returns it.
 
-    The NNX and linen layers of this package name their params alike (``DimeNetPlusPlus`` aside: its
-    linen params have Flax's automatic names), so this moves weights, such as those of a checkpoint or
-    of a ``from_pyg_*`` loader, between the two; an MLP given as ``nnx.Sequential`` holds its layers under
+    The NNX and linen layers of this package name their params alike, so this moves weights, such as those of a
+    checkpoint or of a ``from_pyg_*`` loader, between the two; an MLP given as ``nnx.Sequential`` holds its layers under
     ``layers/<i>`` (linen's ``nn.Sequential``: ``layers_<i>``), and lists of params stand for ``nnx.List``
     items. Names and shapes must match exactly; the arrays are cast to the params' dtypes.
 
