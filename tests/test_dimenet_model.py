@@ -129,3 +129,19 @@ def test_bad_arguments(rng):
                             ({"num_blocks": 1.0}, "DimeNetPlusPlus: num_blocks must be an int >= 0, got 1.0")):
         with pytest.raises(ValueError, match=message):
             DimeNetPlusPlus(**kwargs).init(jax.random.key(0), *args)
+
+
+def test_params_as_a_state_dict_keep_the_block_order(rng):
+    """A checkpoint's state dict (flax.serialization: lists become dicts keyed "0", "1", ..., "11") gives the
+    outputs of the params it was made from: blocks are taken in numeric order, "10" after "9"."""
+    serialization = pytest.importorskip("flax.serialization", reason="flax not installed")
+    args = setup(rng, None)[2]
+    model = DimeNetPlusPlus(hidden=4, out_emb=4, int_emb=2, basis_emb=2, num_blocks=11, cutoff=CUTOFF)
+    variables = model.init(jax.random.key(0), *args)
+    keys = iter(jax.random.split(jax.random.key(1), len(jax.tree_util.tree_leaves(variables))))
+    variables = jax.tree_util.tree_map(lambda p: p + 0.3 * jax.random.normal(next(keys), p.shape), variables)
+    state = serialization.to_state_dict(variables)
+    assert sorted(state["params"]["output_blocks"])[:3] == ["0", "1", "10"]
+    expected = model.apply(variables, *args)
+    assert float(jnp.abs(expected).min()) > 1e-3
+    np.testing.assert_allclose(model.apply(state, *args), expected, rtol=1e-6, atol=1e-6 * float(jnp.abs(expected).max()))

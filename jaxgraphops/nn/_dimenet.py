@@ -15,9 +15,10 @@ residual and output layers are those of ``params``) on the fused ops :func:`jaxg
     output_blocks:      num_blocks + 1, {lin_rbf: 6 -> hidden, lin_up: hidden -> out_emb (no biases);
                          lins: out_emb -> out_emb layers; lin: out_emb -> out_channels (no bias)}
 
-A sequence of blocks may be a list or a dict with integer keys (as ``flax.nnx`` states hold them); an
-absent sequence of layers is empty (an empty ``nnx.List`` leaves no entry in a state). :func:`init_embedding`,
-:func:`init_interactions` and :func:`init_outputs` initialise these groups as PyG does by default.
+A sequence of blocks may be a list or a dict keyed by position (integers as in ``flax.nnx`` states, or digit
+strings as in ``flax.serialization`` state dicts); an absent sequence of layers is empty (an empty ``nnx.List``
+leaves no entry in a state). :func:`init_embedding`, :func:`init_interactions` and :func:`init_outputs`
+initialise these groups as PyG does by default.
 """
 
 from __future__ import annotations
@@ -105,8 +106,8 @@ def init_outputs(key, num_outputs: int, hidden: int, out_emb: int, out_channels:
 
 
 def _blocks(blocks) -> list:
-    """A list of blocks from a list, or from a dict keyed by position."""
-    return [blocks[k] for k in sorted(blocks)] if isinstance(blocks, dict) else list(blocks)
+    """A list of blocks from a list, or from a dict keyed by position (ints, or digit strings as in a state dict)."""
+    return [blocks[k] for k in sorted(blocks, key=int)] if isinstance(blocks, dict) else list(blocks)
 
 
 def _dense(p: dict, x):
