@@ -50,7 +50,8 @@ __global__ void GatFwdKernel(GatArgs a, const I* offsets, const I* nbr, const I*
     AttendRow<T>(
         nbr, eid, begin, end, a.n_src, a.n_edges, C, lane, group,
         [&](int64_t j, int64_t e) { return GatLogit(s_src[j * H + h], sd, kEdge ? s_edge[e * H + h] : T(0), slope); },
-        [&](int64_t j) { return x + j * HC + h * C; }, out + r * HC + h * C, lse + r * H + h);
+        [&](int64_t j) { return x + j * HC + h * C; }, [&](int64_t e) { return DropoutFactor<T>(a.drop, e, h); },
+        out + r * HC + h * C, lse + r * H + h);
   }
 }
 
@@ -68,10 +69,11 @@ ffi::Error GatFwdTyped(cudaStream_t stream, const GatArgs& a, ffi::AnyBuffer off
 
 ffi::Error GatFwdCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
                       ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_dst, ffi::AnyBuffer s_edge,
-                      ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> lse, double negative_slope,
-                      bool has_edge) {
+                      ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> lse,
+                      double negative_slope, bool has_edge, int64_t dropout_threshold, double dropout_scale) {
   auto args = CheckGatFwd(offsets, nbr, eid, x, s_src, s_dst, s_edge, *out, *lse, negative_slope, has_edge);
   if (args.has_error()) return args.error();
+  if (auto e = SetDropout("gat_fwd", *args, dropout_key, dropout_threshold, dropout_scale); e.failure()) return e;
   return DispatchStorage(args->storage, args->score, offsets.element_type(), [&](auto s, auto t, auto i) {
     return GatFwdTyped<decltype(s), decltype(t), decltype(i)>(stream, *args, offsets, nbr, eid, x, s_src, s_dst,
                                                               s_edge, *out, *lse);
@@ -108,7 +110,8 @@ __global__ void GatBwdDstKernel(GatArgs a, const I* offsets, const I* nbr, const
       for (int64_t c = lane; c < C; c += group) dot += Widen<T>(g[c]) * Widen<T>(xh[c]);
       dot = GroupSum(dot, mask, group);
       const T p = GatPre(s_src[j * H + h], sd, kEdge ? s_edge[e * H + h] : T(0));
-      const T gp = GatLogitGrad(SoftmaxWeight(LeakyRelu(p, slope), lse, ExpFn{}), dot, delta, p, slope);
+      const T gp = GatLogitGrad(SoftmaxWeight(LeakyRelu(p, slope), lse, ExpFn{}), dot * DropoutFactor<T>(a.drop, e, h),
+                                delta, p, slope);
       acc += gp;
       if (kEdge && lane == 0) grad_s_edge[e * H + h] = gp;
     }
@@ -148,11 +151,12 @@ __global__ void GatBwdSrcKernel(GatArgs a, const I* offsets, const I* nbr, const
         dot = GroupSum(dot, mask, group);
         const T p = GatPre(ss, info[DstInfo::kSDst * H + h], kEdge ? s_edge[e * H + h] : T(0));
         const T alpha = SoftmaxWeight(LeakyRelu(p, slope), info[DstInfo::kLse * H + h], ExpFn{});
-        acc_s += GatLogitGrad(alpha, dot, info[DstInfo::kDelta * H + h], p, slope);
+        const T f = DropoutFactor<T>(a.drop, e, h);
+        acc_s += GatLogitGrad(alpha, dot * f, info[DstInfo::kDelta * H + h], p, slope);
 #pragma unroll
         for (int v = 0; v < kVec; ++v) {
           const int64_t c = c0 + lane + int64_t(v) * group;
-          if (c < C) acc[v] += alpha * Widen<T>(gh[c]);
+          if (c < C) acc[v] += alpha * f * Widen<T>(gh[c]);
         }
       }
 #pragma unroll
@@ -195,11 +199,15 @@ ffi::Error GatBwdTyped(cudaStream_t stream, const GatArgs& a, bool by_src, ffi::
 
 ffi::Error GatBwd(cudaStream_t stream, bool by_src, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
                   ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_edge, ffi::AnyBuffer dst_info,
-                  ffi::AnyBuffer grad, ffi::AnyBuffer out_a, ffi::AnyBuffer out_b, double negative_slope,
-                  bool has_edge) {
+                  ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::AnyBuffer out_a, ffi::AnyBuffer out_b,
+                  double negative_slope, bool has_edge, int64_t dropout_threshold, double dropout_scale) {
   auto args = CheckGatBwd(offsets, nbr, eid, x, s_src, s_edge, dst_info, grad, out_a, out_b, by_src, negative_slope,
                           has_edge);
   if (args.has_error()) return args.error();
+  if (auto e = SetDropout(by_src ? "gat_bwd_src" : "gat_bwd_dst", *args, dropout_key, dropout_threshold,
+                          dropout_scale);
+      e.failure())
+    return e;
   return DispatchStorage(args->storage, args->score, offsets.element_type(), [&](auto s, auto t, auto i) {
     return GatBwdTyped<decltype(s), decltype(t), decltype(i)>(stream, *args, by_src, offsets, nbr, eid, x, s_src,
                                                               s_edge, dst_info, grad, out_a, out_b);
@@ -208,18 +216,20 @@ ffi::Error GatBwd(cudaStream_t stream, bool by_src, ffi::AnyBuffer offsets, ffi:
 
 ffi::Error GatBwdDstCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
                          ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_edge, ffi::AnyBuffer dst_info,
-                         ffi::AnyBuffer grad, ffi::Result<ffi::AnyBuffer> grad_s_dst,
-                         ffi::Result<ffi::AnyBuffer> grad_s_edge, double negative_slope, bool has_edge) {
-  return GatBwd(stream, false, offsets, nbr, eid, x, s_src, s_edge, dst_info, grad, *grad_s_dst, *grad_s_edge,
-                negative_slope, has_edge);
+                         ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> grad_s_dst,
+                         ffi::Result<ffi::AnyBuffer> grad_s_edge, double negative_slope, bool has_edge,
+                         int64_t dropout_threshold, double dropout_scale) {
+  return GatBwd(stream, false, offsets, nbr, eid, x, s_src, s_edge, dst_info, grad, dropout_key,
+                *grad_s_dst, *grad_s_edge, negative_slope, has_edge, dropout_threshold, dropout_scale);
 }
 
 ffi::Error GatBwdSrcCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
                          ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_edge, ffi::AnyBuffer dst_info,
-                         ffi::AnyBuffer grad, ffi::Result<ffi::AnyBuffer> grad_x,
-                         ffi::Result<ffi::AnyBuffer> grad_s_src, double negative_slope, bool has_edge) {
-  return GatBwd(stream, true, offsets, nbr, eid, x, s_src, s_edge, dst_info, grad, *grad_x, *grad_s_src,
-                negative_slope, has_edge);
+                         ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> grad_x,
+                         ffi::Result<ffi::AnyBuffer> grad_s_src, double negative_slope, bool has_edge,
+                         int64_t dropout_threshold, double dropout_scale) {
+  return GatBwd(stream, true, offsets, nbr, eid, x, s_src, s_edge, dst_info, grad, dropout_key,
+                *grad_x, *grad_s_src, negative_slope, has_edge, dropout_threshold, dropout_scale);
 }
 
 }  // namespace

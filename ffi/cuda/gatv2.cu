@@ -76,7 +76,8 @@ __global__ void FwdKernel(GatArgs g, const I* offsets, const I* nbr, const I* ei
           return Logit<T, kEdge>(xs + j * HC + h * C, xdh, kEdge ? ef + e * HC + h * C : nullptr, ah, C, slope, lane,
                                  group, mask);
         },
-        [&](int64_t j) { return xs + j * HC + h * C; }, out + r * HC + h * C, lse + r * H + h);
+        [&](int64_t j) { return xs + j * HC + h * C; }, [&](int64_t e) { return DropoutFactor<T>(g.drop, e, h); },
+        out + r * HC + h * C, lse + r * H + h);
   }
 }
 
@@ -111,7 +112,7 @@ __global__ void BwdDstKernel(GatArgs g, const I* offsets, const I* nbr, const I*
         const S* efh = kEdge ? ef + e * HC + h * C : nullptr;
         const T z = Logit<T, kEdge>(xsh, xdh, efh, ah, C, slope, lane, group, mask);
         const T alpha = SoftmaxWeight(z, lse, ExpFn{});
-        const T dz = alpha * (GroupDot<T>(gh, xsh, C, lane, group, mask) - delta);
+        const T dz = alpha * (GroupDot<T>(gh, xsh, C, lane, group, mask) * DropoutFactor<T>(g.drop, e, h) - delta);
 #pragma unroll
         for (int v = 0; v < kVec; ++v) {
           const int64_t c = c0 + lane + int64_t(v) * group;
@@ -164,13 +165,15 @@ __global__ void BwdSrcKernel(GatArgs g, const I* offsets, const I* nbr, const I*
         const S* efh = kEdge ? ef + e * HC + h * C : nullptr;
         const T z = Logit<T, kEdge>(xsh, xdh, efh, ah, C, slope, lane, group, mask);
         const T alpha = SoftmaxWeight(z, info[i * HI + Gatv2Info::kLse * H + h], ExpFn{});
-        const T dz = alpha * (GroupDot<T>(gh, xsh, C, lane, group, mask) - info[i * HI + Gatv2Info::kDelta * H + h]);
+        const T f = DropoutFactor<T>(g.drop, e, h);
+        const T delta = info[i * HI + Gatv2Info::kDelta * H + h];
+        const T dz = alpha * (GroupDot<T>(gh, xsh, C, lane, group, mask) * f - delta);
 #pragma unroll
         for (int v = 0; v < kVec; ++v) {
           const int64_t c = c0 + lane + int64_t(v) * group;
           if (c < C) {
             const T t = Pre<T, kEdge>(xsh, xdh, efh, c);
-            acc[v] += alpha * Widen<T>(gh[c]) + Gatv2PreGrad(dz, ah[c], t, slope);
+            acc[v] += alpha * f * Widen<T>(gh[c]) + Gatv2PreGrad(dz, ah[c], t, slope);
           }
         }
       }
@@ -193,10 +196,11 @@ ffi::Error CudaError(const char* name, cudaError_t err) {
 
 ffi::Error FwdCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
                    ffi::AnyBuffer xs, ffi::AnyBuffer xd, ffi::AnyBuffer a, ffi::AnyBuffer ef,
-                   ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> lse, double negative_slope,
-                   bool has_edge) {
+                   ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> lse,
+                   double negative_slope, bool has_edge, int64_t dropout_threshold, double dropout_scale) {
   auto args = CheckGatv2(kFwd, offsets, nbr, eid, xs, xd, a, ef, nullptr, nullptr, false, negative_slope, has_edge);
   if (args.has_error()) return args.error();
+  if (auto e = SetDropout(kFwd, *args, dropout_key, dropout_threshold, dropout_scale); e.failure()) return e;
   const auto ft = args->storage;
   if (auto e = CheckResult(kFwd, "out", *out, ft, {args->n_dst, args->heads, args->dim}); e.failure()) return e;
   if (auto e = CheckResult(kFwd, "lse", *lse, args->score, {args->n_dst, args->heads}); e.failure()) return e;
@@ -215,10 +219,12 @@ ffi::Error FwdCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer n
 
 ffi::Error BwdDstCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
                       ffi::AnyBuffer xs, ffi::AnyBuffer xd, ffi::AnyBuffer a, ffi::AnyBuffer ef, ffi::AnyBuffer info,
-                      ffi::AnyBuffer grad, ffi::Result<ffi::AnyBuffer> grad_xd, ffi::Result<ffi::AnyBuffer> grad_a,
-                      ffi::Result<ffi::AnyBuffer> grad_ef, double negative_slope, bool has_edge) {
+                      ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> grad_xd,
+                      ffi::Result<ffi::AnyBuffer> grad_a, ffi::Result<ffi::AnyBuffer> grad_ef, double negative_slope,
+                      bool has_edge, int64_t dropout_threshold, double dropout_scale) {
   auto args = CheckGatv2(kBwdDst, offsets, nbr, eid, xs, xd, a, ef, &info, &grad, false, negative_slope, has_edge);
   if (args.has_error()) return args.error();
+  if (auto e = SetDropout(kBwdDst, *args, dropout_key, dropout_threshold, dropout_scale); e.failure()) return e;
   const auto ft = args->storage;
   const int64_t nd = args->n_dst, H = args->heads, C = args->dim;
   if (auto e = CheckResult(kBwdDst, "grad_x_dst", *grad_xd, ft, {nd, H, C}); e.failure()) return e;
@@ -249,10 +255,11 @@ ffi::Error BwdDstCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffe
 
 ffi::Error BwdSrcCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
                       ffi::AnyBuffer xs, ffi::AnyBuffer xd, ffi::AnyBuffer a, ffi::AnyBuffer ef, ffi::AnyBuffer info,
-                      ffi::AnyBuffer grad, ffi::Result<ffi::AnyBuffer> grad_xs, double negative_slope,
-                      bool has_edge) {
+                      ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> grad_xs,
+                      double negative_slope, bool has_edge, int64_t dropout_threshold, double dropout_scale) {
   auto args = CheckGatv2(kBwdSrc, offsets, nbr, eid, xs, xd, a, ef, &info, &grad, true, negative_slope, has_edge);
   if (args.has_error()) return args.error();
+  if (auto e = SetDropout(kBwdSrc, *args, dropout_key, dropout_threshold, dropout_scale); e.failure()) return e;
   const auto ft = args->storage;
   if (auto e = CheckResult(kBwdSrc, "grad_x_src", *grad_xs, ft, {args->n_src, args->heads, args->dim});
       e.failure())

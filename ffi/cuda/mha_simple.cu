@@ -85,6 +85,7 @@ __global__ void FwdKernel(SimpleArgs g, const I* offsets, const I* nbr, const I*
         const A z = SimpleLogit(HeadDot<S, kEdge>(qh, HeadRow(k, j, HC, h, C), efh, C, lane, group, mask), scale);
         A sc, wt;
         OnlineSoftmaxStep(m, l, z, sc, wt, ExpFn{});
+        wt *= DropoutFactor<A>(g.drop, e, h);
         const S* vh = HeadRow(v, j, HC, h, C);
 #pragma unroll
         for (int u = 0; u < kVec; ++u) {
@@ -134,8 +135,9 @@ __global__ void BwdDstKernel(SimpleArgs g, const I* offsets, const I* nbr, const
         const S* kh = HeadRow(k, j, HC, h, C);
         const S* efh = kEdge ? HeadRow(ef, e, HC, h, C) : nullptr;
         const A z = SimpleLogit(HeadDot<S, kEdge>(qh, kh, efh, C, lane, group, mask), scale);
+        const A f = DropoutFactor<A>(g.drop, e, h);
         const A alpha = SoftmaxWeight(z, lse, ExpFn{});
-        const A dalpha = HeadDot<S, kEdge>(gh, HeadRow(v, j, HC, h, C), efh, C, lane, group, mask);
+        const A dalpha = f * HeadDot<S, kEdge>(gh, HeadRow(v, j, HC, h, C), efh, C, lane, group, mask);
         const A sds = scale * SimpleLogitGrad(alpha, dalpha, delta);
 #pragma unroll
         for (int u = 0; u < kVec; ++u) {
@@ -144,7 +146,7 @@ __global__ void BwdDstKernel(SimpleArgs g, const I* offsets, const I* nbr, const
             acc[u] += sds * EdgeElement<S, kEdge>(kh, efh, c);
             if (kEdge)
               grad_ef[e * HC + h * C + c] =
-                  Narrow<S>(SimpleEdgeGrad(sds, Widen<Compute<S>>(qh[c]), alpha, Widen<Compute<S>>(gh[c])));
+                  Narrow<S>(SimpleEdgeGrad(sds, Widen<Compute<S>>(qh[c]), alpha * f, Widen<Compute<S>>(gh[c])));
           }
         }
       }
@@ -186,15 +188,16 @@ __global__ void BwdSrcKernel(SimpleArgs g, const I* offsets, const I* nbr, const
         const S* gh = HeadRow(grad, i, HC, h, C);
         const S* efh = kEdge ? HeadRow(ef, e, HC, h, C) : nullptr;
         const A z = SimpleLogit(HeadDot<S, kEdge>(qh, kh, efh, C, lane, group, mask), scale);
+        const A f = DropoutFactor<A>(g.drop, e, h);
         const A alpha = SoftmaxWeight(z, info[i * HI + SimpleInfo::kLse * H + h], ExpFn{});
-        const A dalpha = HeadDot<S, kEdge>(gh, vh, efh, C, lane, group, mask);
+        const A dalpha = f * HeadDot<S, kEdge>(gh, vh, efh, C, lane, group, mask);
         const A sds = scale * SimpleLogitGrad(alpha, dalpha, info[i * HI + SimpleInfo::kDelta * H + h]);
 #pragma unroll
         for (int u = 0; u < kVec; ++u) {
           const int64_t c = c0 + lane + int64_t(u) * group;
           if (c < C) {
             acc_k[u] += sds * Widen<Compute<S>>(qh[c]);
-            acc_v[u] += alpha * Widen<Compute<S>>(gh[c]);
+            acc_v[u] += alpha * f * Widen<Compute<S>>(gh[c]);
           }
         }
       }
@@ -218,10 +221,12 @@ constexpr const char* kBwdDst = "mha_simple_bwd_dst";
 constexpr const char* kBwdSrc = "mha_simple_bwd_src";
 
 ffi::Error FwdCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
-                   ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::AnyBuffer ef,
-                   ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> lse, double scale, bool has_edge) {
+                   ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::AnyBuffer ef, ffi::AnyBuffer dropout_key,
+                   ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> lse, double scale, bool has_edge,
+                   int64_t dropout_threshold, double dropout_scale) {
   auto args = CheckMhaSimple(kFwd, offsets, nbr, eid, q, k, v, ef, nullptr, nullptr, false, scale, has_edge, true);
   if (args.has_error()) return args.error();
+  if (auto e = SetDropout(kFwd, *args, dropout_key, dropout_threshold, dropout_scale); e.failure()) return e;
   const auto ft = q.element_type();
   if (auto e = CheckMhaSimpleResults(kFwd, *args, ft, 0, *out, *lse); e.failure()) return e;
   const SimpleArgs g = *args;
@@ -238,10 +243,12 @@ ffi::Error FwdCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer n
 
 ffi::Error BwdDstCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
                       ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::AnyBuffer ef, ffi::AnyBuffer info,
-                      ffi::AnyBuffer grad, ffi::Result<ffi::AnyBuffer> grad_q, ffi::Result<ffi::AnyBuffer> grad_ef,
-                      double scale, bool has_edge) {
+                      ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> grad_q,
+                      ffi::Result<ffi::AnyBuffer> grad_ef, double scale, bool has_edge, int64_t dropout_threshold,
+                      double dropout_scale) {
   auto args = CheckMhaSimple(kBwdDst, offsets, nbr, eid, q, k, v, ef, &info, &grad, false, scale, has_edge, true);
   if (args.has_error()) return args.error();
+  if (auto e = SetDropout(kBwdDst, *args, dropout_key, dropout_threshold, dropout_scale); e.failure()) return e;
   const auto ft = q.element_type();
   if (auto e = CheckMhaSimpleResults(kBwdDst, *args, ft, 1, *grad_q, *grad_ef); e.failure()) return e;
   const SimpleArgs g = *args;
@@ -267,10 +274,12 @@ ffi::Error BwdDstCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffe
 
 ffi::Error BwdSrcCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
                       ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::AnyBuffer ef, ffi::AnyBuffer info,
-                      ffi::AnyBuffer grad, ffi::Result<ffi::AnyBuffer> grad_k, ffi::Result<ffi::AnyBuffer> grad_v,
-                      double scale, bool has_edge) {
+                      ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> grad_k,
+                      ffi::Result<ffi::AnyBuffer> grad_v, double scale, bool has_edge, int64_t dropout_threshold,
+                      double dropout_scale) {
   auto args = CheckMhaSimple(kBwdSrc, offsets, nbr, eid, q, k, v, ef, &info, &grad, true, scale, has_edge, true);
   if (args.has_error()) return args.error();
+  if (auto e = SetDropout(kBwdSrc, *args, dropout_key, dropout_threshold, dropout_scale); e.failure()) return e;
   const auto ft = q.element_type();
   if (auto e = CheckMhaSimpleResults(kBwdSrc, *args, ft, 2, *grad_k, *grad_v); e.failure()) return e;
   const SimpleArgs g = *args;
