@@ -239,3 +239,55 @@ def test_bad_dropout_arguments(rng, op):
     with pytest.raises(ValueError, match=f"{name}: dropout_key must be a single PRNG key"):
         f(x, xd, None, dropout_rate=0.2, dropout_key=jax.random.split(key, 2))
 
+
+# ---------------------------------------------------------------------------------------
+# layers
+
+
+def _layer_graph():
+    return jgo.Graph.from_edges(np.array([0, 1, 2, 3, 4, 0, 2]), np.array([1, 2, 1, 0, 3, 4, 4]))
+
+
+@pytest.mark.parametrize("name", ["GATConv", "GATv2Conv", "TransformerConv"])
+def test_flax_layers_take_dropout_like_nn_dropout(rng, name):
+    """flax: ``deterministic`` gives the undropped layer; otherwise the key comes from the "dropout" stream (same
+    stream, same result), and every returned weight is the undropped one times 0 or 1 / (1 - rate)."""
+    flax_nn = pytest.importorskip("jaxgraphops.nn.flax", reason="needs flax")
+    g, x = _layer_graph(), jnp.asarray(rng.normal(size=(5, 4)), jnp.float32)
+    layer = getattr(flax_nn, name)(3, heads=2, dropout=0.5)
+    variables = layer.init(jax.random.key(0), g, x, deterministic=True)
+    plain, alpha0 = getattr(flax_nn, name)(3, heads=2).apply(variables, g, x, return_attention_weights=True)
+    out, alpha = layer.apply(variables, g, x, return_attention_weights=True, deterministic=True)
+    np.testing.assert_array_equal(out, plain)
+    run = lambda k: layer.apply(variables, g, x, return_attention_weights=True, deterministic=False,  # noqa: E731
+                                rngs={"dropout": k})
+    out1, alpha1 = run(jax.random.key(1))
+    np.testing.assert_array_equal(out1, run(jax.random.key(1))[0])
+    ratio = np.asarray(alpha1)[np.asarray(alpha0) > 0] / np.asarray(alpha0)[np.asarray(alpha0) > 0]
+    assert np.all(np.isclose(ratio, 0) | np.isclose(ratio, 2.0, rtol=1e-5)) and np.isclose(ratio, 0).any()
+    with pytest.raises(ValueError, match=f"{name}: dropout must be a float in \\[0, 1\\); got 1.0"):
+        getattr(flax_nn, name)(3, dropout=1.0).init(jax.random.key(0), g, x, deterministic=True)
+
+
+@pytest.mark.parametrize("name", ["GATConv", "GATv2Conv", "TransformerConv"])
+def test_equinox_layers_take_dropout_and_a_key(rng, name):
+    """equinox: ``inference`` (field or call argument) gives the undropped layer; with a key the weights are the
+    undropped ones times the reference's factors of that key; no key is an error."""
+    pytest.importorskip("equinox", reason="needs equinox")
+    from jaxgraphops.nn import equinox as eqx_nn
+
+    g, x = _layer_graph(), jnp.asarray(rng.normal(size=(5, 4)), jnp.float32)
+    layer = getattr(eqx_nn, name)(4, 3, heads=2, dropout=0.25, key=jax.random.key(0))
+    plain = getattr(eqx_nn, name)(4, 3, heads=2, key=jax.random.key(0))
+    out0, alpha0 = plain(g, x, return_attention_weights=True)
+    np.testing.assert_array_equal(layer(g, x, inference=True), out0)
+    np.testing.assert_array_equal(getattr(eqx_nn, name)(4, 3, heads=2, dropout=0.25, inference=True,
+                                                        key=jax.random.key(0))(g, x), out0)
+    key = jax.random.key(7)
+    _, alpha = layer(g, x, return_attention_weights=True, key=key)
+    factors = reference.attention_dropout_factor(jax.random.key_data(key), alpha0.shape[0], 2, 0.25)
+    np.testing.assert_allclose(alpha, alpha0 * factors, rtol=1e-6, atol=1e-7)
+    with pytest.raises(ValueError, match=f"{name}: key is required for attention dropout"):
+        layer(g, x)
+    with pytest.raises(ValueError, match=f"{name}: dropout must be a float in \\[0, 1\\); got -0.5"):
+        getattr(eqx_nn, name)(4, 3, dropout=-0.5, key=jax.random.key(0))
