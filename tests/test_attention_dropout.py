@@ -90,7 +90,7 @@ def test_keep_fraction_is_binomial(rate):
 def test_rate_zero_is_no_dropout(rng, op):
     """Rate 0 is the op without dropout, bit for bit, and lowers to the same program (no key operand, no
     dropout work); the key is then ignored."""
-    g, (x, xd, ef), f = _setup(rng, op, edge=True)
+    _, (x, xd, ef), f = _setup(rng, op, edge=True)
     plain = jax.jit(lambda x, xd, ef: f(x, xd, ef, return_attention=True))
     zero = jax.jit(lambda x, xd, ef: f(x, xd, ef, return_attention=True, dropout_rate=0.0,
                                        dropout_key=jax.random.key(1)))
@@ -127,7 +127,7 @@ def test_kernel_matches_reference_with_the_same_mask(x64, rng, op, edge):
 def test_fixed_key_reproducible_and_keys_differ(rng, op):
     """The same key gives the same result (also under jit, also for a raw PRNGKey with the same words); another
     key another mask."""
-    g, (x, xd, ef), f = _setup(rng, op, edge=False)
+    _, (x, xd, _), f = _setup(rng, op, edge=False)
     x, xd = x.astype(np.float32), xd.astype(np.float32)
     run = lambda key: f(x, xd, None, return_attention=True, dropout_rate=RATE, dropout_key=key)  # noqa: E731
     out, alpha = run(jax.random.key(5))
@@ -167,7 +167,7 @@ def test_mean_over_keys_is_no_dropout(x64, rng, op):
 def test_check_grads_at_a_fixed_key(x64, rng, op):
     """Order-2 derivatives in both modes with a fixed mask: the fused backward kernels at first order, the
     compositions with the same mask above."""
-    g, (x, xd, ef), f = _setup(rng, op, edge=True)
+    _, (x, xd, ef), f = _setup(rng, op, edge=True)
     key = jax.random.key(2)
     fn = lambda x, xd, ef: f(x, xd, ef, dropout_rate=RATE, dropout_key=key)  # noqa: E731
     jax.test_util.check_grads(fn, (x, xd, ef), order=2, modes=("fwd", "rev"), atol=1e-5, rtol=1e-5)
@@ -195,7 +195,7 @@ def test_gradients_match_the_reference(x64, rng, op):
                                          ("simple", ("jgo_mha_simple_bwd_src", "jgo_mha_simple_bwd_dst"))])
 def test_reverse_mode_runs_the_fused_backward_kernels(rng, op, targets):
     """First-order reverse mode with dropout runs the fused backward kernels, not the E x H x C compositions."""
-    g, (x, xd, ef), f = _setup(rng, op, edge=True)
+    _, (x, xd, ef), f = _setup(rng, op, edge=True)
     x, xd, ef = (v.astype(np.float32) for v in (x, xd, ef))
     loss = lambda x, xd, ef: jnp.sum(f(x, xd, ef, dropout_rate=RATE, dropout_key=jax.random.key(0)) ** 2)  # noqa: E731
     hlo = jax.jit(jax.grad(loss, (0, 1, 2))).lower(x, xd, ef).as_text()
@@ -207,7 +207,7 @@ def test_reverse_mode_runs_the_fused_backward_kernels(rng, op, targets):
 @pytest.mark.parametrize("op", OPS)
 def test_vmap_over_features_uses_one_mask(rng, op):
     """vmap over features with one key equals the op per batch element (the same mask for each)."""
-    g, (x, xd, ef), f = _setup(rng, op, edge=False)
+    _, (x, xd, _), f = _setup(rng, op, edge=False)
     xs = np.stack([x, 2 * x, -x]).astype(np.float32)
     xd = xd.astype(np.float32)
     key = jax.random.key(9)
@@ -223,7 +223,7 @@ def test_vmap_over_features_uses_one_mask(rng, op):
 
 @pytest.mark.parametrize("op", OPS)
 def test_bad_dropout_arguments(rng, op):
-    g, (x, xd, ef), f = _setup(rng, op, edge=False)
+    _, (x, xd, _), f = _setup(rng, op, edge=False)
     name = {"gat": "mha_gat", "gatv2": "mha_gat_v2", "simple": "mha_simple"}[op]
     key = jax.random.key(0)
     for rate in (1.0, -0.1, 1.5, float("nan")):
@@ -257,7 +257,7 @@ def test_flax_layers_take_dropout_like_nn_dropout(rng, name):
     layer = getattr(flax_nn, name)(3, heads=2, dropout=0.5)
     variables = layer.init(jax.random.key(0), g, x, deterministic=True)
     plain, alpha0 = getattr(flax_nn, name)(3, heads=2).apply(variables, g, x, return_attention_weights=True)
-    out, alpha = layer.apply(variables, g, x, return_attention_weights=True, deterministic=True)
+    out, _ = layer.apply(variables, g, x, return_attention_weights=True, deterministic=True)
     np.testing.assert_array_equal(out, plain)
     run = lambda k: layer.apply(variables, g, x, return_attention_weights=True, deterministic=False,  # noqa: E731
                                 rngs={"dropout": k})
