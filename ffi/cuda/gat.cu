@@ -36,7 +36,7 @@ namespace {
 // softmax; each lane accumulates kVec features in registers (C > kVec * group: several chunks,
 // each re-walking the edges).
 
-template <typename S, typename T, typename I, bool kEdge>
+template <typename S, typename T, typename I, bool kDrop, bool kEdge>
 __global__ void GatFwdKernel(GatArgs a, const I* offsets, const I* nbr, const I* eid, const S* x, const T* s_src,
                              const T* s_dst, const T* s_edge, S* out, T* lse, int group) {
   const int64_t H = a.heads, C = a.dim, HC = H * C;
@@ -50,7 +50,8 @@ __global__ void GatFwdKernel(GatArgs a, const I* offsets, const I* nbr, const I*
     AttendRow<T>(
         nbr, eid, begin, end, a.n_src, a.n_edges, C, lane, group,
         [&](int64_t j, int64_t e) { return GatLogit(s_src[j * H + h], sd, kEdge ? s_edge[e * H + h] : T(0), slope); },
-        [&](int64_t j) { return x + j * HC + h * C; }, [&](int64_t e) { return DropoutFactor<T>(a.drop, e, h); },
+        [&](int64_t j) { return x + j * HC + h * C; },
+        [&](int64_t e) { return DropoutFactorIf<kDrop, T>(a.drop, e, h); },
         out + r * HC + h * C, lse + r * H + h);
   }
 }
@@ -60,7 +61,9 @@ ffi::Error GatFwdTyped(cudaStream_t stream, const GatArgs& a, ffi::AnyBuffer off
                        ffi::AnyBuffer eid, ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_dst,
                        ffi::AnyBuffer s_edge, ffi::AnyBuffer out, ffi::AnyBuffer lse) {
   const int group = GroupWidth(a.dim);
-  auto kernel = a.has_edge ? GatFwdKernel<S, T, I, true> : GatFwdKernel<S, T, I, false>;
+  auto kernel = a.has_edge
+                    ? (a.drop.key ? GatFwdKernel<S, T, I, true, true> : GatFwdKernel<S, T, I, false, true>)
+                    : (a.drop.key ? GatFwdKernel<S, T, I, true, false> : GatFwdKernel<S, T, I, false, false>);
   return Launch("jgo_gat_fwd", kernel, a.n_rows * a.heads * group, stream, a, offsets.typed_data<I>(),
                 nbr.typed_data<I>(), eid.typed_data<I>(), Data<const S>(x), s_src.typed_data<T>(),
                 s_dst.typed_data<T>(), a.has_edge ? s_edge.typed_data<T>() : nullptr, Data<S>(out),
@@ -85,7 +88,7 @@ ffi::Error GatFwdCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffe
 //   grad_s_dst[i,h] = sum_e gp_e,h      grad_s_edge[e,h] = gp_e,h
 // The lanes split the dot product <G[i,h], x[j,h]> and share its sum.
 
-template <typename S, typename T, typename I, bool kEdge>
+template <typename S, typename T, typename I, bool kDrop, bool kEdge>
 __global__ void GatBwdDstKernel(GatArgs a, const I* offsets, const I* nbr, const I* eid, const S* x, const T* s_src,
                                 const T* s_edge, const T* dst_info, const S* grad, T* grad_s_dst, T* grad_s_edge,
                                 int group) {
@@ -110,8 +113,8 @@ __global__ void GatBwdDstKernel(GatArgs a, const I* offsets, const I* nbr, const
       for (int64_t c = lane; c < C; c += group) dot += Widen<T>(g[c]) * Widen<T>(xh[c]);
       dot = GroupSum(dot, mask, group);
       const T p = GatPre(s_src[j * H + h], sd, kEdge ? s_edge[e * H + h] : T(0));
-      const T gp = GatLogitGrad(SoftmaxWeight(LeakyRelu(p, slope), lse, ExpFn{}), dot * DropoutFactor<T>(a.drop, e, h),
-                                delta, p, slope);
+      const T f = DropoutFactorIf<kDrop, T>(a.drop, e, h);
+      const T gp = GatLogitGrad(SoftmaxWeight(LeakyRelu(p, slope), lse, ExpFn{}), dot * f, delta, p, slope);
       acc += gp;
       if (kEdge && lane == 0) grad_s_edge[e * H + h] = gp;
     }
@@ -122,7 +125,7 @@ __global__ void GatBwdDstKernel(GatArgs a, const I* offsets, const I* nbr, const
 // jgo_gat_bwd_src: a group per (source j, head h) over the out-edges (reverse CSR):
 //   grad_x[j,h,:] = sum_e alpha_e,h G[i,h,:]      grad_s_src[j,h] = sum_e gp_e,h
 
-template <typename S, typename T, typename I, bool kEdge>
+template <typename S, typename T, typename I, bool kDrop, bool kEdge>
 __global__ void GatBwdSrcKernel(GatArgs a, const I* offsets, const I* nbr, const I* eid, const S* x, const T* s_src,
                                 const T* s_edge, const T* dst_info, const S* grad, S* grad_x, T* grad_s_src,
                                 int group) {
@@ -151,7 +154,7 @@ __global__ void GatBwdSrcKernel(GatArgs a, const I* offsets, const I* nbr, const
         dot = GroupSum(dot, mask, group);
         const T p = GatPre(ss, info[DstInfo::kSDst * H + h], kEdge ? s_edge[e * H + h] : T(0));
         const T alpha = SoftmaxWeight(LeakyRelu(p, slope), info[DstInfo::kLse * H + h], ExpFn{});
-        const T f = DropoutFactor<T>(a.drop, e, h);
+        const T f = DropoutFactorIf<kDrop, T>(a.drop, e, h);
         acc_s += GatLogitGrad(alpha, dot * f, info[DstInfo::kDelta * H + h], p, slope);
 #pragma unroll
         for (int v = 0; v < kVec; ++v) {
@@ -180,12 +183,16 @@ ffi::Error GatBwdTyped(cudaStream_t stream, const GatArgs& a, bool by_src, ffi::
   const T* se = a.has_edge ? s_edge.typed_data<T>() : nullptr;
   T* rb = (by_src || a.has_edge) ? out_b.typed_data<T>() : nullptr;
   if (by_src) {
-    auto kernel = a.has_edge ? GatBwdSrcKernel<S, T, I, true> : GatBwdSrcKernel<S, T, I, false>;
+    auto kernel = a.has_edge
+                      ? (a.drop.key ? GatBwdSrcKernel<S, T, I, true, true> : GatBwdSrcKernel<S, T, I, false, true>)
+                      : (a.drop.key ? GatBwdSrcKernel<S, T, I, true, false> : GatBwdSrcKernel<S, T, I, false, false>);
     return Launch("jgo_gat_bwd_src", kernel, threads, stream, a, offsets.typed_data<I>(), nbr.typed_data<I>(),
                   eid.typed_data<I>(), Data<const S>(x), s_src.typed_data<T>(), se, dst_info.typed_data<T>(),
                   Data<const S>(grad), Data<S>(out_a), rb, group);
   }
-  auto kernel = a.has_edge ? GatBwdDstKernel<S, T, I, true> : GatBwdDstKernel<S, T, I, false>;
+  auto kernel = a.has_edge
+                    ? (a.drop.key ? GatBwdDstKernel<S, T, I, true, true> : GatBwdDstKernel<S, T, I, false, true>)
+                    : (a.drop.key ? GatBwdDstKernel<S, T, I, true, false> : GatBwdDstKernel<S, T, I, false, false>);
   // An edge skipped for an out-of-range index leaves its grad_s_edge row unwritten: clear it first.
   if (a.has_edge && a.n_edges > 0) {
     const cudaError_t err = cudaMemsetAsync(rb, 0, sizeof(T) * a.n_edges * a.heads, stream);

@@ -57,7 +57,7 @@ __device__ __forceinline__ T GroupDot(const S* u, const S* v, int64_t C, int lan
 // ---------------------------------------------------------------------------------------
 // jgo_gatv2_fwd: a group per (destination, head), one pass with an online softmax per chunk.
 
-template <typename S, typename T, typename I, bool kEdge>
+template <typename S, typename T, typename I, bool kDrop, bool kEdge>
 __global__ void FwdKernel(GatArgs g, const I* offsets, const I* nbr, const I* eid, const S* xs, const S* xd,
                           const T* a, const S* ef, S* out, T* lse, int group) {
   const int64_t H = g.heads, C = g.dim, HC = H * C;
@@ -76,7 +76,8 @@ __global__ void FwdKernel(GatArgs g, const I* offsets, const I* nbr, const I* ei
           return Logit<T, kEdge>(xs + j * HC + h * C, xdh, kEdge ? ef + e * HC + h * C : nullptr, ah, C, slope, lane,
                                  group, mask);
         },
-        [&](int64_t j) { return xs + j * HC + h * C; }, [&](int64_t e) { return DropoutFactor<T>(g.drop, e, h); },
+        [&](int64_t j) { return xs + j * HC + h * C; },
+        [&](int64_t e) { return DropoutFactorIf<kDrop, T>(g.drop, e, h); },
         out + r * HC + h * C, lse + r * H + h);
   }
 }
@@ -85,7 +86,7 @@ __global__ void FwdKernel(GatArgs g, const I* offsets, const I* nbr, const I* ei
 // jgo_gatv2_bwd_dst: a group per (destination i, head h) over the in-edges (CSC):
 //   grad_xd[i] = sum_e dt_e,  grad_a_rows[i] = sum_e dz_e leaky(t_e),  grad_ef[e] = dt_e
 
-template <typename S, typename T, typename I, bool kEdge>
+template <typename S, typename T, typename I, bool kDrop, bool kEdge>
 __global__ void BwdDstKernel(GatArgs g, const I* offsets, const I* nbr, const I* eid, const S* xs, const S* xd,
                              const T* a, const S* ef, const T* info, const S* grad, S* grad_xd, T* grad_a,
                              S* grad_ef, int group) {
@@ -112,7 +113,8 @@ __global__ void BwdDstKernel(GatArgs g, const I* offsets, const I* nbr, const I*
         const S* efh = kEdge ? ef + e * HC + h * C : nullptr;
         const T z = Logit<T, kEdge>(xsh, xdh, efh, ah, C, slope, lane, group, mask);
         const T alpha = SoftmaxWeight(z, lse, ExpFn{});
-        const T dz = alpha * (GroupDot<T>(gh, xsh, C, lane, group, mask) * DropoutFactor<T>(g.drop, e, h) - delta);
+        const T f = DropoutFactorIf<kDrop, T>(g.drop, e, h);
+        const T dz = alpha * (GroupDot<T>(gh, xsh, C, lane, group, mask) * f - delta);
 #pragma unroll
         for (int v = 0; v < kVec; ++v) {
           const int64_t c = c0 + lane + int64_t(v) * group;
@@ -140,7 +142,7 @@ __global__ void BwdDstKernel(GatArgs g, const I* offsets, const I* nbr, const I*
 // jgo_gatv2_bwd_src: a group per (source j, head h) over the out-edges (reverse CSR):
 //   grad_xs[j] = sum_e alpha_e G[i] + dt_e
 
-template <typename S, typename T, typename I, bool kEdge>
+template <typename S, typename T, typename I, bool kDrop, bool kEdge>
 __global__ void BwdSrcKernel(GatArgs g, const I* offsets, const I* nbr, const I* eid, const S* xs, const S* xd,
                              const T* a, const S* ef, const T* info, const S* grad, S* grad_xs, int group) {
   const int64_t H = g.heads, C = g.dim, HC = H * C, HI = Gatv2Info::kCount * H;
@@ -165,7 +167,7 @@ __global__ void BwdSrcKernel(GatArgs g, const I* offsets, const I* nbr, const I*
         const S* efh = kEdge ? ef + e * HC + h * C : nullptr;
         const T z = Logit<T, kEdge>(xsh, xdh, efh, ah, C, slope, lane, group, mask);
         const T alpha = SoftmaxWeight(z, info[i * HI + Gatv2Info::kLse * H + h], ExpFn{});
-        const T f = DropoutFactor<T>(g.drop, e, h);
+        const T f = DropoutFactorIf<kDrop, T>(g.drop, e, h);
         const T delta = info[i * HI + Gatv2Info::kDelta * H + h];
         const T dz = alpha * (GroupDot<T>(gh, xsh, C, lane, group, mask) * f - delta);
 #pragma unroll
@@ -210,7 +212,9 @@ ffi::Error FwdCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer n
     using T = decltype(t);
     using I = decltype(i);
     const int group = GroupWidth(g.dim);
-    auto kernel = g.has_edge ? FwdKernel<S, T, I, true> : FwdKernel<S, T, I, false>;
+    auto kernel = g.has_edge
+                      ? (g.drop.key ? FwdKernel<S, T, I, true, true> : FwdKernel<S, T, I, false, true>)
+                      : (g.drop.key ? FwdKernel<S, T, I, true, false> : FwdKernel<S, T, I, false, false>);
     return Launch("jgo_gatv2_fwd", kernel, g.n_rows * g.heads * group, stream, g, offsets.typed_data<I>(),
                   nbr.typed_data<I>(), eid.typed_data<I>(), Data<const S>(xs), Data<const S>(xd), Data<const T>(a),
                   g.has_edge ? Data<const S>(ef) : nullptr, Data<S>(*out), Data<T>(*lse), group);
@@ -245,7 +249,9 @@ ffi::Error BwdDstCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffe
       if (err != cudaSuccess) return CudaError("jgo_gatv2_bwd_dst", err);
     }
     const int group = GroupWidth(g.dim);
-    auto kernel = g.has_edge ? BwdDstKernel<S, T, I, true> : BwdDstKernel<S, T, I, false>;
+    auto kernel = g.has_edge
+                      ? (g.drop.key ? BwdDstKernel<S, T, I, true, true> : BwdDstKernel<S, T, I, false, true>)
+                      : (g.drop.key ? BwdDstKernel<S, T, I, true, false> : BwdDstKernel<S, T, I, false, false>);
     return Launch("jgo_gatv2_bwd_dst", kernel, g.n_rows * g.heads * group, stream, g, offsets.typed_data<I>(),
                   nbr.typed_data<I>(), eid.typed_data<I>(), Data<const S>(xs), Data<const S>(xd), Data<const T>(a),
                   g.has_edge ? Data<const S>(ef) : nullptr, Data<const T>(info), Data<const S>(grad),
@@ -270,7 +276,9 @@ ffi::Error BwdSrcCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffe
     using T = decltype(t);
     using I = decltype(i);
     const int group = GroupWidth(g.dim);
-    auto kernel = g.has_edge ? BwdSrcKernel<S, T, I, true> : BwdSrcKernel<S, T, I, false>;
+    auto kernel = g.has_edge
+                      ? (g.drop.key ? BwdSrcKernel<S, T, I, true, true> : BwdSrcKernel<S, T, I, false, true>)
+                      : (g.drop.key ? BwdSrcKernel<S, T, I, true, false> : BwdSrcKernel<S, T, I, false, false>);
     return Launch("jgo_gatv2_bwd_src", kernel, g.n_rows * g.heads * group, stream, g, offsets.typed_data<I>(),
                   nbr.typed_data<I>(), eid.typed_data<I>(), Data<const S>(xs), Data<const S>(xd), Data<const T>(a),
                   g.has_edge ? Data<const S>(ef) : nullptr, Data<const T>(info), Data<const S>(grad),

@@ -60,7 +60,7 @@ __device__ __forceinline__ const S* HeadRow(const S* base, int64_t row, int64_t 
 // jgo_mha_simple_fwd: a group per (destination, head), one pass over the in-edges with an online
 // softmax per chunk of kVec * group features.
 
-template <typename S, typename I, bool kEdge>
+template <typename S, typename I, bool kDrop, bool kEdge>
 __global__ void FwdKernel(SimpleArgs g, const I* offsets, const I* nbr, const I* eid, const S* q, const S* k,
                           const S* v, const S* ef, S* out, Compute<S>* lse, int group) {
   using A = Compute<S>;
@@ -85,7 +85,7 @@ __global__ void FwdKernel(SimpleArgs g, const I* offsets, const I* nbr, const I*
         const A z = SimpleLogit(HeadDot<S, kEdge>(qh, HeadRow(k, j, HC, h, C), efh, C, lane, group, mask), scale);
         A sc, wt;
         OnlineSoftmaxStep(m, l, z, sc, wt, ExpFn{});
-        wt *= DropoutFactor<A>(g.drop, e, h);
+        wt *= DropoutFactorIf<kDrop, A>(g.drop, e, h);
         const S* vh = HeadRow(v, j, HC, h, C);
 #pragma unroll
         for (int u = 0; u < kVec; ++u) {
@@ -109,7 +109,7 @@ __global__ void FwdKernel(SimpleArgs g, const I* offsets, const I* nbr, const I*
 // jgo_mha_simple_bwd_dst: a group per (destination i, head h) over the in-edges (CSC):
 //   grad_q[i] = sum_e scale ds_e k'_e,   grad_ef[e] = scale ds_e q[i] + alpha_e G[i]
 
-template <typename S, typename I, bool kEdge>
+template <typename S, typename I, bool kDrop, bool kEdge>
 __global__ void BwdDstKernel(SimpleArgs g, const I* offsets, const I* nbr, const I* eid, const S* q, const S* k,
                              const S* v, const S* ef, const Compute<S>* info, const S* grad, S* grad_q, S* grad_ef,
                              int group) {
@@ -135,7 +135,7 @@ __global__ void BwdDstKernel(SimpleArgs g, const I* offsets, const I* nbr, const
         const S* kh = HeadRow(k, j, HC, h, C);
         const S* efh = kEdge ? HeadRow(ef, e, HC, h, C) : nullptr;
         const A z = SimpleLogit(HeadDot<S, kEdge>(qh, kh, efh, C, lane, group, mask), scale);
-        const A f = DropoutFactor<A>(g.drop, e, h);
+        const A f = DropoutFactorIf<kDrop, A>(g.drop, e, h);
         const A alpha = SoftmaxWeight(z, lse, ExpFn{});
         const A dalpha = f * HeadDot<S, kEdge>(gh, HeadRow(v, j, HC, h, C), efh, C, lane, group, mask);
         const A sds = scale * SimpleLogitGrad(alpha, dalpha, delta);
@@ -162,7 +162,7 @@ __global__ void BwdDstKernel(SimpleArgs g, const I* offsets, const I* nbr, const
 // jgo_mha_simple_bwd_src: a group per (source j, head h) over the out-edges (reverse CSR):
 //   grad_k[j] = sum_e scale ds_e q[i],   grad_v[j] = sum_e alpha_e G[i]
 
-template <typename S, typename I, bool kEdge>
+template <typename S, typename I, bool kDrop, bool kEdge>
 __global__ void BwdSrcKernel(SimpleArgs g, const I* offsets, const I* nbr, const I* eid, const S* q, const S* k,
                              const S* v, const S* ef, const Compute<S>* info, const S* grad, S* grad_k, S* grad_v,
                              int group) {
@@ -188,7 +188,7 @@ __global__ void BwdSrcKernel(SimpleArgs g, const I* offsets, const I* nbr, const
         const S* gh = HeadRow(grad, i, HC, h, C);
         const S* efh = kEdge ? HeadRow(ef, e, HC, h, C) : nullptr;
         const A z = SimpleLogit(HeadDot<S, kEdge>(qh, kh, efh, C, lane, group, mask), scale);
-        const A f = DropoutFactor<A>(g.drop, e, h);
+        const A f = DropoutFactorIf<kDrop, A>(g.drop, e, h);
         const A alpha = SoftmaxWeight(z, info[i * HI + SimpleInfo::kLse * H + h], ExpFn{});
         const A dalpha = f * HeadDot<S, kEdge>(gh, vh, efh, C, lane, group, mask);
         const A sds = scale * SimpleLogitGrad(alpha, dalpha, info[i * HI + SimpleInfo::kDelta * H + h]);
@@ -234,7 +234,9 @@ ffi::Error FwdCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer n
     using S = decltype(s);
     using I = decltype(i);
     const int group = GroupWidth(g.dim);
-    auto kernel = g.has_edge ? FwdKernel<S, I, true> : FwdKernel<S, I, false>;
+    auto kernel = g.has_edge
+                      ? (g.drop.key ? FwdKernel<S, I, true, true> : FwdKernel<S, I, false, true>)
+                      : (g.drop.key ? FwdKernel<S, I, true, false> : FwdKernel<S, I, false, false>);
     return Launch("jgo_mha_simple_fwd", kernel, g.n_rows * g.heads * group, stream, g, Data<const I>(offsets),
                   Data<const I>(nbr), Data<const I>(eid), Data<const S>(q), Data<const S>(k), Data<const S>(v),
                   g.has_edge ? Data<const S>(ef) : nullptr, Data<S>(*out), Data<Compute<S>>(*lse), group);
@@ -264,7 +266,9 @@ ffi::Error BwdDstCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffe
         return ffi::Error::Internal(std::string("jaxgraphops: jgo_mha_simple_bwd_dst: ") + cudaGetErrorString(err));
     }
     const int group = GroupWidth(g.dim);
-    auto kernel = g.has_edge ? BwdDstKernel<S, I, true> : BwdDstKernel<S, I, false>;
+    auto kernel = g.has_edge
+                      ? (g.drop.key ? BwdDstKernel<S, I, true, true> : BwdDstKernel<S, I, false, true>)
+                      : (g.drop.key ? BwdDstKernel<S, I, true, false> : BwdDstKernel<S, I, false, false>);
     return Launch("jgo_mha_simple_bwd_dst", kernel, g.n_rows * g.heads * group, stream, g, Data<const I>(offsets),
                   Data<const I>(nbr), Data<const I>(eid), Data<const S>(q), Data<const S>(k), Data<const S>(v),
                   g.has_edge ? Data<const S>(ef) : nullptr, Data<const Compute<S>>(info), Data<const S>(grad),
@@ -287,7 +291,9 @@ ffi::Error BwdSrcCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffe
     using S = decltype(s);
     using I = decltype(i);
     const int group = GroupWidth(g.dim);
-    auto kernel = g.has_edge ? BwdSrcKernel<S, I, true> : BwdSrcKernel<S, I, false>;
+    auto kernel = g.has_edge
+                      ? (g.drop.key ? BwdSrcKernel<S, I, true, true> : BwdSrcKernel<S, I, false, true>)
+                      : (g.drop.key ? BwdSrcKernel<S, I, true, false> : BwdSrcKernel<S, I, false, false>);
     return Launch("jgo_mha_simple_bwd_src", kernel, g.n_rows * g.heads * group, stream, g, Data<const I>(offsets),
                   Data<const I>(nbr), Data<const I>(eid), Data<const S>(q), Data<const S>(k), Data<const S>(v),
                   g.has_edge ? Data<const S>(ef) : nullptr, Data<const Compute<S>>(info), Data<const S>(grad),

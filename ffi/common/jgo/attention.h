@@ -111,6 +111,17 @@ JGO_HD T DropoutFactor(const Dropout& d, int64_t e, int64_t h) {
   return r.v[0] >= d.threshold ? static_cast<T>(d.scale) : T(0);
 }
 
+// DropoutFactor where the kernel is instantiated with dropout (kDrop), else 1 with no random numbers: the
+// CUDA kernels without dropout are the kernels from before dropout, registers included.
+template <bool kDrop, typename T>
+JGO_HD T DropoutFactorIf(const Dropout& d, int64_t e, int64_t h) {
+  if constexpr (kDrop) {
+    return DropoutFactor<T>(d, e, h);
+  } else {
+    return T(1);
+  }
+}
+
 // Per-destination row of the backward pass: s_dst, lse and delta of every head, packed as
 // [3, H] so that one gathered row serves an edge.
 struct DstInfo {
