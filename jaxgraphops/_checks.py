@@ -3,6 +3,7 @@
 - :func:`as_float_array`: a feature array is floating point and has one row per node or edge.
 - :func:`check_choice`: a string option (``reduce``, ``op``, ``impl``, a layer's ``aggr`` ...) must
   be one of its choices; a misspelling gets a "did you mean".
+- :func:`prng_key_words`: a JAX PRNG key (new-style or raw ``uint32[2]``) as its two ``uint32`` words.
 - :func:`check_graph`: ``g`` is a :class:`~jaxgraphops.Graph` whose eight index arrays have the
   shapes and the one integer dtype the ops need (checked at trace time, also under ``jit``), and,
   when the arrays are concrete (outside ``jit``), hold a valid graph: every id in range, the CSC
@@ -56,6 +57,26 @@ def check_bool(fn: str, name: str, value) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{fn}: {name} must be a bool; got {value!r}")
     return bool(value)
+
+
+def prng_key_words(fn: str, name: str, key) -> jax.Array:
+    """The key as uint32[2]: a new-style key's data (or two words drawn from it), or a raw key."""
+    if isinstance(key, (jax.Array, np.ndarray)) and jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+        if key.shape != ():
+            raise ValueError(f"{fn}: {name} must be a single PRNG key; got an array of keys of shape {key.shape}")
+        data = jax.random.key_data(key)
+        if data.shape == (2,) and data.dtype == jnp.uint32:
+            return data
+        return jax.random.bits(key, (2,), jnp.uint32)
+    try:
+        raw = jnp.asarray(key)
+    except TypeError:
+        raise TypeError(f"{fn}: {name} must be a JAX PRNG key (jax.random.key) or a raw uint32[2] key "
+                        f"(jax.random.PRNGKey); got {type(key).__name__}") from None
+    if raw.dtype != jnp.uint32 or raw.shape != (2,):
+        raise TypeError(f"{fn}: {name} must be a JAX PRNG key (jax.random.key) or a raw uint32[2] key "
+                        f"(jax.random.PRNGKey); got an array of dtype {raw.dtype} and shape {raw.shape}")
+    return raw
 
 
 def check_edge_types(fn: str, g, edge_types, n_types: int, n_types_name: str = "n_edge_types"):

@@ -199,8 +199,9 @@ def pool(x, graph_ids, n_graphs, *, reduce="sum"):
 @_checks_graph
 @_in_float32
 def mha_gat(g, x_src, attn_weights, *, x_dst=None, num_heads=1, concat_heads=True, negative_slope=0.2,
-            edge_feat=None, return_attention=False):
-    """Reference of :func:`jaxgraphops.mha_gat`: per-node scores, gathered logits, segment softmax, segment sum."""
+            edge_feat=None, return_attention=False, dropout_rate=0.0, dropout_key=None):
+    """Reference of :func:`jaxgraphops.mha_gat`: per-node scores, gathered logits, segment softmax, segment sum;
+    with ``dropout_rate``, the weights times :func:`attention_dropout_factor` of ``dropout_key`` (uint32[2])."""
     h = num_heads
     c = x_src.shape[1] // h
     xs = x_src.reshape(x_src.shape[0], h, c)
@@ -210,7 +211,7 @@ def mha_gat(g, x_src, attn_weights, *, x_dst=None, num_heads=1, concat_heads=Tru
     if edge_feat is not None:
         p = p + jnp.einsum("ehc,hc->eh", edge_feat.reshape(-1, h, c), a[2])
     z = jnp.where(p > 0, p, negative_slope * p)
-    alpha = edge_softmax(g, z)
+    alpha = _dropped(edge_softmax(g, z), dropout_rate, dropout_key)
     out = jax.ops.segment_sum(alpha[..., None] * xs[g.src], g.dst, num_segments=g.n_dst)
     out = out.reshape(g.n_dst, h * c) if concat_heads else out.mean(axis=1)
     return (out, alpha) if return_attention else out
@@ -219,8 +220,9 @@ def mha_gat(g, x_src, attn_weights, *, x_dst=None, num_heads=1, concat_heads=Tru
 @_checks_graph
 @_in_float32
 def mha_gat_v2(g, x_src, x_dst, attn_weights, *, num_heads=1, concat_heads=True, negative_slope=0.2,
-               edge_feat=None, return_attention=False):
-    """Reference of :func:`jaxgraphops.mha_gat_v2`: gathered per-edge vectors, segment softmax, segment sum."""
+               edge_feat=None, return_attention=False, dropout_rate=0.0, dropout_key=None):
+    """Reference of :func:`jaxgraphops.mha_gat_v2`: gathered per-edge vectors, segment softmax, segment sum
+    (dropout as :func:`mha_gat`)."""
     h = num_heads
     c = x_src.shape[1] // h
     xs = x_src.reshape(x_src.shape[0], h, c)
@@ -230,7 +232,7 @@ def mha_gat_v2(g, x_src, x_dst, attn_weights, *, num_heads=1, concat_heads=True,
         t = t + edge_feat.reshape(-1, h, c)
     u = jnp.where(t > 0, t, negative_slope * t)
     z = jnp.einsum("ehc,hc->eh", u, attn_weights.reshape(h, c))
-    alpha = edge_softmax(g, z)
+    alpha = _dropped(edge_softmax(g, z), dropout_rate, dropout_key)
     out = jax.ops.segment_sum(alpha[..., None] * xs[g.src], g.dst, num_segments=g.n_dst)
     out = out.reshape(g.n_dst, h * c) if concat_heads else out.mean(axis=1)
     return (out, alpha) if return_attention else out
@@ -238,8 +240,10 @@ def mha_gat_v2(g, x_src, x_dst, attn_weights, *, num_heads=1, concat_heads=True,
 
 @_checks_graph
 @_in_float32
-def mha_simple(g, query, key, value, *, num_heads=1, concat_heads=True, edge_feat=None, return_attention=False):
-    """Reference of :func:`jaxgraphops.mha_simple`: gathered queries, keys and values, segment softmax, segment sum."""
+def mha_simple(g, query, key, value, *, num_heads=1, concat_heads=True, edge_feat=None, return_attention=False,
+               dropout_rate=0.0, dropout_key=None):
+    """Reference of :func:`jaxgraphops.mha_simple`: gathered queries, keys and values, segment softmax, segment sum
+    (dropout as :func:`mha_gat`)."""
     h = num_heads
     c = key.shape[1] // h
     q = query.reshape(g.n_dst, h, c)[g.dst]
@@ -249,7 +253,7 @@ def mha_simple(g, query, key, value, *, num_heads=1, concat_heads=True, edge_fea
         e = edge_feat.reshape(-1, h, c)
         k, v = k + e, v + e
     z = jnp.sum(q * k, axis=-1) / jnp.sqrt(jnp.asarray(c, q.dtype))
-    alpha = edge_softmax(g, z)
+    alpha = _dropped(edge_softmax(g, z), dropout_rate, dropout_key)
     out = jax.ops.segment_sum(alpha[..., None] * v, g.dst, num_segments=g.n_dst)
     out = out.reshape(g.n_dst, h * c) if concat_heads else out.mean(axis=1)
     return (out, alpha) if return_attention else out
@@ -419,3 +423,39 @@ def sample_neighbor_slots(g, seeds, key_words, fanout: int, *, replace: bool = F
     src = jnp.where(real, g.csc_src[k] if g.n_edges else -1, -1).astype(idx)
     eid = jnp.where(real, g.csc_eid[k] if g.n_edges else -1, -1).astype(idx)
     return src.reshape(-1), eid.reshape(-1)
+
+
+# -- attention dropout ----------------------------------------------------------------------------
+# The dropout mask of the attention kernels (ffi/common/jgo/attention.h, DropoutFactor), from its
+# definition: (edge e, head h) is kept when the first Philox-4x32-10 word of the counter
+# (h, e_lo, e_hi, "drop") under the key is >= floor(rate * 2^32).
+
+_DROPOUT_STREAM = 0x64726F70
+
+
+def dropout_threshold(rate: float) -> int:
+    """``floor(rate * 2^32)``: an (edge, head) whose random word is below it is dropped (``0 <= rate < 1``)."""
+    return int(np.floor(float(rate) * 2.0**32))
+
+
+def attention_dropout_factor(key_words, n_edges: int, heads: int, rate: float, dtype=jnp.float32):
+    """The factors ``[n_edges, heads]`` the attention weights are multiplied by: ``1 / (1 - rate)`` where kept,
+    0 where dropped; ``key_words`` uint32[2], edges in input order, the kernels' bits (``n_edges < 2^32``).
+
+    >>> import jax, jax.numpy as jnp
+    >>> f = attention_dropout_factor(jnp.array([0, 42], jnp.uint32), 10000, 1, 0.25)
+    >>> sorted(set(f[:, 0].tolist())), abs(float(f.mean()) - 1) < 0.05
+    ([0.0, 1.3333333730697632], True)
+    """
+    e = jnp.broadcast_to(jnp.arange(n_edges, dtype=jnp.uint32)[:, None], (n_edges, heads))
+    h = jnp.broadcast_to(jnp.arange(heads, dtype=jnp.uint32)[None, :], (n_edges, heads))
+    words = _philox4x32((h, e, jnp.zeros_like(e), jnp.full_like(e, _DROPOUT_STREAM)), key_words[0], key_words[1])
+    keep = words[0] >= jnp.uint32(dropout_threshold(rate))
+    return jnp.where(keep, jnp.asarray(1.0 / (1.0 - float(rate)), dtype), jnp.asarray(0, dtype))
+
+
+def _dropped(alpha, dropout_rate, dropout_key):
+    """``alpha [E, H]`` times its dropout factors (itself for rate 0)."""
+    if not dropout_rate:
+        return alpha
+    return alpha * attention_dropout_factor(dropout_key, alpha.shape[0], alpha.shape[1], dropout_rate, alpha.dtype)

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _backend, reference
-from ._checks import check_choice, check_graph
+from ._checks import check_choice, check_graph, prng_key_words
 from .graph import Graph
 
 __all__ = ["SampledBlock", "sample_neighbors", "sample_blocks"]
@@ -67,26 +67,6 @@ class SampledBlock(NamedTuple):
 
 
 # -- argument checks ----------------------------------------------------------------------------
-
-def _key_words(fn: str, key) -> jax.Array:
-    """The key as uint32[2]: a new-style key's data (or two words drawn from it), or a raw key."""
-    if isinstance(key, (jax.Array, np.ndarray)) and jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
-        if key.shape != ():
-            raise ValueError(f"{fn}: key must be a single PRNG key; got an array of keys of shape {key.shape}")
-        data = jax.random.key_data(key)
-        if data.shape == (2,) and data.dtype == jnp.uint32:
-            return data
-        return jax.random.bits(key, (2,), jnp.uint32)
-    try:
-        raw = jnp.asarray(key)
-    except TypeError:
-        raise TypeError(f"{fn}: key must be a JAX PRNG key (jax.random.key) or a raw uint32[2] key "
-                        f"(jax.random.PRNGKey); got {type(key).__name__}") from None
-    if raw.dtype != jnp.uint32 or raw.shape != (2,):
-        raise TypeError(f"{fn}: key must be a JAX PRNG key (jax.random.key) or a raw uint32[2] key "
-                        f"(jax.random.PRNGKey); got an array of dtype {raw.dtype} and shape {raw.shape}")
-    return raw
-
 
 def _fanout(fn: str, name: str, f) -> int:
     try:
@@ -288,7 +268,7 @@ def sample_neighbors(key, g: Graph, seeds, fanout: int, *, replace: bool = False
     fn = "sample_neighbors"
     check_choice(fn, "impl", impl, IMPLS)
     _check_graph(fn, g)
-    key_words = _key_words(fn, key)
+    key_words = prng_key_words(fn, "key", key)
     fanout = _fanout(fn, "fanout", fanout)
     seeds = _check_seeds(fn, g, seeds)
     return _sample(fn, key_words, g, seeds, fanout, bool(replace), impl)
@@ -322,7 +302,7 @@ def sample_blocks(key, g: Graph, seeds, fanouts, *, replace: bool = False,
     fn = "sample_blocks"
     check_choice(fn, "impl", impl, IMPLS)
     _check_graph(fn, g)
-    key_words = _key_words(fn, key)
+    key_words = prng_key_words(fn, "key", key)
     try:
         fanouts = [_fanout(fn, f"fanouts[{i}]", f) for i, f in enumerate(fanouts)]
     except TypeError as e:

@@ -93,6 +93,9 @@ def test_cuda_lowering():
     assert ("jgo_spmm" in text) == jgo.with_cuda()
 
 
+NO_KEY = jnp.zeros((0,), jnp.uint32)  # the dropout key operand of the attention primitives, absent
+
+
 @pytest.mark.parametrize("edge", [False, True])
 def test_attention_forward_primitives_match_fallback(rng, edge):
     """The fused forward of each attention primitive against its pure-JAX lowering."""
@@ -114,8 +117,9 @@ def test_attention_forward_primitives_match_fallback(rng, edge):
          dict(scale=c ** -0.5, has_edge=edge)),
     ]
     for p, fallback, args, params in cases:
-        got = jax.jit(lambda *a, p=p, params=params: p.bind(*ga, *a, **params))(*args)
-        want = jax.jit(lambda *a, fallback=fallback, params=params: fallback(ga, *a, **params))(*args)
+        params = dict(params, dropout_rate=0.0)  # the attention families are keyed: no key, no dropout
+        got = jax.jit(lambda *a, p=p, params=params: p.bind(*ga, NO_KEY, *a, **params))(*args)
+        want = jax.jit(lambda *a, fallback=fallback, params=params: fallback(ga, NO_KEY, *a, **params))(*args)
         for u, v in zip(got, want):
             np.testing.assert_allclose(u, v, rtol=1e-5, atol=1e-5, err_msg=p.name)
 
@@ -152,8 +156,9 @@ def test_attention_primitives_with_minus_inf_logits(order):
     cts = (0.1 * np.abs(f(3, h, c)), f(3, h))  # small cotangents of out keep <G, v + ef> finite
     for p, fallback, args, params, z in cases:
         np.testing.assert_array_equal(np.isneginf(z), masked, err_msg=p.name)
-        fused = jax.jit(lambda *a, p=p, params=params: tuple(p.bind(*ga, *a, **params)))
-        composed = jax.jit(lambda *a, fallback=fallback, params=params: tuple(fallback(ga, *a, **params)))
+        params = dict(params, dropout_rate=0.0)  # the attention families are keyed: no key, no dropout
+        fused = jax.jit(lambda *a, p=p, params=params: tuple(p.bind(*ga, NO_KEY, *a, **params)))
+        composed = jax.jit(lambda *a, fallback=fallback, params=params: tuple(fallback(ga, NO_KEY, *a, **params)))
         (out, lse), vjp = jax.vjp(fused, *args)
         (ref_out, ref_lse), ref_vjp = jax.vjp(composed, *args)
         np.testing.assert_allclose(out, ref_out, rtol=1e-5, atol=1e-5, err_msg=p.name)

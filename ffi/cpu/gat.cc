@@ -47,8 +47,8 @@ void GatFwdRows(const GatArgs& a, const I* offsets, const I* nbr, const I* eid, 
   const int64_t H = a.heads, C = a.dim, HC = H * C;
   const T slope = static_cast<T>(a.slope);
   OnlineSoftmaxRow<T> row(H, C);
-  std::vector<T> scratch(2 * H);
-  T *p = scratch.data(), *z = p + H;
+  std::vector<T> scratch(3 * H);
+  T *p = scratch.data(), *z = p + H, *f = z + H;
   const int64_t last = offsets[r1];
   for (int64_t r = r0; r < r1; ++r) {
     row.Begin();
@@ -64,7 +64,7 @@ void GatFwdRows(const GatArgs& a, const I* offsets, const I* nbr, const I* eid, 
       const int64_t j = nbr[k];
       EdgeLogits<T, kEdge>(s_src + j * H, sd, kEdge ? s_edge + static_cast<int64_t>(eid[k]) * H : nullptr, slope, H,
                            p, z);
-      row.Add(z, x + j * HC);
+      row.Add(z, x + j * HC, EdgeDropout(a.drop, static_cast<int64_t>(eid[k]), H, f));
     }
     row.End(out + r * HC, lse + r * H);
   }
@@ -90,10 +90,11 @@ ffi::Error GatFwdTyped(ffi::ThreadPool& pool, const GatArgs& a, ffi::AnyBuffer o
 
 ffi::Error GatFwdCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
                      ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_dst, ffi::AnyBuffer s_edge,
-                     ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> lse, double negative_slope,
-                     bool has_edge) {
+                     ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> lse,
+                     double negative_slope, bool has_edge, int64_t dropout_threshold, double dropout_scale) {
   auto args = CheckGatFwd(offsets, nbr, eid, x, s_src, s_dst, s_edge, *out, *lse, negative_slope, has_edge);
   if (args.has_error()) return args.error();
+  if (auto e = SetDropout("gat_fwd", *args, dropout_key, dropout_threshold, dropout_scale); e.failure()) return e;
   if (auto e = RequireCpuStorage("gat_fwd", *args); e.failure()) return e;
   return DispatchTypes(x.element_type(), offsets.element_type(), [&](auto t, auto i) {
     return GatFwdTyped<decltype(t), decltype(i)>(pool, *args, offsets, nbr, eid, x, s_src, s_dst, s_edge, *out,
@@ -111,8 +112,8 @@ void GatBwdDstRows(const GatArgs& a, const I* offsets, const I* nbr, const I* ei
                    int64_t r1) {
   const int64_t H = a.heads, C = a.dim, HC = H * C;
   const T slope = static_cast<T>(a.slope);
-  std::vector<T> scratch(4 * H);
-  T *acc = scratch.data(), *p = acc + H, *z = p + H, *dot = z + H;
+  std::vector<T> scratch(5 * H);
+  T *acc = scratch.data(), *p = acc + H, *z = p + H, *dot = z + H, *f = dot + H;
   const int64_t last = offsets[r1];
   for (int64_t r = r0; r < r1; ++r) {
     std::fill(acc, acc + H, T(0));
@@ -131,6 +132,8 @@ void GatBwdDstRows(const GatArgs& a, const I* offsets, const I* nbr, const I* ei
       const T* xr = x + j * HC;
       EdgeLogits<T, kEdge>(s_src + j * H, sd, kEdge ? s_edge + e * H : nullptr, slope, H, p, z);
       for (int64_t h = 0; h < H; ++h) dot[h] = Dot(g + h * C, xr + h * C, C);
+      if (const T* fe = EdgeDropout(a.drop, e, H, f))
+        for (int64_t h = 0; h < H; ++h) dot[h] *= fe[h];
       T* gse = kEdge ? grad_s_edge + e * H : nullptr;
       for (int64_t h = 0; h < H; ++h) {
         const T gp = GatLogitGrad(SoftmaxWeight(z[h], lse[h], CpuExpFn{}), dot[h], delta[h], p[h], slope);
@@ -151,8 +154,8 @@ void GatBwdSrcRows(const GatArgs& a, const I* offsets, const I* nbr, const I* ei
                    int64_t r1) {
   const int64_t H = a.heads, C = a.dim, HC = H * C, HI = DstInfo::kCount * H;
   const T slope = static_cast<T>(a.slope);
-  std::vector<T> scratch(5 * H);
-  T *acc = scratch.data(), *p = acc + H, *z = p + H, *dot = z + H, *alpha = dot + H;
+  std::vector<T> scratch(6 * H);
+  T *acc = scratch.data(), *p = acc + H, *z = p + H, *dot = z + H, *alpha = dot + H, *f = alpha + H;
   const int64_t last = offsets[r1];
   for (int64_t r = r0; r < r1; ++r) {
     std::fill(acc, acc + H, T(0));
@@ -174,9 +177,16 @@ void GatBwdSrcRows(const GatArgs& a, const I* offsets, const I* nbr, const I* ei
       const T *lse = info + DstInfo::kLse * H, *delta = info + DstInfo::kDelta * H;
       EdgeLogits<T, kEdge>(ss, info + DstInfo::kSDst * H, kEdge ? s_edge + e * H : nullptr, slope, H, p, z);
       for (int64_t h = 0; h < H; ++h) dot[h] = Dot(g + h * C, xr + h * C, C);
+      const T* fe = EdgeDropout(a.drop, e, H, f);
       for (int64_t h = 0; h < H; ++h) {
         alpha[h] = SoftmaxWeight(z[h], lse[h], CpuExpFn{});
-        acc[h] += GatLogitGrad(alpha[h], dot[h], delta[h], p[h], slope);
+        if (fe) {
+          dot[h] *= fe[h];
+          acc[h] += GatLogitGrad(alpha[h], dot[h], delta[h], p[h], slope);
+          alpha[h] *= fe[h];  // the weight of G in grad_x
+        } else {
+          acc[h] += GatLogitGrad(alpha[h], dot[h], delta[h], p[h], slope);
+        }
       }
       for (int64_t h = 0; h < H; ++h) {
         const T* gh = g + h * C;
@@ -219,11 +229,15 @@ ffi::Error GatBwdTyped(ffi::ThreadPool& pool, const GatArgs& a, bool by_src, ffi
 
 ffi::Error GatBwd(ffi::ThreadPool& pool, bool by_src, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
                   ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_edge, ffi::AnyBuffer dst_info,
-                  ffi::AnyBuffer grad, ffi::AnyBuffer out_a, ffi::AnyBuffer out_b, double negative_slope,
-                  bool has_edge) {
+                  ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::AnyBuffer out_a, ffi::AnyBuffer out_b,
+                  double negative_slope, bool has_edge, int64_t dropout_threshold, double dropout_scale) {
   auto args = CheckGatBwd(offsets, nbr, eid, x, s_src, s_edge, dst_info, grad, out_a, out_b, by_src, negative_slope,
                           has_edge);
   if (args.has_error()) return args.error();
+  if (auto e = SetDropout(by_src ? "gat_bwd_src" : "gat_bwd_dst", *args, dropout_key, dropout_threshold,
+                          dropout_scale);
+      e.failure())
+    return e;
   if (auto e = RequireCpuStorage(by_src ? "gat_bwd_src" : "gat_bwd_dst", *args); e.failure()) return e;
   return DispatchTypes(x.element_type(), offsets.element_type(), [&](auto t, auto i) {
     return GatBwdTyped<decltype(t), decltype(i)>(pool, *args, by_src, offsets, nbr, eid, x, s_src, s_edge, dst_info,
@@ -233,18 +247,20 @@ ffi::Error GatBwd(ffi::ThreadPool& pool, bool by_src, ffi::AnyBuffer offsets, ff
 
 ffi::Error GatBwdDstCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
                         ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_edge, ffi::AnyBuffer dst_info,
-                        ffi::AnyBuffer grad, ffi::Result<ffi::AnyBuffer> grad_s_dst,
-                        ffi::Result<ffi::AnyBuffer> grad_s_edge, double negative_slope, bool has_edge) {
-  return GatBwd(pool, false, offsets, nbr, eid, x, s_src, s_edge, dst_info, grad, *grad_s_dst, *grad_s_edge,
-                negative_slope, has_edge);
+                        ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> grad_s_dst,
+                        ffi::Result<ffi::AnyBuffer> grad_s_edge, double negative_slope, bool has_edge,
+                        int64_t dropout_threshold, double dropout_scale) {
+  return GatBwd(pool, false, offsets, nbr, eid, x, s_src, s_edge, dst_info, grad, dropout_key, *grad_s_dst,
+                *grad_s_edge, negative_slope, has_edge, dropout_threshold, dropout_scale);
 }
 
 ffi::Error GatBwdSrcCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
                         ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_edge, ffi::AnyBuffer dst_info,
-                        ffi::AnyBuffer grad, ffi::Result<ffi::AnyBuffer> grad_x,
-                        ffi::Result<ffi::AnyBuffer> grad_s_src, double negative_slope, bool has_edge) {
-  return GatBwd(pool, true, offsets, nbr, eid, x, s_src, s_edge, dst_info, grad, *grad_x, *grad_s_src,
-                negative_slope, has_edge);
+                        ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> grad_x,
+                        ffi::Result<ffi::AnyBuffer> grad_s_src, double negative_slope, bool has_edge,
+                        int64_t dropout_threshold, double dropout_scale) {
+  return GatBwd(pool, true, offsets, nbr, eid, x, s_src, s_edge, dst_info, grad, dropout_key, *grad_x,
+                *grad_s_src, negative_slope, has_edge, dropout_threshold, dropout_scale);
 }
 
 }  // namespace

@@ -41,17 +41,18 @@ inline void EdgeLogitsV2(const T* xs, const T* xd, const T* ef, const T* a, T sl
   for (int64_t h = 0; h < H; ++h) z[h] = Sum(w + h * C, C);
 }
 
-// Scratch rows of one task: t, w [H*C] and the per-head logits, weights and logit gradients.
+// Scratch rows of one task: t, w [H*C] and the per-head logits, weights, logit gradients and dropout factors.
 template <typename T>
 struct Scratch {
   std::vector<T> buf;
-  T *t, *w, *z, *wt, *dz;
-  Scratch(int64_t H, int64_t C) : buf(2 * H * C + 3 * H) {
+  T *t, *w, *z, *wt, *dz, *f;
+  Scratch(int64_t H, int64_t C) : buf(2 * H * C + 4 * H) {
     t = buf.data();
     w = t + H * C;
     z = w + H * C;
     wt = z + H;
     dz = wt + H;
+    f = dz + H;
   }
 };
 
@@ -83,7 +84,7 @@ void FwdRows(const GatArgs& g, const I* offsets, const I* nbr, const I* eid, con
       const T* xr = xs + static_cast<int64_t>(nbr[k]) * HC;
       EdgeLogitsV2<T, kEdge>(xr, xdr, kEdge ? ef + static_cast<int64_t>(eid[k]) * HC : nullptr, a, slope, H, C, s.t,
                              s.w, s.z);
-      row.Add(s.z, xr);
+      row.Add(s.z, xr, EdgeDropout(g.drop, static_cast<int64_t>(eid[k]), H, s.f));
     }
     row.End(out + r * HC, lse + r * H);
   }
@@ -119,9 +120,11 @@ void BwdDstRows(const GatArgs& g, const I* offsets, const I* nbr, const I* eid, 
       const int64_t e = eid[k];
       const T* xr = xs + static_cast<int64_t>(nbr[k]) * HC;
       EdgeLogitsV2<T, kEdge>(xr, xdr, kEdge ? ef + e * HC : nullptr, a, slope, H, C, s.t, s.w, s.z);
+      const T* fe = EdgeDropout(g.drop, e, H, s.f);
       for (int64_t h = 0; h < H; ++h) {
         const T alpha = SoftmaxWeight(s.z[h], lse[h], CpuExpFn{});
-        s.dz[h] = alpha * (Dot(gr + h * C, xr + h * C, C) - delta[h]);
+        const T dalpha = Dot(gr + h * C, xr + h * C, C);
+        s.dz[h] = alpha * ((fe ? dalpha * fe[h] : dalpha) - delta[h]);
       }
       T* gef = kEdge ? grad_ef + e * HC : nullptr;
       for (int64_t h = 0; h < H; ++h) {
@@ -166,10 +169,12 @@ void BwdSrcRows(const GatArgs& g, const I* offsets, const I* nbr, const I* eid, 
       const T* gr = grad + i * HC;
       const T *lse = info + i * HI + Gatv2Info::kLse * H, *delta = info + i * HI + Gatv2Info::kDelta * H;
       EdgeLogitsV2<T, kEdge>(xr, xd + i * HC, kEdge ? ef + e * HC : nullptr, a, slope, H, C, s.t, s.w, s.z);
+      const T* fe = EdgeDropout(g.drop, e, H, s.f);
       for (int64_t h = 0; h < H; ++h) {
         const T alpha = SoftmaxWeight(s.z[h], lse[h], CpuExpFn{});
-        s.wt[h] = alpha;
-        s.dz[h] = alpha * (Dot(gr + h * C, xr + h * C, C) - delta[h]);
+        const T dalpha = Dot(gr + h * C, xr + h * C, C);
+        s.wt[h] = fe ? alpha * fe[h] : alpha;
+        s.dz[h] = alpha * ((fe ? dalpha * fe[h] : dalpha) - delta[h]);
       }
       for (int64_t h = 0; h < H; ++h) {
         const T dz = s.dz[h], alpha = s.wt[h];
@@ -201,11 +206,12 @@ ffi::Error FwdTyped(ffi::ThreadPool& pool, const GatArgs& g, ffi::AnyBuffer offs
 }
 
 ffi::Error FwdCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
-                  ffi::AnyBuffer xs, ffi::AnyBuffer xd, ffi::AnyBuffer a, ffi::AnyBuffer ef,
+                  ffi::AnyBuffer xs, ffi::AnyBuffer xd, ffi::AnyBuffer a, ffi::AnyBuffer ef, ffi::AnyBuffer dropout_key,
                   ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> lse, double negative_slope,
-                  bool has_edge) {
+                  bool has_edge, int64_t dropout_threshold, double dropout_scale) {
   auto args = CheckGatv2(kFwd, offsets, nbr, eid, xs, xd, a, ef, nullptr, nullptr, false, negative_slope, has_edge);
   if (args.has_error()) return args.error();
+  if (auto e = SetDropout(kFwd, *args, dropout_key, dropout_threshold, dropout_scale); e.failure()) return e;
   if (auto e = RequireCpuStorage(kFwd, *args); e.failure()) return e;
   const auto ft = args->storage;
   if (auto e = CheckResult(kFwd, "out", *out, ft, {args->n_dst, args->heads, args->dim}); e.failure()) return e;
@@ -236,10 +242,12 @@ ffi::Error BwdDstTyped(ffi::ThreadPool& pool, const GatArgs& g, ffi::AnyBuffer o
 
 ffi::Error BwdDstCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
                      ffi::AnyBuffer xs, ffi::AnyBuffer xd, ffi::AnyBuffer a, ffi::AnyBuffer ef, ffi::AnyBuffer info,
-                     ffi::AnyBuffer grad, ffi::Result<ffi::AnyBuffer> grad_xd, ffi::Result<ffi::AnyBuffer> grad_a,
-                     ffi::Result<ffi::AnyBuffer> grad_ef, double negative_slope, bool has_edge) {
+                     ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> grad_xd,
+                     ffi::Result<ffi::AnyBuffer> grad_a, ffi::Result<ffi::AnyBuffer> grad_ef, double negative_slope,
+                     bool has_edge, int64_t dropout_threshold, double dropout_scale) {
   auto args = CheckGatv2(kBwdDst, offsets, nbr, eid, xs, xd, a, ef, &info, &grad, false, negative_slope, has_edge);
   if (args.has_error()) return args.error();
+  if (auto e = SetDropout(kBwdDst, *args, dropout_key, dropout_threshold, dropout_scale); e.failure()) return e;
   if (auto e = RequireCpuStorage(kBwdDst, *args); e.failure()) return e;
   const auto ft = args->storage;
   const int64_t nd = args->n_dst, H = args->heads, C = args->dim;
@@ -274,10 +282,11 @@ ffi::Error BwdSrcTyped(ffi::ThreadPool& pool, const GatArgs& g, ffi::AnyBuffer o
 
 ffi::Error BwdSrcCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
                      ffi::AnyBuffer xs, ffi::AnyBuffer xd, ffi::AnyBuffer a, ffi::AnyBuffer ef, ffi::AnyBuffer info,
-                     ffi::AnyBuffer grad, ffi::Result<ffi::AnyBuffer> grad_xs, double negative_slope,
-                     bool has_edge) {
+                     ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> grad_xs,
+                     double negative_slope, bool has_edge, int64_t dropout_threshold, double dropout_scale) {
   auto args = CheckGatv2(kBwdSrc, offsets, nbr, eid, xs, xd, a, ef, &info, &grad, true, negative_slope, has_edge);
   if (args.has_error()) return args.error();
+  if (auto e = SetDropout(kBwdSrc, *args, dropout_key, dropout_threshold, dropout_scale); e.failure()) return e;
   if (auto e = RequireCpuStorage(kBwdSrc, *args); e.failure()) return e;
   const auto ft = args->storage;
   if (auto e = CheckResult(kBwdSrc, "grad_x_src", *grad_xs, ft, {args->n_src, args->heads, args->dim});

@@ -43,13 +43,13 @@ inline void HeadDots(const T* a, const T* b, int64_t H, int64_t C, T* prod, T* z
 }
 
 // Scratch rows of one task: key, value, products [H*C] and the per-head logits, dot products,
-// weights and scaled logit gradients.
+// weights, scaled logit gradients and dropout factors.
 template <typename T>
 struct Scratch {
   std::vector<T> buf;
   T *key, *val, *prod;
-  T *z, *dot, *wt, *scale;
-  Scratch(int64_t H, int64_t C) : buf(3 * H * C + 4 * H) {
+  T *z, *dot, *wt, *scale, *f;
+  Scratch(int64_t H, int64_t C) : buf(3 * H * C + 5 * H) {
     key = buf.data();
     val = key + H * C;
     prod = val + H * C;
@@ -57,6 +57,7 @@ struct Scratch {
     dot = z + H;
     wt = dot + H;
     scale = wt + H;
+    f = scale + H;
   }
 };
 
@@ -90,7 +91,8 @@ void FwdRows(const SimpleArgs& g, const I* offsets, const I* nbr, const I* eid, 
       const T* efr = kEdge ? ef + static_cast<int64_t>(eid[p]) * HC : nullptr;
       HeadDots(qr, EdgeRow<T, kEdge>(k + j * HC, efr, HC, s.key), H, C, s.prod, s.z);
       for (int64_t h = 0; h < H; ++h) s.z[h] = SimpleLogit(s.z[h], scale);
-      row.Add(s.z, EdgeRow<T, kEdge>(v + j * HC, efr, HC, s.val));
+      row.Add(s.z, EdgeRow<T, kEdge>(v + j * HC, efr, HC, s.val),
+              EdgeDropout(g.drop, static_cast<int64_t>(eid[p]), H, s.f));
     }
     row.End(out + r * HC, lse + r * H);
   }
@@ -127,9 +129,11 @@ void BwdDstRows(const SimpleArgs& g, const I* offsets, const I* nbr, const I* ei
       const T* kr = EdgeRow<T, kEdge>(k + j * HC, efr, HC, s.key);
       HeadDots(qr, kr, H, C, s.prod, s.z);
       HeadDots(gr, EdgeRow<T, kEdge>(v + j * HC, efr, HC, s.val), H, C, s.prod, s.dot);
+      const T* fe = EdgeDropout(g.drop, e, H, s.f);
       for (int64_t h = 0; h < H; ++h) {
         alpha[h] = SoftmaxWeight(SimpleLogit(s.z[h], scale), lse[h], CpuExpFn{});
-        sds[h] = scale * SimpleLogitGrad(alpha[h], s.dot[h], delta[h]);
+        sds[h] = scale * SimpleLogitGrad(alpha[h], fe ? s.dot[h] * fe[h] : s.dot[h], delta[h]);
+        if (fe) alpha[h] *= fe[h];  // the weight of G in grad_v and grad_ef
       }
       for (int64_t h = 0; h < H; ++h) {
         const T sh = sds[h];
@@ -180,9 +184,11 @@ void BwdSrcRows(const SimpleArgs& g, const I* offsets, const I* nbr, const I* ei
       const T *lse = info + i * HI + SimpleInfo::kLse * H, *delta = info + i * HI + SimpleInfo::kDelta * H;
       HeadDots(qi, EdgeRow<T, kEdge>(kj, efr, HC, s.key), H, C, s.prod, s.z);
       HeadDots(gi, EdgeRow<T, kEdge>(vj, efr, HC, s.val), H, C, s.prod, s.dot);
+      const T* fe = EdgeDropout(g.drop, e, H, s.f);
       for (int64_t h = 0; h < H; ++h) {
         alpha[h] = SoftmaxWeight(SimpleLogit(s.z[h], scale), lse[h], CpuExpFn{});
-        sds[h] = scale * SimpleLogitGrad(alpha[h], s.dot[h], delta[h]);
+        sds[h] = scale * SimpleLogitGrad(alpha[h], fe ? s.dot[h] * fe[h] : s.dot[h], delta[h]);
+        if (fe) alpha[h] *= fe[h];  // the weight of G in grad_v and grad_ef
       }
       for (int64_t h = 0; h < H; ++h) {
         const T sh = sds[h], ah = alpha[h];
@@ -216,10 +222,12 @@ const T* EdgeData(const SimpleArgs& g, ffi::AnyBuffer& ef) {
 }
 
 ffi::Error FwdCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
-                  ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::AnyBuffer ef,
-                  ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> lse, double scale, bool has_edge) {
+                  ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::AnyBuffer ef, ffi::AnyBuffer dropout_key,
+                  ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> lse, double scale, bool has_edge,
+                  int64_t dropout_threshold, double dropout_scale) {
   auto args = CheckMhaSimple(kFwd, offsets, nbr, eid, q, k, v, ef, nullptr, nullptr, false, scale, has_edge, false);
   if (args.has_error()) return args.error();
+  if (auto e = SetDropout(kFwd, *args, dropout_key, dropout_threshold, dropout_scale); e.failure()) return e;
   const auto ft = q.element_type();
   if (auto e = CheckMhaSimpleResults(kFwd, *args, ft, 0, *out, *lse); e.failure()) return e;
   const SimpleArgs g = *args;
@@ -238,10 +246,12 @@ ffi::Error FwdCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer n
 
 ffi::Error BwdDstCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
                      ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::AnyBuffer ef, ffi::AnyBuffer info,
-                     ffi::AnyBuffer grad, ffi::Result<ffi::AnyBuffer> grad_q, ffi::Result<ffi::AnyBuffer> grad_ef,
-                     double scale, bool has_edge) {
+                     ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> grad_q,
+                     ffi::Result<ffi::AnyBuffer> grad_ef, double scale, bool has_edge, int64_t dropout_threshold,
+                     double dropout_scale) {
   auto args = CheckMhaSimple(kBwdDst, offsets, nbr, eid, q, k, v, ef, &info, &grad, false, scale, has_edge, false);
   if (args.has_error()) return args.error();
+  if (auto e = SetDropout(kBwdDst, *args, dropout_key, dropout_threshold, dropout_scale); e.failure()) return e;
   const auto ft = q.element_type();
   if (auto e = CheckMhaSimpleResults(kBwdDst, *args, ft, 1, *grad_q, *grad_ef); e.failure()) return e;
   const SimpleArgs g = *args;
@@ -262,10 +272,12 @@ ffi::Error BwdDstCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffe
 
 ffi::Error BwdSrcCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
                      ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::AnyBuffer ef, ffi::AnyBuffer info,
-                     ffi::AnyBuffer grad, ffi::Result<ffi::AnyBuffer> grad_k, ffi::Result<ffi::AnyBuffer> grad_v,
-                     double scale, bool has_edge) {
+                     ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> grad_k,
+                     ffi::Result<ffi::AnyBuffer> grad_v, double scale, bool has_edge, int64_t dropout_threshold,
+                     double dropout_scale) {
   auto args = CheckMhaSimple(kBwdSrc, offsets, nbr, eid, q, k, v, ef, &info, &grad, true, scale, has_edge, false);
   if (args.has_error()) return args.error();
+  if (auto e = SetDropout(kBwdSrc, *args, dropout_key, dropout_threshold, dropout_scale); e.failure()) return e;
   const auto ft = q.element_type();
   if (auto e = CheckMhaSimpleResults(kBwdSrc, *args, ft, 2, *grad_k, *grad_v); e.failure()) return e;
   const SimpleArgs g = *args;

@@ -11,8 +11,18 @@
 
 namespace jgo {
 
-// Begin() starts a row; Add(z, msg) takes one in-edge with per-head logits z [H] and its message
-// row msg [H*C]; End(out_row, lse_row) writes the softmax-weighted sum [H*C] and the log-sum-exp
+// The dropout factors of edge e for every head into f [H]; nullptr without dropout.
+template <typename T>
+inline const T* EdgeDropout(const Dropout& d, int64_t e, int64_t H, T* f) {
+  if (d.key == nullptr) return nullptr;
+  for (int64_t h = 0; h < H; ++h) f[h] = DropoutFactor<T>(d, e, h);
+  return f;
+}
+
+// Begin() starts a row; Add(z, msg, factor) takes one in-edge with per-head logits z [H], its
+// message row msg [H*C] and, with dropout, the per-head factors [H] its weights are multiplied by
+// after normalisation (nullptr: none; the normaliser always takes the undropped weights);
+// End(out_row, lse_row) writes the softmax-weighted sum [H*C] and the log-sum-exp
 // [H] (0 and 0 for a row without edges).
 template <typename T>
 class OnlineSoftmaxRow {
@@ -31,12 +41,12 @@ class OnlineSoftmaxRow {
     std::fill(l_, l_ + H_, T(0));
   }
 
-  void Add(const T* z, const T* msg) {
+  void Add(const T* z, const T* msg, const T* factor = nullptr) {
     for (int64_t h = 0; h < H_; ++h) OnlineSoftmaxStep(m_[h], l_[h], z[h], scale_[h], wt_[h], CpuExpFn{});
     for (int64_t h = 0; h < H_; ++h) {
       T* ah = acc_ + h * C_;
       const T* mh = msg + h * C_;
-      const T sh = scale_[h], wh = wt_[h];
+      const T sh = scale_[h], wh = factor ? wt_[h] * factor[h] : wt_[h];
       for (int64_t c = 0; c < C_; ++c) ah[c] = ah[c] * sh + wh * mh[c];
     }
   }

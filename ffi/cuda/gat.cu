@@ -36,7 +36,7 @@ namespace {
 // softmax; each lane accumulates kVec features in registers (C > kVec * group: several chunks,
 // each re-walking the edges).
 
-template <typename S, typename T, typename I, bool kEdge>
+template <typename S, typename T, typename I, bool kDrop, bool kEdge>
 __global__ void GatFwdKernel(GatArgs a, const I* offsets, const I* nbr, const I* eid, const S* x, const T* s_src,
                              const T* s_dst, const T* s_edge, S* out, T* lse, int group) {
   const int64_t H = a.heads, C = a.dim, HC = H * C;
@@ -50,7 +50,9 @@ __global__ void GatFwdKernel(GatArgs a, const I* offsets, const I* nbr, const I*
     AttendRow<T>(
         nbr, eid, begin, end, a.n_src, a.n_edges, C, lane, group,
         [&](int64_t j, int64_t e) { return GatLogit(s_src[j * H + h], sd, kEdge ? s_edge[e * H + h] : T(0), slope); },
-        [&](int64_t j) { return x + j * HC + h * C; }, out + r * HC + h * C, lse + r * H + h);
+        [&](int64_t j) { return x + j * HC + h * C; },
+        [&](int64_t e) { return DropoutFactorIf<kDrop, T>(a.drop, e, h); },
+        out + r * HC + h * C, lse + r * H + h);
   }
 }
 
@@ -59,7 +61,9 @@ ffi::Error GatFwdTyped(cudaStream_t stream, const GatArgs& a, ffi::AnyBuffer off
                        ffi::AnyBuffer eid, ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_dst,
                        ffi::AnyBuffer s_edge, ffi::AnyBuffer out, ffi::AnyBuffer lse) {
   const int group = GroupWidth(a.dim);
-  auto kernel = a.has_edge ? GatFwdKernel<S, T, I, true> : GatFwdKernel<S, T, I, false>;
+  auto kernel = a.has_edge
+                    ? (a.drop.key ? GatFwdKernel<S, T, I, true, true> : GatFwdKernel<S, T, I, false, true>)
+                    : (a.drop.key ? GatFwdKernel<S, T, I, true, false> : GatFwdKernel<S, T, I, false, false>);
   return Launch("jgo_gat_fwd", kernel, a.n_rows * a.heads * group, stream, a, offsets.typed_data<I>(),
                 nbr.typed_data<I>(), eid.typed_data<I>(), Data<const S>(x), s_src.typed_data<T>(),
                 s_dst.typed_data<T>(), a.has_edge ? s_edge.typed_data<T>() : nullptr, Data<S>(out),
@@ -68,10 +72,11 @@ ffi::Error GatFwdTyped(cudaStream_t stream, const GatArgs& a, ffi::AnyBuffer off
 
 ffi::Error GatFwdCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
                       ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_dst, ffi::AnyBuffer s_edge,
-                      ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> lse, double negative_slope,
-                      bool has_edge) {
+                      ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> lse,
+                      double negative_slope, bool has_edge, int64_t dropout_threshold, double dropout_scale) {
   auto args = CheckGatFwd(offsets, nbr, eid, x, s_src, s_dst, s_edge, *out, *lse, negative_slope, has_edge);
   if (args.has_error()) return args.error();
+  if (auto e = SetDropout("gat_fwd", *args, dropout_key, dropout_threshold, dropout_scale); e.failure()) return e;
   return DispatchStorage(args->storage, args->score, offsets.element_type(), [&](auto s, auto t, auto i) {
     return GatFwdTyped<decltype(s), decltype(t), decltype(i)>(stream, *args, offsets, nbr, eid, x, s_src, s_dst,
                                                               s_edge, *out, *lse);
@@ -83,7 +88,7 @@ ffi::Error GatFwdCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffe
 //   grad_s_dst[i,h] = sum_e gp_e,h      grad_s_edge[e,h] = gp_e,h
 // The lanes split the dot product <G[i,h], x[j,h]> and share its sum.
 
-template <typename S, typename T, typename I, bool kEdge>
+template <typename S, typename T, typename I, bool kDrop, bool kEdge>
 __global__ void GatBwdDstKernel(GatArgs a, const I* offsets, const I* nbr, const I* eid, const S* x, const T* s_src,
                                 const T* s_edge, const T* dst_info, const S* grad, T* grad_s_dst, T* grad_s_edge,
                                 int group) {
@@ -108,7 +113,8 @@ __global__ void GatBwdDstKernel(GatArgs a, const I* offsets, const I* nbr, const
       for (int64_t c = lane; c < C; c += group) dot += Widen<T>(g[c]) * Widen<T>(xh[c]);
       dot = GroupSum(dot, mask, group);
       const T p = GatPre(s_src[j * H + h], sd, kEdge ? s_edge[e * H + h] : T(0));
-      const T gp = GatLogitGrad(SoftmaxWeight(LeakyRelu(p, slope), lse, ExpFn{}), dot, delta, p, slope);
+      const T f = DropoutFactorIf<kDrop, T>(a.drop, e, h);
+      const T gp = GatLogitGrad(SoftmaxWeight(LeakyRelu(p, slope), lse, ExpFn{}), dot * f, delta, p, slope);
       acc += gp;
       if (kEdge && lane == 0) grad_s_edge[e * H + h] = gp;
     }
@@ -119,7 +125,7 @@ __global__ void GatBwdDstKernel(GatArgs a, const I* offsets, const I* nbr, const
 // jgo_gat_bwd_src: a group per (source j, head h) over the out-edges (reverse CSR):
 //   grad_x[j,h,:] = sum_e alpha_e,h G[i,h,:]      grad_s_src[j,h] = sum_e gp_e,h
 
-template <typename S, typename T, typename I, bool kEdge>
+template <typename S, typename T, typename I, bool kDrop, bool kEdge>
 __global__ void GatBwdSrcKernel(GatArgs a, const I* offsets, const I* nbr, const I* eid, const S* x, const T* s_src,
                                 const T* s_edge, const T* dst_info, const S* grad, S* grad_x, T* grad_s_src,
                                 int group) {
@@ -148,11 +154,12 @@ __global__ void GatBwdSrcKernel(GatArgs a, const I* offsets, const I* nbr, const
         dot = GroupSum(dot, mask, group);
         const T p = GatPre(ss, info[DstInfo::kSDst * H + h], kEdge ? s_edge[e * H + h] : T(0));
         const T alpha = SoftmaxWeight(LeakyRelu(p, slope), info[DstInfo::kLse * H + h], ExpFn{});
-        acc_s += GatLogitGrad(alpha, dot, info[DstInfo::kDelta * H + h], p, slope);
+        const T f = DropoutFactorIf<kDrop, T>(a.drop, e, h);
+        acc_s += GatLogitGrad(alpha, dot * f, info[DstInfo::kDelta * H + h], p, slope);
 #pragma unroll
         for (int v = 0; v < kVec; ++v) {
           const int64_t c = c0 + lane + int64_t(v) * group;
-          if (c < C) acc[v] += alpha * Widen<T>(gh[c]);
+          if (c < C) acc[v] += alpha * f * Widen<T>(gh[c]);
         }
       }
 #pragma unroll
@@ -176,12 +183,16 @@ ffi::Error GatBwdTyped(cudaStream_t stream, const GatArgs& a, bool by_src, ffi::
   const T* se = a.has_edge ? s_edge.typed_data<T>() : nullptr;
   T* rb = (by_src || a.has_edge) ? out_b.typed_data<T>() : nullptr;
   if (by_src) {
-    auto kernel = a.has_edge ? GatBwdSrcKernel<S, T, I, true> : GatBwdSrcKernel<S, T, I, false>;
+    auto kernel = a.has_edge
+                      ? (a.drop.key ? GatBwdSrcKernel<S, T, I, true, true> : GatBwdSrcKernel<S, T, I, false, true>)
+                      : (a.drop.key ? GatBwdSrcKernel<S, T, I, true, false> : GatBwdSrcKernel<S, T, I, false, false>);
     return Launch("jgo_gat_bwd_src", kernel, threads, stream, a, offsets.typed_data<I>(), nbr.typed_data<I>(),
                   eid.typed_data<I>(), Data<const S>(x), s_src.typed_data<T>(), se, dst_info.typed_data<T>(),
                   Data<const S>(grad), Data<S>(out_a), rb, group);
   }
-  auto kernel = a.has_edge ? GatBwdDstKernel<S, T, I, true> : GatBwdDstKernel<S, T, I, false>;
+  auto kernel = a.has_edge
+                    ? (a.drop.key ? GatBwdDstKernel<S, T, I, true, true> : GatBwdDstKernel<S, T, I, false, true>)
+                    : (a.drop.key ? GatBwdDstKernel<S, T, I, true, false> : GatBwdDstKernel<S, T, I, false, false>);
   // An edge skipped for an out-of-range index leaves its grad_s_edge row unwritten: clear it first.
   if (a.has_edge && a.n_edges > 0) {
     const cudaError_t err = cudaMemsetAsync(rb, 0, sizeof(T) * a.n_edges * a.heads, stream);
@@ -195,11 +206,15 @@ ffi::Error GatBwdTyped(cudaStream_t stream, const GatArgs& a, bool by_src, ffi::
 
 ffi::Error GatBwd(cudaStream_t stream, bool by_src, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
                   ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_edge, ffi::AnyBuffer dst_info,
-                  ffi::AnyBuffer grad, ffi::AnyBuffer out_a, ffi::AnyBuffer out_b, double negative_slope,
-                  bool has_edge) {
+                  ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::AnyBuffer out_a, ffi::AnyBuffer out_b,
+                  double negative_slope, bool has_edge, int64_t dropout_threshold, double dropout_scale) {
   auto args = CheckGatBwd(offsets, nbr, eid, x, s_src, s_edge, dst_info, grad, out_a, out_b, by_src, negative_slope,
                           has_edge);
   if (args.has_error()) return args.error();
+  if (auto e = SetDropout(by_src ? "gat_bwd_src" : "gat_bwd_dst", *args, dropout_key, dropout_threshold,
+                          dropout_scale);
+      e.failure())
+    return e;
   return DispatchStorage(args->storage, args->score, offsets.element_type(), [&](auto s, auto t, auto i) {
     return GatBwdTyped<decltype(s), decltype(t), decltype(i)>(stream, *args, by_src, offsets, nbr, eid, x, s_src,
                                                               s_edge, dst_info, grad, out_a, out_b);
@@ -208,18 +223,20 @@ ffi::Error GatBwd(cudaStream_t stream, bool by_src, ffi::AnyBuffer offsets, ffi:
 
 ffi::Error GatBwdDstCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
                          ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_edge, ffi::AnyBuffer dst_info,
-                         ffi::AnyBuffer grad, ffi::Result<ffi::AnyBuffer> grad_s_dst,
-                         ffi::Result<ffi::AnyBuffer> grad_s_edge, double negative_slope, bool has_edge) {
-  return GatBwd(stream, false, offsets, nbr, eid, x, s_src, s_edge, dst_info, grad, *grad_s_dst, *grad_s_edge,
-                negative_slope, has_edge);
+                         ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> grad_s_dst,
+                         ffi::Result<ffi::AnyBuffer> grad_s_edge, double negative_slope, bool has_edge,
+                         int64_t dropout_threshold, double dropout_scale) {
+  return GatBwd(stream, false, offsets, nbr, eid, x, s_src, s_edge, dst_info, grad, dropout_key,
+                *grad_s_dst, *grad_s_edge, negative_slope, has_edge, dropout_threshold, dropout_scale);
 }
 
 ffi::Error GatBwdSrcCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
                          ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_edge, ffi::AnyBuffer dst_info,
-                         ffi::AnyBuffer grad, ffi::Result<ffi::AnyBuffer> grad_x,
-                         ffi::Result<ffi::AnyBuffer> grad_s_src, double negative_slope, bool has_edge) {
-  return GatBwd(stream, true, offsets, nbr, eid, x, s_src, s_edge, dst_info, grad, *grad_x, *grad_s_src,
-                negative_slope, has_edge);
+                         ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> grad_x,
+                         ffi::Result<ffi::AnyBuffer> grad_s_src, double negative_slope, bool has_edge,
+                         int64_t dropout_threshold, double dropout_scale) {
+  return GatBwd(stream, true, offsets, nbr, eid, x, s_src, s_edge, dst_info, grad, dropout_key,
+                *grad_x, *grad_s_src, negative_slope, has_edge, dropout_threshold, dropout_scale);
 }
 
 }  // namespace

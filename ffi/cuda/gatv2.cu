@@ -57,7 +57,7 @@ __device__ __forceinline__ T GroupDot(const S* u, const S* v, int64_t C, int lan
 // ---------------------------------------------------------------------------------------
 // jgo_gatv2_fwd: a group per (destination, head), one pass with an online softmax per chunk.
 
-template <typename S, typename T, typename I, bool kEdge>
+template <typename S, typename T, typename I, bool kDrop, bool kEdge>
 __global__ void FwdKernel(GatArgs g, const I* offsets, const I* nbr, const I* eid, const S* xs, const S* xd,
                           const T* a, const S* ef, S* out, T* lse, int group) {
   const int64_t H = g.heads, C = g.dim, HC = H * C;
@@ -76,7 +76,9 @@ __global__ void FwdKernel(GatArgs g, const I* offsets, const I* nbr, const I* ei
           return Logit<T, kEdge>(xs + j * HC + h * C, xdh, kEdge ? ef + e * HC + h * C : nullptr, ah, C, slope, lane,
                                  group, mask);
         },
-        [&](int64_t j) { return xs + j * HC + h * C; }, out + r * HC + h * C, lse + r * H + h);
+        [&](int64_t j) { return xs + j * HC + h * C; },
+        [&](int64_t e) { return DropoutFactorIf<kDrop, T>(g.drop, e, h); },
+        out + r * HC + h * C, lse + r * H + h);
   }
 }
 
@@ -84,7 +86,7 @@ __global__ void FwdKernel(GatArgs g, const I* offsets, const I* nbr, const I* ei
 // jgo_gatv2_bwd_dst: a group per (destination i, head h) over the in-edges (CSC):
 //   grad_xd[i] = sum_e dt_e,  grad_a_rows[i] = sum_e dz_e leaky(t_e),  grad_ef[e] = dt_e
 
-template <typename S, typename T, typename I, bool kEdge>
+template <typename S, typename T, typename I, bool kDrop, bool kEdge>
 __global__ void BwdDstKernel(GatArgs g, const I* offsets, const I* nbr, const I* eid, const S* xs, const S* xd,
                              const T* a, const S* ef, const T* info, const S* grad, S* grad_xd, T* grad_a,
                              S* grad_ef, int group) {
@@ -111,7 +113,8 @@ __global__ void BwdDstKernel(GatArgs g, const I* offsets, const I* nbr, const I*
         const S* efh = kEdge ? ef + e * HC + h * C : nullptr;
         const T z = Logit<T, kEdge>(xsh, xdh, efh, ah, C, slope, lane, group, mask);
         const T alpha = SoftmaxWeight(z, lse, ExpFn{});
-        const T dz = alpha * (GroupDot<T>(gh, xsh, C, lane, group, mask) - delta);
+        const T f = DropoutFactorIf<kDrop, T>(g.drop, e, h);
+        const T dz = alpha * (GroupDot<T>(gh, xsh, C, lane, group, mask) * f - delta);
 #pragma unroll
         for (int v = 0; v < kVec; ++v) {
           const int64_t c = c0 + lane + int64_t(v) * group;
@@ -139,7 +142,7 @@ __global__ void BwdDstKernel(GatArgs g, const I* offsets, const I* nbr, const I*
 // jgo_gatv2_bwd_src: a group per (source j, head h) over the out-edges (reverse CSR):
 //   grad_xs[j] = sum_e alpha_e G[i] + dt_e
 
-template <typename S, typename T, typename I, bool kEdge>
+template <typename S, typename T, typename I, bool kDrop, bool kEdge>
 __global__ void BwdSrcKernel(GatArgs g, const I* offsets, const I* nbr, const I* eid, const S* xs, const S* xd,
                              const T* a, const S* ef, const T* info, const S* grad, S* grad_xs, int group) {
   const int64_t H = g.heads, C = g.dim, HC = H * C, HI = Gatv2Info::kCount * H;
@@ -164,13 +167,15 @@ __global__ void BwdSrcKernel(GatArgs g, const I* offsets, const I* nbr, const I*
         const S* efh = kEdge ? ef + e * HC + h * C : nullptr;
         const T z = Logit<T, kEdge>(xsh, xdh, efh, ah, C, slope, lane, group, mask);
         const T alpha = SoftmaxWeight(z, info[i * HI + Gatv2Info::kLse * H + h], ExpFn{});
-        const T dz = alpha * (GroupDot<T>(gh, xsh, C, lane, group, mask) - info[i * HI + Gatv2Info::kDelta * H + h]);
+        const T f = DropoutFactorIf<kDrop, T>(g.drop, e, h);
+        const T delta = info[i * HI + Gatv2Info::kDelta * H + h];
+        const T dz = alpha * (GroupDot<T>(gh, xsh, C, lane, group, mask) * f - delta);
 #pragma unroll
         for (int v = 0; v < kVec; ++v) {
           const int64_t c = c0 + lane + int64_t(v) * group;
           if (c < C) {
             const T t = Pre<T, kEdge>(xsh, xdh, efh, c);
-            acc[v] += alpha * Widen<T>(gh[c]) + Gatv2PreGrad(dz, ah[c], t, slope);
+            acc[v] += alpha * f * Widen<T>(gh[c]) + Gatv2PreGrad(dz, ah[c], t, slope);
           }
         }
       }
@@ -193,10 +198,11 @@ ffi::Error CudaError(const char* name, cudaError_t err) {
 
 ffi::Error FwdCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
                    ffi::AnyBuffer xs, ffi::AnyBuffer xd, ffi::AnyBuffer a, ffi::AnyBuffer ef,
-                   ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> lse, double negative_slope,
-                   bool has_edge) {
+                   ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> lse,
+                   double negative_slope, bool has_edge, int64_t dropout_threshold, double dropout_scale) {
   auto args = CheckGatv2(kFwd, offsets, nbr, eid, xs, xd, a, ef, nullptr, nullptr, false, negative_slope, has_edge);
   if (args.has_error()) return args.error();
+  if (auto e = SetDropout(kFwd, *args, dropout_key, dropout_threshold, dropout_scale); e.failure()) return e;
   const auto ft = args->storage;
   if (auto e = CheckResult(kFwd, "out", *out, ft, {args->n_dst, args->heads, args->dim}); e.failure()) return e;
   if (auto e = CheckResult(kFwd, "lse", *lse, args->score, {args->n_dst, args->heads}); e.failure()) return e;
@@ -206,7 +212,9 @@ ffi::Error FwdCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer n
     using T = decltype(t);
     using I = decltype(i);
     const int group = GroupWidth(g.dim);
-    auto kernel = g.has_edge ? FwdKernel<S, T, I, true> : FwdKernel<S, T, I, false>;
+    auto kernel = g.has_edge
+                      ? (g.drop.key ? FwdKernel<S, T, I, true, true> : FwdKernel<S, T, I, false, true>)
+                      : (g.drop.key ? FwdKernel<S, T, I, true, false> : FwdKernel<S, T, I, false, false>);
     return Launch("jgo_gatv2_fwd", kernel, g.n_rows * g.heads * group, stream, g, offsets.typed_data<I>(),
                   nbr.typed_data<I>(), eid.typed_data<I>(), Data<const S>(xs), Data<const S>(xd), Data<const T>(a),
                   g.has_edge ? Data<const S>(ef) : nullptr, Data<S>(*out), Data<T>(*lse), group);
@@ -215,10 +223,12 @@ ffi::Error FwdCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer n
 
 ffi::Error BwdDstCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
                       ffi::AnyBuffer xs, ffi::AnyBuffer xd, ffi::AnyBuffer a, ffi::AnyBuffer ef, ffi::AnyBuffer info,
-                      ffi::AnyBuffer grad, ffi::Result<ffi::AnyBuffer> grad_xd, ffi::Result<ffi::AnyBuffer> grad_a,
-                      ffi::Result<ffi::AnyBuffer> grad_ef, double negative_slope, bool has_edge) {
+                      ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> grad_xd,
+                      ffi::Result<ffi::AnyBuffer> grad_a, ffi::Result<ffi::AnyBuffer> grad_ef, double negative_slope,
+                      bool has_edge, int64_t dropout_threshold, double dropout_scale) {
   auto args = CheckGatv2(kBwdDst, offsets, nbr, eid, xs, xd, a, ef, &info, &grad, false, negative_slope, has_edge);
   if (args.has_error()) return args.error();
+  if (auto e = SetDropout(kBwdDst, *args, dropout_key, dropout_threshold, dropout_scale); e.failure()) return e;
   const auto ft = args->storage;
   const int64_t nd = args->n_dst, H = args->heads, C = args->dim;
   if (auto e = CheckResult(kBwdDst, "grad_x_dst", *grad_xd, ft, {nd, H, C}); e.failure()) return e;
@@ -239,7 +249,9 @@ ffi::Error BwdDstCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffe
       if (err != cudaSuccess) return CudaError("jgo_gatv2_bwd_dst", err);
     }
     const int group = GroupWidth(g.dim);
-    auto kernel = g.has_edge ? BwdDstKernel<S, T, I, true> : BwdDstKernel<S, T, I, false>;
+    auto kernel = g.has_edge
+                      ? (g.drop.key ? BwdDstKernel<S, T, I, true, true> : BwdDstKernel<S, T, I, false, true>)
+                      : (g.drop.key ? BwdDstKernel<S, T, I, true, false> : BwdDstKernel<S, T, I, false, false>);
     return Launch("jgo_gatv2_bwd_dst", kernel, g.n_rows * g.heads * group, stream, g, offsets.typed_data<I>(),
                   nbr.typed_data<I>(), eid.typed_data<I>(), Data<const S>(xs), Data<const S>(xd), Data<const T>(a),
                   g.has_edge ? Data<const S>(ef) : nullptr, Data<const T>(info), Data<const S>(grad),
@@ -249,10 +261,11 @@ ffi::Error BwdDstCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffe
 
 ffi::Error BwdSrcCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
                       ffi::AnyBuffer xs, ffi::AnyBuffer xd, ffi::AnyBuffer a, ffi::AnyBuffer ef, ffi::AnyBuffer info,
-                      ffi::AnyBuffer grad, ffi::Result<ffi::AnyBuffer> grad_xs, double negative_slope,
-                      bool has_edge) {
+                      ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> grad_xs,
+                      double negative_slope, bool has_edge, int64_t dropout_threshold, double dropout_scale) {
   auto args = CheckGatv2(kBwdSrc, offsets, nbr, eid, xs, xd, a, ef, &info, &grad, true, negative_slope, has_edge);
   if (args.has_error()) return args.error();
+  if (auto e = SetDropout(kBwdSrc, *args, dropout_key, dropout_threshold, dropout_scale); e.failure()) return e;
   const auto ft = args->storage;
   if (auto e = CheckResult(kBwdSrc, "grad_x_src", *grad_xs, ft, {args->n_src, args->heads, args->dim});
       e.failure())
@@ -263,7 +276,9 @@ ffi::Error BwdSrcCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffe
     using T = decltype(t);
     using I = decltype(i);
     const int group = GroupWidth(g.dim);
-    auto kernel = g.has_edge ? BwdSrcKernel<S, T, I, true> : BwdSrcKernel<S, T, I, false>;
+    auto kernel = g.has_edge
+                      ? (g.drop.key ? BwdSrcKernel<S, T, I, true, true> : BwdSrcKernel<S, T, I, false, true>)
+                      : (g.drop.key ? BwdSrcKernel<S, T, I, true, false> : BwdSrcKernel<S, T, I, false, false>);
     return Launch("jgo_gatv2_bwd_src", kernel, g.n_rows * g.heads * group, stream, g, offsets.typed_data<I>(),
                   nbr.typed_data<I>(), eid.typed_data<I>(), Data<const S>(xs), Data<const S>(xd), Data<const T>(a),
                   g.has_edge ? Data<const S>(ef) : nullptr, Data<const T>(info), Data<const S>(grad),

@@ -60,7 +60,7 @@ __device__ __forceinline__ const S* HeadRow(const S* base, int64_t row, int64_t 
 // jgo_mha_simple_fwd: a group per (destination, head), one pass over the in-edges with an online
 // softmax per chunk of kVec * group features.
 
-template <typename S, typename I, bool kEdge>
+template <typename S, typename I, bool kDrop, bool kEdge>
 __global__ void FwdKernel(SimpleArgs g, const I* offsets, const I* nbr, const I* eid, const S* q, const S* k,
                           const S* v, const S* ef, S* out, Compute<S>* lse, int group) {
   using A = Compute<S>;
@@ -85,6 +85,7 @@ __global__ void FwdKernel(SimpleArgs g, const I* offsets, const I* nbr, const I*
         const A z = SimpleLogit(HeadDot<S, kEdge>(qh, HeadRow(k, j, HC, h, C), efh, C, lane, group, mask), scale);
         A sc, wt;
         OnlineSoftmaxStep(m, l, z, sc, wt, ExpFn{});
+        wt *= DropoutFactorIf<kDrop, A>(g.drop, e, h);
         const S* vh = HeadRow(v, j, HC, h, C);
 #pragma unroll
         for (int u = 0; u < kVec; ++u) {
@@ -108,7 +109,7 @@ __global__ void FwdKernel(SimpleArgs g, const I* offsets, const I* nbr, const I*
 // jgo_mha_simple_bwd_dst: a group per (destination i, head h) over the in-edges (CSC):
 //   grad_q[i] = sum_e scale ds_e k'_e,   grad_ef[e] = scale ds_e q[i] + alpha_e G[i]
 
-template <typename S, typename I, bool kEdge>
+template <typename S, typename I, bool kDrop, bool kEdge>
 __global__ void BwdDstKernel(SimpleArgs g, const I* offsets, const I* nbr, const I* eid, const S* q, const S* k,
                              const S* v, const S* ef, const Compute<S>* info, const S* grad, S* grad_q, S* grad_ef,
                              int group) {
@@ -134,8 +135,9 @@ __global__ void BwdDstKernel(SimpleArgs g, const I* offsets, const I* nbr, const
         const S* kh = HeadRow(k, j, HC, h, C);
         const S* efh = kEdge ? HeadRow(ef, e, HC, h, C) : nullptr;
         const A z = SimpleLogit(HeadDot<S, kEdge>(qh, kh, efh, C, lane, group, mask), scale);
+        const A f = DropoutFactorIf<kDrop, A>(g.drop, e, h);
         const A alpha = SoftmaxWeight(z, lse, ExpFn{});
-        const A dalpha = HeadDot<S, kEdge>(gh, HeadRow(v, j, HC, h, C), efh, C, lane, group, mask);
+        const A dalpha = f * HeadDot<S, kEdge>(gh, HeadRow(v, j, HC, h, C), efh, C, lane, group, mask);
         const A sds = scale * SimpleLogitGrad(alpha, dalpha, delta);
 #pragma unroll
         for (int u = 0; u < kVec; ++u) {
@@ -144,7 +146,7 @@ __global__ void BwdDstKernel(SimpleArgs g, const I* offsets, const I* nbr, const
             acc[u] += sds * EdgeElement<S, kEdge>(kh, efh, c);
             if (kEdge)
               grad_ef[e * HC + h * C + c] =
-                  Narrow<S>(SimpleEdgeGrad(sds, Widen<Compute<S>>(qh[c]), alpha, Widen<Compute<S>>(gh[c])));
+                  Narrow<S>(SimpleEdgeGrad(sds, Widen<Compute<S>>(qh[c]), alpha * f, Widen<Compute<S>>(gh[c])));
           }
         }
       }
@@ -160,7 +162,7 @@ __global__ void BwdDstKernel(SimpleArgs g, const I* offsets, const I* nbr, const
 // jgo_mha_simple_bwd_src: a group per (source j, head h) over the out-edges (reverse CSR):
 //   grad_k[j] = sum_e scale ds_e q[i],   grad_v[j] = sum_e alpha_e G[i]
 
-template <typename S, typename I, bool kEdge>
+template <typename S, typename I, bool kDrop, bool kEdge>
 __global__ void BwdSrcKernel(SimpleArgs g, const I* offsets, const I* nbr, const I* eid, const S* q, const S* k,
                              const S* v, const S* ef, const Compute<S>* info, const S* grad, S* grad_k, S* grad_v,
                              int group) {
@@ -186,15 +188,16 @@ __global__ void BwdSrcKernel(SimpleArgs g, const I* offsets, const I* nbr, const
         const S* gh = HeadRow(grad, i, HC, h, C);
         const S* efh = kEdge ? HeadRow(ef, e, HC, h, C) : nullptr;
         const A z = SimpleLogit(HeadDot<S, kEdge>(qh, kh, efh, C, lane, group, mask), scale);
+        const A f = DropoutFactorIf<kDrop, A>(g.drop, e, h);
         const A alpha = SoftmaxWeight(z, info[i * HI + SimpleInfo::kLse * H + h], ExpFn{});
-        const A dalpha = HeadDot<S, kEdge>(gh, vh, efh, C, lane, group, mask);
+        const A dalpha = f * HeadDot<S, kEdge>(gh, vh, efh, C, lane, group, mask);
         const A sds = scale * SimpleLogitGrad(alpha, dalpha, info[i * HI + SimpleInfo::kDelta * H + h]);
 #pragma unroll
         for (int u = 0; u < kVec; ++u) {
           const int64_t c = c0 + lane + int64_t(u) * group;
           if (c < C) {
             acc_k[u] += sds * Widen<Compute<S>>(qh[c]);
-            acc_v[u] += alpha * Widen<Compute<S>>(gh[c]);
+            acc_v[u] += alpha * f * Widen<Compute<S>>(gh[c]);
           }
         }
       }
@@ -218,10 +221,12 @@ constexpr const char* kBwdDst = "mha_simple_bwd_dst";
 constexpr const char* kBwdSrc = "mha_simple_bwd_src";
 
 ffi::Error FwdCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
-                   ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::AnyBuffer ef,
-                   ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> lse, double scale, bool has_edge) {
+                   ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::AnyBuffer ef, ffi::AnyBuffer dropout_key,
+                   ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> lse, double scale, bool has_edge,
+                   int64_t dropout_threshold, double dropout_scale) {
   auto args = CheckMhaSimple(kFwd, offsets, nbr, eid, q, k, v, ef, nullptr, nullptr, false, scale, has_edge, true);
   if (args.has_error()) return args.error();
+  if (auto e = SetDropout(kFwd, *args, dropout_key, dropout_threshold, dropout_scale); e.failure()) return e;
   const auto ft = q.element_type();
   if (auto e = CheckMhaSimpleResults(kFwd, *args, ft, 0, *out, *lse); e.failure()) return e;
   const SimpleArgs g = *args;
@@ -229,7 +234,9 @@ ffi::Error FwdCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer n
     using S = decltype(s);
     using I = decltype(i);
     const int group = GroupWidth(g.dim);
-    auto kernel = g.has_edge ? FwdKernel<S, I, true> : FwdKernel<S, I, false>;
+    auto kernel = g.has_edge
+                      ? (g.drop.key ? FwdKernel<S, I, true, true> : FwdKernel<S, I, false, true>)
+                      : (g.drop.key ? FwdKernel<S, I, true, false> : FwdKernel<S, I, false, false>);
     return Launch("jgo_mha_simple_fwd", kernel, g.n_rows * g.heads * group, stream, g, Data<const I>(offsets),
                   Data<const I>(nbr), Data<const I>(eid), Data<const S>(q), Data<const S>(k), Data<const S>(v),
                   g.has_edge ? Data<const S>(ef) : nullptr, Data<S>(*out), Data<Compute<S>>(*lse), group);
@@ -238,10 +245,12 @@ ffi::Error FwdCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer n
 
 ffi::Error BwdDstCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
                       ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::AnyBuffer ef, ffi::AnyBuffer info,
-                      ffi::AnyBuffer grad, ffi::Result<ffi::AnyBuffer> grad_q, ffi::Result<ffi::AnyBuffer> grad_ef,
-                      double scale, bool has_edge) {
+                      ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> grad_q,
+                      ffi::Result<ffi::AnyBuffer> grad_ef, double scale, bool has_edge, int64_t dropout_threshold,
+                      double dropout_scale) {
   auto args = CheckMhaSimple(kBwdDst, offsets, nbr, eid, q, k, v, ef, &info, &grad, false, scale, has_edge, true);
   if (args.has_error()) return args.error();
+  if (auto e = SetDropout(kBwdDst, *args, dropout_key, dropout_threshold, dropout_scale); e.failure()) return e;
   const auto ft = q.element_type();
   if (auto e = CheckMhaSimpleResults(kBwdDst, *args, ft, 1, *grad_q, *grad_ef); e.failure()) return e;
   const SimpleArgs g = *args;
@@ -257,7 +266,9 @@ ffi::Error BwdDstCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffe
         return ffi::Error::Internal(std::string("jaxgraphops: jgo_mha_simple_bwd_dst: ") + cudaGetErrorString(err));
     }
     const int group = GroupWidth(g.dim);
-    auto kernel = g.has_edge ? BwdDstKernel<S, I, true> : BwdDstKernel<S, I, false>;
+    auto kernel = g.has_edge
+                      ? (g.drop.key ? BwdDstKernel<S, I, true, true> : BwdDstKernel<S, I, false, true>)
+                      : (g.drop.key ? BwdDstKernel<S, I, true, false> : BwdDstKernel<S, I, false, false>);
     return Launch("jgo_mha_simple_bwd_dst", kernel, g.n_rows * g.heads * group, stream, g, Data<const I>(offsets),
                   Data<const I>(nbr), Data<const I>(eid), Data<const S>(q), Data<const S>(k), Data<const S>(v),
                   g.has_edge ? Data<const S>(ef) : nullptr, Data<const Compute<S>>(info), Data<const S>(grad),
@@ -267,10 +278,12 @@ ffi::Error BwdDstCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffe
 
 ffi::Error BwdSrcCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
                       ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::AnyBuffer ef, ffi::AnyBuffer info,
-                      ffi::AnyBuffer grad, ffi::Result<ffi::AnyBuffer> grad_k, ffi::Result<ffi::AnyBuffer> grad_v,
-                      double scale, bool has_edge) {
+                      ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> grad_k,
+                      ffi::Result<ffi::AnyBuffer> grad_v, double scale, bool has_edge, int64_t dropout_threshold,
+                      double dropout_scale) {
   auto args = CheckMhaSimple(kBwdSrc, offsets, nbr, eid, q, k, v, ef, &info, &grad, true, scale, has_edge, true);
   if (args.has_error()) return args.error();
+  if (auto e = SetDropout(kBwdSrc, *args, dropout_key, dropout_threshold, dropout_scale); e.failure()) return e;
   const auto ft = q.element_type();
   if (auto e = CheckMhaSimpleResults(kBwdSrc, *args, ft, 2, *grad_k, *grad_v); e.failure()) return e;
   const SimpleArgs g = *args;
@@ -278,7 +291,9 @@ ffi::Error BwdSrcCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffe
     using S = decltype(s);
     using I = decltype(i);
     const int group = GroupWidth(g.dim);
-    auto kernel = g.has_edge ? BwdSrcKernel<S, I, true> : BwdSrcKernel<S, I, false>;
+    auto kernel = g.has_edge
+                      ? (g.drop.key ? BwdSrcKernel<S, I, true, true> : BwdSrcKernel<S, I, false, true>)
+                      : (g.drop.key ? BwdSrcKernel<S, I, true, false> : BwdSrcKernel<S, I, false, false>);
     return Launch("jgo_mha_simple_bwd_src", kernel, g.n_rows * g.heads * group, stream, g, Data<const I>(offsets),
                   Data<const I>(nbr), Data<const I>(eid), Data<const S>(q), Data<const S>(k), Data<const S>(v),
                   g.has_edge ? Data<const S>(ef) : nullptr, Data<const Compute<S>>(info), Data<const S>(grad),

@@ -21,12 +21,14 @@ struct ExpFn {
 // Attention of one (row, head) over the in-edges [begin, end): logit(j, e) gives the logit of
 // the edge from j (the same value on every lane of the group), and the softmax-weighted rows
 // x_head(j)[0, C) (storage type S) are summed in T into out_rh[0, C); lse_rh gets the
-// log-sum-exp (0 for no edges).
+// log-sum-exp (0 for no edges). factor(e) multiplies the normalised weight of edge e (attention
+// dropout, jgo/attention.h; 1 without): the normaliser takes the undropped weights.
 // Each lane accumulates kVec features in registers; C > kVec * group takes several chunks,
 // each re-walking the edges. Edges whose neighbour or edge id is out of range are skipped.
-template <typename T, typename I, typename Logit, typename Row, typename S>
+template <typename T, typename I, typename Logit, typename Row, typename Factor, typename S>
 __device__ void AttendRow(const I* nbr, const I* eid, int64_t begin, int64_t end, int64_t n_src, int64_t n_edges,
-                          int64_t C, int lane, int group, Logit logit, Row x_head, S* out_rh, T* lse_rh) {
+                          int64_t C, int lane, int group, Logit logit, Row x_head, Factor factor, S* out_rh,
+                          T* lse_rh) {
   for (int64_t c0 = 0; c0 < C || c0 == 0; c0 += int64_t(kVec) * group) {
     T acc[kVec];
 #pragma unroll
@@ -37,6 +39,7 @@ __device__ void AttendRow(const I* nbr, const I* eid, int64_t begin, int64_t end
       if (!InRange(j, n_src) || !InRange(e, n_edges)) continue;
       T scale, weight;
       OnlineSoftmaxStep(m, l, logit(j, e), scale, weight, ExpFn{});
+      weight *= factor(e);
       const S* xh = x_head(j);
 #pragma unroll
       for (int v = 0; v < kVec; ++v) {

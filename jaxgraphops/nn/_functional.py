@@ -29,6 +29,13 @@ def check_fill_value(layer: str, fill_value) -> None:
         check_choice(layer, "fill_value", fill_value, ("mean",))
 
 
+def check_dropout(layer: str, rate) -> float:
+    """PyG's attention ``dropout`` of an attention layer: a float in ``[0, 1)``."""
+    if isinstance(rate, bool) or not isinstance(rate, (int, float, np.integer, np.floating)) or not 0 <= rate < 1:
+        raise ValueError(f"{layer}: dropout must be a float in [0, 1); got {rate!r}")
+    return float(rate)
+
+
 def check_dst_rows(layer: str, g: Graph, x_dst):
     """``x_dst`` must have one row per destination node (layers never drop rows silently)."""
     rows = getattr(x_dst, "shape", (None,))[:1]
@@ -234,15 +241,17 @@ def _edge_features(layer: str, g: Graph, edge_attr, edge_kernel, *, add_loops: b
 
 
 def _gat_family(op, g: Graph, h_src, h_dst, attn, edge_feat, *, heads: int, concat: bool,
-                negative_slope: float, add_loops: bool, return_attention: bool):
-    """Runs ``op`` (``mha_gat`` or ``mha_gat_v2``) on PyG's graph (``gat_graph`` if ``add_loops``);
-    returns ``out`` or ``(out, alpha)`` with the removed loops' weights set to 0."""
+                negative_slope: float, add_loops: bool, return_attention: bool, dropout: float = 0.0,
+                dropout_key=None):
+    """Runs ``op`` (``mha_gat`` or ``mha_gat_v2``) on PyG's graph (``gat_graph`` if ``add_loops``), with
+    attention dropout ``dropout`` keyed by ``dropout_key``; returns ``out`` or ``(out, alpha)`` with the
+    removed loops' weights set to 0."""
     h_dst = h_dst[: g.n_dst]
     if add_loops:
         g = gat_graph(g)
         h_dst = jnp.concatenate([h_dst, jnp.zeros((1, h_dst.shape[1]), h_dst.dtype)])
     res = op(g, h_src, h_dst, attn, num_heads=heads, concat_heads=concat, negative_slope=negative_slope,
-             edge_feat=edge_feat, return_attention=return_attention)
+             edge_feat=edge_feat, return_attention=return_attention, dropout_rate=dropout, dropout_key=dropout_key)
     out, alpha = res if return_attention else (res, None)
     if add_loops:
         out = out[:-1]
@@ -260,14 +269,16 @@ def _add_skip(out, x_dst, res_kernel, bias):
 
 def gat_conv(g: Graph, x_src, x_dst, src_kernel, dst_kernel, att_src, att_dst, bias, *, concat: bool,
              negative_slope: float, add_loops: bool, edge_attr=None, edge_kernel=None, att_edge=None,
-             fill_value="mean", return_attention: bool = False, res_kernel=None):
-    """PyG's ``GATConv`` (no dropout) with ``[in, out]`` kernels and PyG's ``att_* [1, H, C]``.
+             fill_value="mean", return_attention: bool = False, res_kernel=None, dropout: float = 0.0,
+             dropout_key=None):
+    """PyG's ``GATConv`` with ``[in, out]`` kernels and PyG's ``att_* [1, H, C]``.
 
     ``dst_kernel`` is applied to ``x_dst``; ``x_dst`` None means ``x_src`` (square graphs).
     ``edge_kernel``/``att_edge`` None: no edge features; ``res_kernel`` None: no residual.
     Returns ``out`` or ``(out, alpha)`` with ``alpha [E + m, H]``: ``g``'s edges in input order
     (0 for a self loop of ``g`` when ``add_loops``, as PyG removes those), then the
-    ``m = min(n_src, n_dst)`` added loops.
+    ``m = min(n_src, n_dst)`` added loops. ``dropout``: PyG's attention dropout (rate), drawn from
+    ``dropout_key`` (required when it is > 0; pass 0 for evaluation); ``alpha`` is then the dropped weights.
     """
     _checks.check_graph("GATConv", g)
     heads = att_src.shape[-2]
@@ -280,18 +291,19 @@ def gat_conv(g: Graph, x_src, x_dst, src_kernel, dst_kernel, att_src, att_dst, b
     out, alpha = _gat_family(
         lambda g, hs, hd, a, **kw: mha_gat(g, hs, a, x_dst=hd, **kw), g, h_src, h_dst,
         jnp.concatenate([a.reshape(-1) for a in parts]), edge_feat, heads=heads, concat=concat,
-        negative_slope=negative_slope, add_loops=add_loops, return_attention=return_attention)
+        negative_slope=negative_slope, add_loops=add_loops, return_attention=return_attention, dropout=dropout,
+        dropout_key=dropout_key)
     out = _add_skip(out, x_dst, res_kernel, bias)
     return (out, alpha) if return_attention else out
 
 
 def gatv2_conv(g: Graph, x_src, x_dst, src_kernel, src_bias, dst_kernel, dst_bias, att, bias, *, concat: bool,
                negative_slope: float, add_loops: bool, edge_attr=None, edge_kernel=None, fill_value="mean",
-               return_attention: bool = False, res_kernel=None):
-    """PyG's ``GATv2Conv`` (no dropout): ``x_l = x_src @ src_kernel + src_bias`` (PyG's ``lin_l``),
+               return_attention: bool = False, res_kernel=None, dropout: float = 0.0, dropout_key=None):
+    """PyG's ``GATv2Conv``: ``x_l = x_src @ src_kernel + src_bias`` (PyG's ``lin_l``),
     ``x_r = x_dst @ dst_kernel + dst_bias`` (``lin_r``), ``att [1, H, C]``; biases may be None.
 
-    Same graph handling and return values as :func:`gat_conv`.
+    Same graph handling, dropout and return values as :func:`gat_conv`.
     """
     _checks.check_graph("GATv2Conv", g)
     heads = att.shape[-2]
@@ -308,7 +320,7 @@ def gatv2_conv(g: Graph, x_src, x_dst, src_kernel, src_bias, dst_kernel, dst_bia
     edge_feat = _edge_features("GATv2Conv", g, edge_attr, edge_kernel, add_loops=add_loops, fill_value=fill_value)
     out, alpha = _gat_family(mha_gat_v2, g, h_src, h_dst, att.reshape(-1), edge_feat, heads=heads,
                              concat=concat, negative_slope=negative_slope, add_loops=add_loops,
-                             return_attention=return_attention)
+                             return_attention=return_attention, dropout=dropout, dropout_key=dropout_key)
     out = _add_skip(out, x_dst, res_kernel, bias)
     return (out, alpha) if return_attention else out
 
@@ -407,22 +419,25 @@ def _affine(x, w: dict, name: str):
 
 
 def transformer_conv(g: Graph, x_src, x_dst, w: dict, *, heads: int, concat: bool, edge_attr=None,
-                     return_attention: bool = False):
-    """PyG's ``TransformerConv`` (no dropout) from ``[in, out]`` kernels and biases in ``w``:
+                     return_attention: bool = False, dropout: float = 0.0, dropout_key=None):
+    """PyG's ``TransformerConv`` from ``[in, out]`` kernels and biases in ``w``:
     ``query/key/value_kernel`` (+ ``_bias``), ``edge_kernel`` (edge_dim), ``skip_kernel``
     (+ ``skip_bias``; root weight) and ``beta_kernel [3 * out, 1]`` (beta gate).
 
     ``out_i = sum_j alpha_ij (v_j (+ W_e e_ij))`` with ``alpha_ij = softmax_j <q_i, k_j (+ W_e e_ij)>
     / sqrt(C)`` (:func:`jaxgraphops.mha_simple`), then ``+ x_i W_skip`` or the beta-gated mix
     ``b x_i W_skip + (1 - b) out``, ``b = sigmoid([out, x_r, out - x_r] W_beta)``.
-    Returns ``out [n_dst, H*C or C]`` or ``(out, alpha [E, H])`` (input edge order).
+    ``dropout``: PyG's attention dropout (rate) on ``alpha``, drawn from ``dropout_key`` (required when it
+    is > 0). Returns ``out [n_dst, H*C or C]`` or ``(out, alpha [E, H])`` (input edge order; with dropout the
+    dropped weights, where PyG returns them before dropout).
     """
     _checks.check_graph("TransformerConv", g)
     x_dst = _dst_features("TransformerConv", g, x_src, x_dst)
     edge_feat = _edge_features("TransformerConv", g, edge_attr, w.get("edge_kernel"), add_loops=False,
                                fill_value=None)
     res = mha_simple(g, _affine(x_dst[: g.n_dst], w, "query"), _affine(x_src, w, "key"), _affine(x_src, w, "value"),
-                     num_heads=heads, concat_heads=concat, edge_feat=edge_feat, return_attention=return_attention)
+                     num_heads=heads, concat_heads=concat, edge_feat=edge_feat, return_attention=return_attention,
+                     dropout_rate=dropout, dropout_key=dropout_key)
     out, alpha = res if return_attention else (res, None)
     if "skip_kernel" in w:
         x_r = _affine(x_dst[: g.n_dst], w, "skip")

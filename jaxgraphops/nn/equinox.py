@@ -21,7 +21,8 @@ from ..graph import Graph
 from ._basic import (EDGE_CONV_AGGRS, attentional_aggregation, attentional_aggregation_weights_from_pyg, edge_conv,
                      edge_conv_weights_from_pyg, gcn_conv, gin_conv, gin_weights_from_pyg, gine_conv, graph_norm,
                      graph_norm_weights_from_pyg)
-from ._functional import (GRAPH_CONV_NORMS, SAGE_AGGRS, check_choice, check_fill_value, check_output_width,
+from ._functional import (GRAPH_CONV_NORMS, SAGE_AGGRS, check_choice, check_dropout, check_fill_value,
+                          check_output_width,
                           gat_conv, gat_weights_from_pyg, gatv2_conv, gatv2_weights_from_pyg, gcn_weights_from_pyg,
                           graph_conv, sage_conv, sage_weights_from_pyg, split_sage_input, transformer_conv,
                           transformer_weights_from_pyg)
@@ -178,7 +179,8 @@ class GATConv(eqx.Module):
     With ``add_self_loops`` the graph is PyG's: existing self loops removed, one loop ``i -> i``
     added for every ``i < min(n_src, n_dst)``, whose edge attributes are ``fill_value``
     (``"mean"``: the mean of the node's incoming edge attributes, 0 without any; or a number).
-    Attention dropout is not supported.
+    Attention dropout (PyG's ``dropout``) runs inside the fused kernels, as equinox's ``nn.Dropout``:
+    with ``dropout`` > 0 and not ``inference`` (a field, or the call's argument) the call needs ``key``.
 
     Fields as PyG's parameters: ``lin`` (``[H*C, in]``, no bias; None for a pair
     ``in_features``, which uses ``lin_src`` and ``lin_dst``), ``att_src``, ``att_dst [1, H, C]``,
@@ -199,13 +201,17 @@ class GATConv(eqx.Module):
     - ``fill_value``: ``"mean"`` or a number, the added loops' edge attributes.
     - ``use_bias``: add ``bias`` (PyG's ``bias``).
     - ``residual``: add ``res(x_dst)`` (PyG's ``residual``).
+    - ``dropout``: the attention dropout rate, in ``[0, 1)``.
+    - ``inference``: no dropout (a static field, so that ``jax.grad`` takes the layer as it is:
+      ``eqx.nn.inference_mode`` does not reach it; pass ``inference=True`` to the call instead).
     - ``key``: PRNG key for the initial weights (glorot for the attention vectors).
 
-    Call ``layer(g, x, edge_attr=None, return_attention_weights=False)``: ``x`` is ``[n_src, F]``
-    for a square graph, or a pair ``(x_src, x_dst)``; ``edge_attr [n_edges, edge_dim]``. Returns
+    Call ``layer(g, x, edge_attr=None, return_attention_weights=False, *, key=None, inference=None)``:
+    ``key`` draws the dropout mask; ``x`` is ``[n_src, F]`` for a square graph, or a pair
+    ``(x_src, x_dst)``; ``edge_attr [n_edges, edge_dim]``. Returns
     ``out``, or ``(out, alpha)`` with ``alpha [n_edges + m, H]``: the weights of ``g``'s edges
     in input order (0 for a self loop of ``g`` that ``add_self_loops`` removed), then those of
-    the ``m`` added loops in node order.
+    the ``m`` added loops in node order; with dropout, the weights after dropout.
 
     >>> import jax, jax.numpy as jnp, jaxgraphops as jgo
     >>> g = jgo.Graph.from_edges(jnp.array([0, 1, 2]), jnp.array([1, 2, 1]))
@@ -228,12 +234,15 @@ class GATConv(eqx.Module):
     negative_slope: float = eqx.field(static=True)
     add_self_loops: bool = eqx.field(static=True)
     fill_value: str | float = eqx.field(static=True)
+    dropout: float = eqx.field(static=True)
+    inference: bool = eqx.field(static=True)
 
     def __init__(self, in_features: int | tuple[int, int], out_features: int, heads: int = 1, concat: bool = True,
                  negative_slope: float = 0.2, add_self_loops: bool = True, edge_dim: int | None = None,
                  fill_value: str | float = "mean", use_bias: bool = True, residual: bool = False, *,
-                 key: jax.Array):
+                 dropout: float = 0.0, inference: bool = False, key: jax.Array):
         check_fill_value("GATConv", fill_value)
+        self.dropout, self.inference = check_dropout("GATConv", dropout), inference
         width = heads * out_features
         keys = jax.random.split(key, 7)
         if isinstance(in_features, tuple):
@@ -256,7 +265,8 @@ class GATConv(eqx.Module):
         self.heads, self.concat, self.negative_slope = heads, concat, float(negative_slope)
         self.add_self_loops, self.fill_value = add_self_loops, fill_value
 
-    def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False):
+    def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False, *, key=None,
+                 inference: bool | None = None):
         x_src, x_dst = x if isinstance(x, tuple) else (x, None)
         if self.lin is not None:
             src_kernel = dst_kernel = self.lin.weight.T
@@ -266,7 +276,7 @@ class GATConv(eqx.Module):
                         concat=self.concat, negative_slope=self.negative_slope, add_loops=self.add_self_loops,
                         edge_attr=edge_attr, edge_kernel=_kernel(self.lin_edge), att_edge=self.att_edge,
                         fill_value=self.fill_value, return_attention=return_attention_weights,
-                        res_kernel=_kernel(self.res))
+                        res_kernel=_kernel(self.res), **_attention_dropout(self, "GATConv", key, inference))
 
     @classmethod
     def from_pyg(cls, state_dict, *, concat: bool = True, negative_slope: float = 0.2, add_self_loops: bool = True,
@@ -298,6 +308,16 @@ class GATConv(eqx.Module):
         return _load(layer, fields, w)
 
 
+def _attention_dropout(layer, name: str, key, inference) -> dict:
+    """The ``dropout`` and ``dropout_key`` of an attention layer's call (none in inference)."""
+    if layer.dropout == 0.0 or (layer.inference if inference is None else inference):
+        return {}
+    if key is None:
+        raise ValueError(f"{name}: key is required for attention dropout (dropout={layer.dropout}) outside "
+                         f"inference; pass key=..., or inference=True")
+    return {"dropout": layer.dropout, "dropout_key": key}
+
+
 def _kernel(lin: eqx.nn.Linear | None):
     """``lin``'s weight as an ``[in, out]`` kernel (None for None)."""
     return None if lin is None else lin.weight.T
@@ -324,7 +344,7 @@ class GATv2Conv(eqx.Module):
     softmax_j <a, leaky_relu(x_l[j] + x_r[i] (+ W_e e_ji))>`` over the incoming edges of ``i``;
     ``out_i = sum_j alpha_ji x_l[j]``, heads concatenated (``[n_dst, H*C]``) or averaged
     (``[n_dst, C]``), plus the residual and ``bias``. Self loops and ``fill_value`` as in
-    :class:`GATConv`. Attention dropout is not supported.
+    :class:`GATConv`, and so is attention dropout (``dropout``, ``inference``).
 
     Fields as PyG's parameters: ``lin_l``, ``lin_r`` (``[H*C, in]`` with biases if ``use_bias``;
     ``lin_r`` None with ``share_weights``: ``lin_l`` serves both), ``att [1, H, C]``,
@@ -332,9 +352,11 @@ class GATv2Conv(eqx.Module):
 
     **Arguments:** ``in_features`` (``F`` or ``(F_src, F_dst)``), ``out_features`` (``C``),
     ``heads``, ``concat``, ``negative_slope``, ``add_self_loops``, ``edge_dim``, ``fill_value``,
-    ``use_bias`` (PyG's ``bias``), ``share_weights``, ``residual``: PyG's options; ``key``.
+    ``use_bias`` (PyG's ``bias``), ``share_weights``, ``residual``, ``dropout``: PyG's options;
+    ``inference``, ``key`` as in :class:`GATConv`.
 
-    Call ``layer(g, x, edge_attr=None, return_attention_weights=False)`` as :class:`GATConv`.
+    Call ``layer(g, x, edge_attr=None, return_attention_weights=False, *, key=None, inference=None)`` as
+    :class:`GATConv`.
 
     >>> import jax, jax.numpy as jnp, jaxgraphops as jgo
     >>> g = jgo.Graph.from_edges(jnp.array([0, 1, 2]), jnp.array([1, 2, 1]))
@@ -354,12 +376,15 @@ class GATv2Conv(eqx.Module):
     negative_slope: float = eqx.field(static=True)
     add_self_loops: bool = eqx.field(static=True)
     fill_value: str | float = eqx.field(static=True)
+    dropout: float = eqx.field(static=True)
+    inference: bool = eqx.field(static=True)
 
     def __init__(self, in_features: int | tuple[int, int], out_features: int, heads: int = 1, concat: bool = True,
                  negative_slope: float = 0.2, add_self_loops: bool = True, edge_dim: int | None = None,
                  fill_value: str | float = "mean", use_bias: bool = True, share_weights: bool = False,
-                 residual: bool = False, *, key: jax.Array):
+                 residual: bool = False, *, dropout: float = 0.0, inference: bool = False, key: jax.Array):
         check_fill_value("GATv2Conv", fill_value)
+        self.dropout, self.inference = check_dropout("GATv2Conv", dropout), inference
         in_src, in_dst = in_features if isinstance(in_features, tuple) else (in_features, in_features)
         width = heads * out_features
         keys = jax.random.split(key, 5)
@@ -372,14 +397,15 @@ class GATv2Conv(eqx.Module):
         self.heads, self.concat, self.negative_slope = heads, concat, float(negative_slope)
         self.add_self_loops, self.fill_value = add_self_loops, fill_value
 
-    def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False):
+    def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False, *, key=None,
+                 inference: bool | None = None):
         x_src, x_dst = x if isinstance(x, tuple) else (x, None)
         lin_r = self.lin_l if self.lin_r is None else self.lin_r
         return gatv2_conv(g, x_src, x_dst, self.lin_l.weight.T, self.lin_l.bias, lin_r.weight.T, lin_r.bias,
                           self.att, self.bias, concat=self.concat, negative_slope=self.negative_slope,
                           add_loops=self.add_self_loops, edge_attr=edge_attr, edge_kernel=_kernel(self.lin_edge),
                           fill_value=self.fill_value, return_attention=return_attention_weights,
-                          res_kernel=_kernel(self.res))
+                          res_kernel=_kernel(self.res), **_attention_dropout(self, "GATv2Conv", key, inference))
 
     @classmethod
     def from_pyg(cls, state_dict, *, concat: bool = True, negative_slope: float = 0.2, add_self_loops: bool = True,
@@ -425,18 +451,20 @@ class TransformerConv(eqx.Module):
     ``out_i = sum_j alpha_ij (v_j (+ W_e e_ij))``, heads concatenated (``[n_dst, H*C]``) or averaged
     (``[n_dst, C]``); with ``root_weight`` plus ``W_skip x_i + b_skip``, or with ``beta`` the gate
     ``b x_r + (1 - b) out``, ``b = sigmoid(W_beta [out, x_r, out - x_r])``. No self loops are added
-    (as in PyG); attention dropout is not supported.
+    (as in PyG). Attention dropout (``dropout``, ``inference``) as in :class:`GATConv` (``alpha`` is
+    returned after dropout, where PyG returns it before).
 
     Fields as PyG's parameters: ``lin_query``, ``lin_key``, ``lin_value`` (biases with
     ``use_bias``), ``lin_edge`` (with ``edge_dim``, no bias), ``lin_skip`` (with ``root_weight``),
     ``lin_beta`` (with ``beta``, no bias).
 
     **Arguments:** ``in_features`` (``F`` or ``(F_src, F_dst)``), ``out_features`` (``C``),
-    ``heads``, ``concat``, ``beta``, ``edge_dim``, ``use_bias`` (PyG's ``bias``), ``root_weight``:
-    PyG's options; ``key``.
+    ``heads``, ``concat``, ``beta``, ``edge_dim``, ``use_bias`` (PyG's ``bias``), ``root_weight``,
+    ``dropout``: PyG's options; ``inference``, ``key``.
 
-    Call ``layer(g, x, edge_attr=None, return_attention_weights=False)``: ``x`` is ``[n_src, F]``
-    for a square graph, or a pair ``(x_src, x_dst)``; returns ``out`` or ``(out, alpha [n_edges, H])``.
+    Call ``layer(g, x, edge_attr=None, return_attention_weights=False, *, key=None, inference=None)``:
+    ``x`` is ``[n_src, F]`` for a square graph, or a pair ``(x_src, x_dst)``; returns ``out`` or
+    ``(out, alpha [n_edges, H])``.
 
     >>> import jax, jax.numpy as jnp, jaxgraphops as jgo
     >>> g = jgo.Graph.from_edges(jnp.array([0, 1, 2]), jnp.array([1, 2, 1]))
@@ -453,10 +481,13 @@ class TransformerConv(eqx.Module):
     lin_beta: eqx.nn.Linear | None
     heads: int = eqx.field(static=True)
     concat: bool = eqx.field(static=True)
+    dropout: float = eqx.field(static=True)
+    inference: bool = eqx.field(static=True)
 
     def __init__(self, in_features: int | tuple[int, int], out_features: int, heads: int = 1, concat: bool = True,
                  beta: bool = False, edge_dim: int | None = None, use_bias: bool = True, root_weight: bool = True,
-                 *, key: jax.Array):
+                 *, dropout: float = 0.0, inference: bool = False, key: jax.Array):
+        self.dropout, self.inference = check_dropout("TransformerConv", dropout), inference
         in_src, in_dst = in_features if isinstance(in_features, tuple) else (in_features, in_features)
         width = heads * out_features
         out = width if concat else out_features
@@ -469,7 +500,8 @@ class TransformerConv(eqx.Module):
         self.lin_beta = (eqx.nn.Linear(3 * out, 1, use_bias=False, key=keys[5]) if root_weight and beta else None)
         self.heads, self.concat = heads, concat
 
-    def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False):
+    def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False, *, key=None,
+                 inference: bool | None = None):
         x_src, x_dst = x if isinstance(x, tuple) else (x, None)
         w = {}
         for name in ("query", "key", "value", "edge", "skip", "beta"):
@@ -479,7 +511,8 @@ class TransformerConv(eqx.Module):
                 if lin.bias is not None:
                     w[f"{name}_bias"] = lin.bias
         return transformer_conv(g, x_src, x_dst, w, heads=self.heads, concat=self.concat, edge_attr=edge_attr,
-                                return_attention=return_attention_weights)
+                                return_attention=return_attention_weights,
+                                **_attention_dropout(self, "TransformerConv", key, inference))
 
     @classmethod
     def from_pyg(cls, state_dict, *, heads: int, concat: bool = True, root_weight: bool = True) -> TransformerConv:

@@ -23,7 +23,7 @@ from ..graph import Graph
 from ._basic import (attentional_aggregation, attentional_aggregation_weights_from_pyg, edge_conv,
                      edge_conv_weights_from_pyg, gcn_conv, gin_conv, gin_weights_from_pyg, gine_conv, graph_norm,
                      graph_norm_weights_from_pyg)
-from ._functional import (GRAPH_CONV_NORMS, SAGE_AGGRS, check_choice, check_fill_value, gat_conv,
+from ._functional import (GRAPH_CONV_NORMS, SAGE_AGGRS, check_choice, check_dropout, check_fill_value, gat_conv,
                           gat_weights_from_pyg, gatv2_conv, gatv2_weights_from_pyg, gcn_weights_from_pyg, graph_conv,
                           sage_conv, sage_weights_from_pyg, split_sage_input, transformer_conv,
                           transformer_weights_from_pyg)
@@ -164,7 +164,9 @@ class GATConv(nn.Module):
     With ``add_self_loops`` the graph is PyG's: existing self loops removed, one loop ``i -> i``
     added for every ``i < min(n_src, n_dst)``, whose edge attributes are ``fill_value``
     (``"mean"``: the mean of the node's incoming edge attributes, 0 without any; or a number).
-    Attention dropout is not supported.
+    Attention dropout (PyG's ``dropout``) runs inside the fused kernels, as flax's ``nn.Dropout``:
+    with ``dropout`` > 0 and ``deterministic`` False (an attribute or a call argument) the mask's key
+    comes from ``make_rng("dropout")`` (``apply(..., rngs={"dropout": key})``).
 
     Params: ``kernel [F, H*C]`` (PyG's ``lin``; with ``share_weights=False`` ``src_kernel [F_src,
     H*C]`` and ``dst_kernel [F_dst, H*C]``, PyG's ``lin_src``/``lin_dst`` for a pair
@@ -184,13 +186,15 @@ class GATConv(nn.Module):
       use_bias: add ``bias`` (PyG's ``bias``).
       share_weights: one ``kernel`` for sources and destinations (PyG's int ``in_channels``).
       residual: add ``x_dst @ res_kernel`` (PyG's ``residual``).
+      dropout: the attention dropout rate, in ``[0, 1)``.
+      deterministic: no dropout (None: the call's ``deterministic`` decides).
 
-    Call ``layer(g, x, edge_attr=None, return_attention_weights=False)``: ``x`` is ``[n_src, F]``
-    for a square graph, or a pair ``(x_src, x_dst)``; ``edge_attr [n_edges, edge_dim]``. Returns
-    ``out``, or ``(out, alpha)`` with ``alpha [n_edges + m, H]``: the weights of ``g``'s edges
+    Call ``layer(g, x, edge_attr=None, return_attention_weights=False, deterministic=None)``: ``x`` is
+    ``[n_src, F]`` for a square graph, or a pair ``(x_src, x_dst)``; ``edge_attr [n_edges, edge_dim]``.
+    Returns ``out``, or ``(out, alpha)`` with ``alpha [n_edges + m, H]``: the weights of ``g``'s edges
     in input order (0 for a self loop of ``g`` that ``add_self_loops`` removed), then those of
     the ``m`` added loops in node order (PyG's order of edges after its loop handling, with the
-    removed loops in place).
+    removed loops in place); with dropout, the weights after dropout.
 
     >>> import jax, jax.numpy as jnp, jaxgraphops as jgo
     >>> g = jgo.Graph.from_edges(jnp.array([0, 1, 2]), jnp.array([1, 2, 1]))
@@ -212,11 +216,14 @@ class GATConv(nn.Module):
     use_bias: bool = True
     share_weights: bool = True
     residual: bool = False
+    dropout: float = 0.0
+    deterministic: bool | None = None
     kernel_init: Initializer = nn.initializers.glorot_uniform()
     bias_init: Initializer = nn.initializers.zeros_init()
 
     @nn.compact
-    def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False):
+    def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False,
+                 deterministic: bool | None = None):
         check_fill_value("GATConv", self.fill_value)
         x_src, x_dst = x if isinstance(x, tuple) else (x, None)
         width = self.heads * self.features
@@ -237,7 +244,8 @@ class GATConv(nn.Module):
         return gat_conv(g, x_src, x_dst, src_kernel, dst_kernel, att_src, att_dst, bias, concat=self.concat,
                         negative_slope=self.negative_slope, add_loops=self.add_self_loops, edge_attr=edge_attr,
                         edge_kernel=edge_kernel, att_edge=att_edge, fill_value=self.fill_value,
-                        return_attention=return_attention_weights, res_kernel=res_kernel)
+                        return_attention=return_attention_weights, res_kernel=res_kernel,
+                        **_attention_dropout(self, "GATConv", deterministic))
 
 
 def from_pyg_gat(state_dict) -> dict:
@@ -258,6 +266,14 @@ def from_pyg_gat(state_dict) -> dict:
     return {"params": gat_weights_from_pyg("from_pyg_gat", state_dict)}
 
 
+def _attention_dropout(layer: nn.Module, name: str, deterministic) -> dict:
+    """The ``dropout`` and ``dropout_key`` of an attention layer's call (none when it is deterministic)."""
+    rate = check_dropout(name, layer.dropout)
+    if rate == 0.0 or nn.merge_param("deterministic", layer.deterministic, deterministic):
+        return {}
+    return {"dropout": rate, "dropout_key": layer.make_rng("dropout")}
+
+
 def _output_params(layer: nn.Module, x_dst, width: int):
     """The ``bias`` and ``res_kernel`` params of an attention layer (None when not used)."""
     out = width if layer.concat else layer.features
@@ -273,7 +289,7 @@ class GATv2Conv(nn.Module):
     softmax_j <a, leaky_relu(x_l[j] + x_r[i] (+ W_e e_ji))>`` over the incoming edges of ``i``;
     ``out_i = sum_j alpha_ji x_l[j]``, heads concatenated (``[n_dst, H*C]``) or averaged
     (``[n_dst, C]``), plus the residual and ``bias``. Self loops and ``fill_value`` as in
-    :class:`GATConv`. Attention dropout is not supported.
+    :class:`GATConv`, and so is attention dropout (``dropout``, ``deterministic``).
 
     Params: ``src_kernel [F_src, H*C]``, ``src_bias [H*C]``, ``dst_kernel [F_dst, H*C]``,
     ``dst_bias [H*C]`` (PyG's ``lin_l``/``lin_r``; with ``share_weights`` one ``kernel`` and
@@ -284,9 +300,11 @@ class GATv2Conv(nn.Module):
 
     Attributes: ``features`` (``C``), ``heads``, ``concat``, ``negative_slope``,
     ``add_self_loops``, ``edge_dim``, ``fill_value``, ``use_bias``, ``share_weights``,
-    ``residual``: PyG's options of the same names (``use_bias`` is PyG's ``bias``).
+    ``residual``, ``dropout``: PyG's options of the same names (``use_bias`` is PyG's ``bias``);
+    ``deterministic`` as in :class:`GATConv`.
 
-    Call ``layer(g, x, edge_attr=None, return_attention_weights=False)`` as :class:`GATConv`.
+    Call ``layer(g, x, edge_attr=None, return_attention_weights=False, deterministic=None)`` as
+    :class:`GATConv`.
 
     >>> import jax, jax.numpy as jnp, jaxgraphops as jgo
     >>> g = jgo.Graph.from_edges(jnp.array([0, 1, 2]), jnp.array([1, 2, 1]))
@@ -307,11 +325,14 @@ class GATv2Conv(nn.Module):
     use_bias: bool = True
     share_weights: bool = False
     residual: bool = False
+    dropout: float = 0.0
+    deterministic: bool | None = None
     kernel_init: Initializer = nn.initializers.glorot_uniform()
     bias_init: Initializer = nn.initializers.zeros_init()
 
     @nn.compact
-    def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False):
+    def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False,
+                 deterministic: bool | None = None):
         check_fill_value("GATv2Conv", self.fill_value)
         x_src, x_dst = x if isinstance(x, tuple) else (x, None)
         width = self.heads * self.features
@@ -333,7 +354,8 @@ class GATv2Conv(nn.Module):
         return gatv2_conv(g, x_src, x_dst, src_kernel, src_bias, dst_kernel, dst_bias, att, bias,
                           concat=self.concat, negative_slope=self.negative_slope, add_loops=self.add_self_loops,
                           edge_attr=edge_attr, edge_kernel=edge_kernel, fill_value=self.fill_value,
-                          return_attention=return_attention_weights, res_kernel=res_kernel)
+                          return_attention=return_attention_weights, res_kernel=res_kernel,
+                          **_attention_dropout(self, "GATv2Conv", deterministic))
 
 
 def from_pyg_gatv2(state_dict, *, share_weights: bool = False) -> dict:
@@ -359,7 +381,8 @@ class TransformerConv(nn.Module):
     ``out_i = sum_j alpha_ij (v_j (+ W_e e_ij))``, heads concatenated (``[n_dst, H*C]``) or averaged
     (``[n_dst, C]``); with ``root_weight`` plus ``x_i W_skip + b_skip``, or with ``beta`` the gate
     ``b x_r + (1 - b) out``, ``b = sigmoid([out, x_r, out - x_r] W_beta)``. No self loops are added
-    (as in PyG); attention dropout is not supported.
+    (as in PyG). Attention dropout (``dropout``, ``deterministic``) as in :class:`GATConv` (``alpha`` is
+    returned after dropout, where PyG returns it before).
 
     Params: ``query_kernel [F_dst, H*C]``, ``key_kernel``, ``value_kernel [F_src, H*C]`` and
     their ``*_bias [H*C]`` (with ``use_bias``), ``edge_kernel [edge_dim, H*C]`` (with
@@ -367,10 +390,11 @@ class TransformerConv(nn.Module):
     ``beta_kernel [3 * (H*C or C), 1]`` (with ``beta``). :func:`from_pyg_transformer` loads PyG's weights.
 
     Attributes: ``features`` (``C``), ``heads``, ``concat``, ``beta``, ``edge_dim``, ``use_bias``
-    (PyG's ``bias``), ``root_weight``: PyG's options.
+    (PyG's ``bias``), ``root_weight``, ``dropout``: PyG's options; ``deterministic``.
 
-    Call ``layer(g, x, edge_attr=None, return_attention_weights=False)``: ``x`` is ``[n_src, F]``
-    for a square graph, or a pair ``(x_src, x_dst)``; returns ``out`` or ``(out, alpha [n_edges, H])``.
+    Call ``layer(g, x, edge_attr=None, return_attention_weights=False, deterministic=None)``: ``x`` is
+    ``[n_src, F]`` for a square graph, or a pair ``(x_src, x_dst)``; returns ``out`` or
+    ``(out, alpha [n_edges, H])``.
 
     >>> import jax, jax.numpy as jnp, jaxgraphops as jgo
     >>> g = jgo.Graph.from_edges(jnp.array([0, 1, 2]), jnp.array([1, 2, 1]))
@@ -388,11 +412,14 @@ class TransformerConv(nn.Module):
     edge_dim: int | None = None
     use_bias: bool = True
     root_weight: bool = True
+    dropout: float = 0.0
+    deterministic: bool | None = None
     kernel_init: Initializer = nn.initializers.lecun_normal()
     bias_init: Initializer = nn.initializers.zeros_init()
 
     @nn.compact
-    def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False):
+    def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False,
+                 deterministic: bool | None = None):
         x_src, x_dst = x if isinstance(x, tuple) else (x, None)
         in_dst = (x_src if x_dst is None else x_dst).shape[-1]
         width = self.heads * self.features
@@ -414,7 +441,8 @@ class TransformerConv(nn.Module):
             if self.beta:
                 dense("beta", 3 * out, 1, False)
         return transformer_conv(g, x_src, x_dst, w, heads=self.heads, concat=self.concat, edge_attr=edge_attr,
-                                return_attention=return_attention_weights)
+                                return_attention=return_attention_weights,
+                                **_attention_dropout(self, "TransformerConv", deterministic))
 
 
 def from_pyg_transformer(state_dict, *, heads: int, concat: bool = True, root_weight: bool = True) -> dict:

@@ -2,13 +2,20 @@
 
 Per head, with logits ``z [E, H]`` and values ``[E, H, C]``: ``lse`` the log-sum-exp of ``z`` over each
 destination's in-edges, ``alpha = exp(z - lse[dst])``, ``out = sum_e alpha * value``.
+
+Attention dropout multiplies the normalised weights by factors ``f [E, H]`` (0 or ``1 / (1 - rate)``,
+:func:`dropout_factors`): ``out = sum_e alpha f value`` with ``lse`` unchanged, so ``dlse = sum alpha dz``,
+``dout = sum alpha f (dvalue + dz value) - dlse out``, and the backward's ``dalpha = f <G, value>``.
 """
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from .. import reference
+from ._primitive_utils import empty
 from ._primitives import spmm
 
 
@@ -31,12 +38,37 @@ def segment_lse(z, dst, n_dst):
     return jnp.where(nonempty, m + jnp.log(jnp.where(nonempty, total, 1)), 0)
 
 
-def softmax_aggregate(ga, z, values):
+def dropout_factors(ga, key, heads, dropout_rate, dtype):
+    """The dropout factors ``[E, H]`` of the key operand (:func:`jaxgraphops.reference.attention_dropout_factor`),
+    or None for ``dropout_rate`` 0."""
+    if not dropout_rate:
+        return None
+    return reference.attention_dropout_factor(key, ga.n_edges, heads, dropout_rate, dtype)
+
+
+def times(alpha, factors):
+    """``alpha * factors`` (``alpha`` itself without dropout)."""
+    return alpha if factors is None else alpha * factors
+
+
+def dropout_operand(key, dropout_rate):
+    """The key operand of a keyed primitive: the key's words, or an empty uint32 array for rate 0."""
+    return key if dropout_rate else empty(jnp.uint32)
+
+
+def dropout_attributes(dropout_rate):
+    """The dropout attributes of the attention FFI calls (ffi/common/jgo/attention_args.h)."""
+    rate = float(dropout_rate)
+    return dict(dropout_threshold=np.int64(reference.dropout_threshold(rate)),
+                dropout_scale=np.float64(1.0 / (1.0 - rate)))
+
+
+def softmax_aggregate(ga, z, values, factors=None):
     """``(out [n_dst, H, C], lse [n_dst, H])``: the softmax of the logits ``z [E, H]`` over each destination's
-    in-edges (:func:`segment_lse`) and the sum of ``values [E, H, C]`` it weighs (the attention forward in
-    pure JAX)."""
+    in-edges (:func:`segment_lse`) and the sum of ``values [E, H, C]`` it weighs, times the dropout
+    ``factors [E, H]`` if given (the attention forward in pure JAX)."""
     lse = segment_lse(z, ga.dst, ga.n_dst)
-    alpha = jnp.exp(z - lse[ga.dst])
+    alpha = times(jnp.exp(z - lse[ga.dst]), factors)
     return jax.ops.segment_sum(alpha[..., None] * values, ga.dst, num_segments=ga.n_dst), lse
 
 
@@ -49,14 +81,14 @@ def softmax_cotangents(*residuals_and_cts, **params):
     return lse, ct_out, delta
 
 
-def softmax_aggregate_jvp(ga, values, d_values, alpha, adz, out):
+def softmax_aggregate_jvp(ga, values, d_values, alpha, adz, out, factors=None):
     """``(dout [n_dst, H, C], dlse [n_dst, H])``: the tangents of :func:`softmax_aggregate`'s results for
     values gathered from the sources, ``values, d_values [n_src, H, C]`` (value and tangent), the weights
-    ``alpha [E, H]`` and ``adz = alpha * dz`` (``dz`` the tangent of the logits)."""
+    ``alpha [E, H]``, ``adz = alpha * dz`` (``dz`` the tangent of the logits) and the dropout ``factors``."""
     hc = tuple(values.shape[1:])
     dlse = spmm(ga, None, adz, op="copy_rhs", out_shape=hc[:1])[0]
-    dout = (spmm(ga, d_values, alpha[..., None], op="mul", out_shape=hc)[0]
-            + spmm(ga, values, adz[..., None], op="mul", out_shape=hc)[0] - dlse[..., None] * out)
+    dout = (spmm(ga, d_values, times(alpha, factors)[..., None], op="mul", out_shape=hc)[0]
+            + spmm(ga, values, times(adz, factors)[..., None], op="mul", out_shape=hc)[0] - dlse[..., None] * out)
     return dout, dlse
 
 

@@ -20,6 +20,10 @@ Per head ``h`` and edge ``e = (j -> i)``, with ``k'_e = k[j] (+ ef[e])`` and ``v
                         ``part="dst"`` (CSC): ``grad_q[i] = sum scale ds k'``,
                         ``grad_ef[e] = scale ds q[i] + alpha G[i]``.
 
+With ``dropout_rate`` > 0 the weights that sum ``v'`` are ``alpha_e f_e`` (the dropout factors of the
+key operand, :mod:`._attention_math`): ``out``, ``grad_v`` and the ``alpha G`` term of ``grad_ef`` take
+them, and ``ds_e`` takes ``f_e <G[i], v'_e>``; ``lse`` is unchanged.
+
 All float operands are ``[rows, H, ...]``; an absent ``ef`` (``has_edge=False``) is an empty
 ``[0]`` array. Features (``q``, ``k``, ``v``, ``ef``, ``out``, their tangents and cotangents) may
 be bfloat16 or float16, with ``lse`` in float32: the CUDA kernels read and write them as they are
@@ -32,13 +36,21 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._attention_math import SOFTMAX_ATTENTION, softmax_aggregate, softmax_aggregate_jvp
+from ._attention_math import (
+    SOFTMAX_ATTENTION,
+    dropout_attributes,
+    dropout_factors,
+    dropout_operand,
+    softmax_aggregate,
+    softmax_aggregate_jvp,
+    times,
+)
 from ._primitive_kit import FusedOp, fused_op
 from ._primitive_utils import HALF_TYPES, empty, shape_dtype
 from ._primitives import sddmm, spmm
 
 
-def _fwd_abstract(ga, q, k, v, ef, *, scale, has_edge):
+def _fwd_abstract(ga, key, q, k, v, ef, *, scale, has_edge, dropout_rate):
     score = jnp.float32 if q.dtype in HALF_TYPES else q.dtype
     return q, q.update(shape=q.shape[:2], dtype=score)
 
@@ -68,26 +80,31 @@ def _logits_xla(ga, q, k, ef, has_edge, scale):
     return scale * jnp.sum(q[ga.dst] * kp, axis=-1)
 
 
-def _fwd_xla(ga, q, k, v, ef, *, scale, has_edge):
+def _fwd_xla(ga, key, q, k, v, ef, *, scale, has_edge, dropout_rate):
     vp = v[ga.src] + ef if has_edge else v[ga.src]
-    return softmax_aggregate(ga, _logits_xla(ga, q, k, ef, has_edge, scale), vp)
+    z = _logits_xla(ga, q, k, ef, has_edge, scale)
+    return softmax_aggregate(ga, z, vp, dropout_factors(ga, key, z.shape[1], dropout_rate, z.dtype))
 
 
-def _jvp_composed(ga, q, k, v, ef, out, lse, dq, dk, dv, def_, *, scale, has_edge):
+def _jvp_composed(ga, key, q, k, v, ef, out, lse, dq, dk, dv, def_, *, scale, has_edge, dropout_rate):
     hc = tuple(k.shape[1:])
     alpha = _attention(ga, q, k, ef, lse, has_edge, scale)
+    f = dropout_factors(ga, key, alpha.shape[1], dropout_rate, alpha.dtype)
     dz = scale * (_edge_dot(ga, dq, k, ef, has_edge) + _edge_dot(ga, q, dk, def_, has_edge))
     adz = alpha * dz
-    dout, dlse = softmax_aggregate_jvp(ga, v, dv, alpha, adz, out)
+    dout, dlse = softmax_aggregate_jvp(ga, v, dv, alpha, adz, out, f)
     if has_edge:
-        dout = dout + spmm(ga, None, alpha[..., None] * def_ + adz[..., None] * ef, op="copy_rhs", out_shape=hc)[0]
+        dout = dout + spmm(ga, None, times(alpha, f)[..., None] * def_ + times(adz, f)[..., None] * ef,
+                           op="copy_rhs", out_shape=hc)[0]
     return dout, dlse
 
 
-def _vjp_composed(ga, q, k, v, ef, lse, grad, delta, *, scale, has_edge, part):
+def _vjp_composed(ga, key, q, k, v, ef, lse, grad, delta, *, scale, has_edge, dropout_rate, part):
     hc = tuple(k.shape[1:])
     alpha = _attention(ga, q, k, ef, lse, has_edge, scale)
-    sds = scale * alpha * (_edge_dot(ga, grad, v, ef, has_edge) - delta[ga.dst])
+    f = dropout_factors(ga, key, alpha.shape[1], dropout_rate, alpha.dtype)
+    sds = scale * alpha * (times(_edge_dot(ga, grad, v, ef, has_edge), f) - delta[ga.dst])
+    alpha = times(alpha, f)  # the weight of G in grad_v and grad_ef
     if part == "src":
         gk = spmm(ga, q, sds[..., None], op="mul", reverse=True, out_shape=hc)[0]
         gv = spmm(ga, grad, alpha[..., None], op="mul", reverse=True, out_shape=hc)[0]
@@ -105,35 +122,42 @@ def _vjp_composed(ga, q, k, v, ef, lse, grad, delta, *, scale, has_edge, part):
 # FFI calls
 
 
-def _fwd_ffi(ga, q, k, v, ef, *, scale, has_edge):
-    avals = _fwd_abstract(ga, *(jax.typeof(x) for x in (q, k, v, ef)), scale=scale, has_edge=has_edge)
+def _fwd_ffi(ga, key, q, k, v, ef, *, scale, has_edge, dropout_rate):
+    avals = _fwd_abstract(ga, None, *(jax.typeof(x) for x in (q, k, v, ef)), scale=scale, has_edge=has_edge,
+                          dropout_rate=dropout_rate)
     call = jax.ffi.ffi_call("jgo_mha_simple_fwd", tuple(shape_dtype(a) for a in avals))
-    return call(*ga.csc, q, k, v, ef, scale=np.float64(scale), has_edge=bool(has_edge))
+    return call(*ga.csc, q, k, v, ef, key, scale=np.float64(scale), has_edge=bool(has_edge),
+                **dropout_attributes(dropout_rate))
 
 
-def _vjp_ffi(ga, q, k, v, ef, lse, grad, delta, *, scale, has_edge, part):
+def _vjp_ffi(ga, key, q, k, v, ef, lse, grad, delta, *, scale, has_edge, dropout_rate, part):
     operands = dict(query=q, key=k, value=v, edge_feat=ef)
     info = jnp.stack([lse, delta], axis=1)  # [n_dst, 2, H]: one gathered row per edge
     target, walk = ("jgo_mha_simple_bwd_src", ga.csr) if part == "src" else ("jgo_mha_simple_bwd_dst", ga.csc)
     call = jax.ffi.ffi_call(target, tuple(shape_dtype(operands[name]) for name in MHA_SIMPLE.op.parts[part]))
-    return call(*walk, q, k, v, ef, info, grad, scale=np.float64(scale), has_edge=bool(has_edge))
+    return call(*walk, q, k, v, ef, info, grad, key, scale=np.float64(scale), has_edge=bool(has_edge),
+                **dropout_attributes(dropout_rate))
 
 
 MHA_SIMPLE = fused_op(FusedOp(
     name="mha_simple", inputs=("query", "key", "value", "edge_feat"),
     parts={"src": ("key", "value"), "dst": ("query", "edge_feat")}, forward_abstract=_fwd_abstract,
     forward=_fwd_xla, forward_ffi=_fwd_ffi, jvp=_jvp_composed, vjp=_vjp_composed, vjp_ffi=_vjp_ffi,
-    **SOFTMAX_ATTENTION))
+    keyed=True, **SOFTMAX_ATTENTION))
 
 
-def mha_simple_core(ga, q, k, v, ef, *, scale):
-    """``(out [Nd,H,C], lse [Nd,H])`` of the fused forward; ``ef`` may be None."""
+def mha_simple_core(ga, q, k, v, ef, *, scale, dropout_rate=0.0, dropout_key=None):
+    """``(out [Nd,H,C], lse [Nd,H])`` of the fused forward; ``ef`` may be None; ``dropout_key`` (uint32[2]) is
+    needed when ``dropout_rate`` > 0."""
     has_edge = ef is not None
     ef = ef if has_edge else empty(q.dtype)
-    return MHA_SIMPLE.bind(ga, q, k, v, ef, scale=float(scale), has_edge=has_edge)
+    return MHA_SIMPLE.bind(ga, dropout_operand(dropout_key, dropout_rate), q, k, v, ef, scale=float(scale),
+                           has_edge=has_edge, dropout_rate=float(dropout_rate))
 
 
-def attention_weights_simple(ga, q, k, ef, lse, *, scale):
-    """``alpha [E, H]`` in input edge order, from the features and the forward's log-sum-exp."""
+def attention_weights_simple(ga, q, k, ef, lse, *, scale, dropout_rate=0.0, dropout_key=None):
+    """``alpha [E, H]`` in input edge order (times the dropout factors), from the features and the forward's
+    log-sum-exp."""
     q, k, ef = (None if x is None else x.astype(lse.dtype) for x in (q, k, ef))
-    return jnp.exp(_logits_xla(ga, q, k, ef, ef is not None, scale) - lse[ga.dst])
+    z = _logits_xla(ga, q, k, ef, ef is not None, scale)
+    return times(jnp.exp(z - lse[ga.dst]), dropout_factors(ga, dropout_key, z.shape[1], dropout_rate, z.dtype))

@@ -28,6 +28,12 @@ compositions elsewhere, half-precision features converted to float32 except for 
 kernels), the forward JVP, the transpose, and batching (``batch="heads"``: a batch folds into the
 head axis; ``"graphs"``, and any batch over graphs: the batch elements run one after another). An
 absent optional operand is an empty ``[0]`` array (:func:`~._primitive_utils.empty`).
+
+A ``keyed`` family (the attention ops, for dropout) takes one more non-differentiable operand after
+the graph arrays, a ``uint32`` key (``[2]``, or empty without dropout), which every function above
+receives right after ``ga``; its primitives have a static ``dropout_rate`` parameter, and while it
+is nonzero a batch runs element by element (the dropout mask is keyed by the head index, so
+folding a batch into the heads would change it).
 """
 
 from __future__ import annotations
@@ -38,8 +44,19 @@ from typing import Callable
 
 from jax.interpreters import ad, batching, xla
 
-from ._primitive_utils import (N_GRAPH, GraphArrays, KernelPrimitive, all_zero, batch_over_graphs, composed_jvp,
-                               fold_batch_into_heads, in_float32, register_lowerings, zero_tangent)
+from ._primitive_utils import (
+    N_GRAPH,
+    GraphArrays,
+    KernelPrimitive,
+    all_zero,
+    batch_over_graphs,
+    composed_jvp,
+    fold_batch_into_heads,
+    in_float32,
+    map_over_graphs,
+    register_lowerings,
+    zero_tangent,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,7 +67,8 @@ class FusedOp:
     results; ``parts``: each backward part and the inputs whose gradients it returns, in order;
     ``cotangent_operands``: the names of what :attr:`cotangents` computes for the backward;
     ``head_leading``: the inputs laid out ``[H, ...]`` (the others are ``[rows, H, ...]``);
-    ``batch``: ``"heads"`` (independent heads: a batch folds into them) or ``"graphs"``.
+    ``batch``: ``"heads"`` (independent heads: a batch folds into them) or ``"graphs"``;
+    ``keyed``: a key operand follows the graph arrays (see the module docstring).
     """
 
     name: str
@@ -67,6 +85,7 @@ class FusedOp:
     vjp_ffi: Callable
     head_leading: tuple[str, ...] = ()
     batch: str = "heads"
+    keyed: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +113,7 @@ def _fixed(avals):
 def fused_op(op: FusedOp) -> FusedPrimitives:
     """Declares the primitives ``jgo_{op.name}_{fwd,jvp,vjp}`` and registers all their rules."""
     n_in, n_out = len(op.inputs), len(op.outputs)
+    pre = N_GRAPH + int(op.keyed)  # the operands before the inputs: graph arrays (and key)
     prims = FusedPrimitives(op, *(KernelPrimitive(f"jgo_{op.name}_{kind}") for kind in ("fwd", "jvp", "vjp")))
     for p in (prims.fwd, prims.jvp, prims.vjp):
         p.multiple_results = True
@@ -104,10 +124,10 @@ def fused_op(op: FusedOp) -> FusedPrimitives:
         return _fixed(op.forward_abstract(GraphArrays(*args[:N_GRAPH]), *args[N_GRAPH:], **params))
 
     def jvp_abstract(*args, **params):
-        return _fixed(args[N_GRAPH + n_in:N_GRAPH + n_in + n_out])
+        return _fixed(args[pre + n_in:pre + n_in + n_out])
 
     def vjp_abstract(*args, part, **params):
-        avals = dict(zip(op.inputs, args[N_GRAPH:N_GRAPH + n_in]))
+        avals = dict(zip(op.inputs, args[pre:pre + n_in]))
         return _fixed(avals[name] for name in op.parts[part])
 
     jvp_composed = _graph_first(op.jvp)
@@ -120,18 +140,18 @@ def fused_op(op: FusedOp) -> FusedPrimitives:
 
     def fwd_jvp(primals, tangents, **params):
         outs = prims.fwd.bind(*primals, **params)
-        ts = tangents[N_GRAPH:]
+        ts = tangents[pre:]
         if all_zero(ts):
             return outs, [zero_tangent(o) for o in outs]
         return outs, prims.jvp.bind(*primals, *outs, *(ad.instantiate_zeros(t) for t in ts), **params)
 
     def jvp_transpose(cts, *args, **params):
-        ga, inputs = args[:N_GRAPH], args[N_GRAPH:N_GRAPH + n_in]
-        residuals = args[N_GRAPH:N_GRAPH + n_in + n_out]
+        ga, inputs = args[:pre], args[pre:pre + n_in]
+        residuals = args[pre:pre + n_in + n_out]
         for name, v in zip(op.inputs + op.outputs, residuals):
             if ad.is_undefined_primal(v):
                 raise NotImplementedError(f"{op.name}_jvp is not linear in {name}")
-        first_tangent = N_GRAPH + n_in + n_out
+        first_tangent = pre + n_in + n_out
         slot = {name: first_tangent + k for k, name in enumerate(op.inputs)
                 if ad.is_undefined_primal(args[first_tangent + k])}
         result = [None] * len(args)
@@ -150,9 +170,9 @@ def fused_op(op: FusedOp) -> FusedPrimitives:
         return result
 
     ad.primitive_jvps[prims.fwd] = fwd_jvp
-    ad.primitive_jvps[prims.jvp] = composed_jvp(in_float32(jvp_composed, jvp_abstract), prims.jvp)
+    ad.primitive_jvps[prims.jvp] = composed_jvp(in_float32(jvp_composed, jvp_abstract), prims.jvp, pre)
     ad.primitive_transposes[prims.jvp] = jvp_transpose
-    ad.primitive_jvps[prims.vjp] = composed_jvp(in_float32(_graph_first(op.vjp), vjp_abstract), prims.vjp)
+    ad.primitive_jvps[prims.vjp] = composed_jvp(in_float32(_graph_first(op.vjp), vjp_abstract), prims.vjp, pre)
 
     if op.batch == "graphs":
         for p in (prims.fwd, prims.jvp, prims.vjp):
@@ -164,5 +184,17 @@ def fused_op(op: FusedOp) -> FusedPrimitives:
     for p in (prims.fwd, prims.jvp, prims.vjp):
         outputs = (lambda params: tuple(k for k, name in enumerate(op.parts[params["part"]])
                                         if name in op.head_leading)) if p is prims.vjp else (lambda params: ())
-        batching.primitive_batchers[p] = fold_batch_into_heads(p, tuple(leading[p]), outputs)
+        fold = fold_batch_into_heads(p, tuple(leading[p]), outputs, prefix=pre)
+        batching.primitive_batchers[p] = _unfolded_with_dropout(p, fold) if op.keyed else fold
     return prims
+
+
+def _unfolded_with_dropout(prim, fold):
+    """``fold`` while ``dropout_rate`` is 0, else the batch elements one after another."""
+
+    def rule(args, dims, **params):
+        if params["dropout_rate"]:
+            return map_over_graphs(prim, args, dims, params)
+        return fold(args, dims, **params)
+
+    return rule

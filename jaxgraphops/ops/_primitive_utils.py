@@ -180,15 +180,16 @@ def kernel_lowering(fn, multiple_results):
     return lowering
 
 
-def composed_jvp(composed, prim):
-    """A JVP rule taken from the pure-JAX composition of a primitive (higher-order derivatives)."""
+def composed_jvp(composed, prim, prefix=N_GRAPH):
+    """A JVP rule taken from the pure-JAX composition of a primitive (higher-order derivatives); the
+    first ``prefix`` operands (the graph arrays, and a key) are not differentiated."""
 
     def rule(primals, tangents, **params):
-        ga, floats = primals[:N_GRAPH], primals[N_GRAPH:]
-        if all_zero(tangents[N_GRAPH:]):
+        ga, floats = primals[:prefix], primals[prefix:]
+        if all_zero(tangents[prefix:]):
             outs = prim.bind(*primals, **params)
             return outs, [zero_tangent(o) for o in outs]
-        ts = [ad.instantiate_zeros(t) for t in tangents[N_GRAPH:]]
+        ts = [ad.instantiate_zeros(t) for t in tangents[prefix:]]
         outs, t_outs = jax.jvp(lambda *fs: composed(*ga, *fs, **params), tuple(floats), tuple(ts))
         return list(outs), list(t_outs)
 
@@ -215,20 +216,21 @@ def batch_over_graphs(prim):
     return lambda args, dims, **params: map_over_graphs(prim, args, dims, params)
 
 
-def fold_batch_into_heads(prim, head_leading_inputs=(), head_leading_outputs=lambda params: ()):
+def fold_batch_into_heads(prim, head_leading_inputs=(), head_leading_outputs=lambda params: (), prefix=N_GRAPH):
     """Batching rule for ops whose heads are independent: a batch folds into the head axis.
 
     Float operands are ``[rows, H, ...]``, except those at the (float-operand) positions in
     ``head_leading_inputs``, which are ``[H, ...]``; likewise ``head_leading_outputs(params)``
-    names the outputs laid out ``[H, ...]``. A batch over graphs runs the graphs one by one.
+    names the outputs laid out ``[H, ...]``. The first ``prefix`` operands are the graph arrays (and
+    a key): a batch over them runs the batch elements one by one.
     """
 
     def rule(args, dims, **params):
-        if any(d is not None for d in dims[:N_GRAPH]):
+        if any(d is not None for d in dims[:prefix]):
             return map_over_graphs(prim, args, dims, params)
         size = next(x.shape[d] for x, d in zip(args, dims) if d is not None)
-        folded = list(args[:N_GRAPH])
-        for k, (x, d) in enumerate(zip(args[N_GRAPH:], dims[N_GRAPH:])):
+        folded = list(args[:prefix])
+        for k, (x, d) in enumerate(zip(args[prefix:], dims[prefix:])):
             if x.ndim - (d is not None) == 1:  # an absent operand
                 folded.append(empty(x.dtype))
             elif k in head_leading_inputs:  # [H, ...] -> [B * H, ...]

@@ -3,6 +3,12 @@
 The per-node scores ``<a, x>`` are computed here in JAX (``N x H``, differentiated by JAX); the
 kernels do the per-edge part: logits, an online softmax over the in-edges of each destination
 and the weighted sum, without writing anything of size ``E x H x C``.
+
+Attention dropout (``dropout_rate``, ``dropout_key``) happens inside the same kernels: the
+normalised weight of (edge ``e``, head ``h``) is multiplied by ``keep / (1 - rate)``, where ``keep``
+is a pure function of the key, ``e`` (input edge order) and ``h`` (Philox-4x32-10,
+:func:`jaxgraphops.reference.attention_dropout_factor`), so the forward, the fused backward, the
+pure-JAX fallback and every platform draw the same mask; no mask is stored.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import reference
-from .._checks import as_float_array, check_choice, check_graph
+from .._checks import as_float_array, check_choice, check_graph, prng_key_words
 from ..graph import Graph
 from ._gat_primitives import attention_weights, gat
 from ._gatv2_primitives import attention_weights_v2, gatv2
@@ -32,6 +38,21 @@ def _check_features(fn, name, x, rows, rows_name, width):
     if x.ndim != 2 or x.shape[1] != width:
         raise ValueError(f"{fn}: {name} must be [{rows_name}, num_heads * C] = [{rows}, {width}]; got shape {x.shape}")
     return x
+
+
+def _check_dropout(fn, rate, key):
+    """``(rate, key words uint32[2] or None)``: ``rate`` a static float in [0, 1), a key needed when it is > 0."""
+    if isinstance(rate, bool) or not isinstance(rate, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{fn}: dropout_rate must be a Python float in [0, 1) (static, not a traced value); "
+                        f"got {type(rate).__name__}")
+    rate = float(rate)
+    if not 0.0 <= rate < 1.0:
+        raise ValueError(f"{fn}: dropout_rate must lie in [0, 1); got {rate}")
+    if rate == 0.0:
+        return 0.0, None
+    if key is None:
+        raise ValueError(f"{fn}: dropout_key (a JAX PRNG key) is required when dropout_rate > 0; got None")
+    return rate, prng_key_words(fn, "dropout_key", key)
 
 
 def _split_heads(fn, name, x, rows, rows_name, num_heads):
@@ -79,7 +100,8 @@ def _head_scores(x, a):
 
 
 def mha_gat(g: Graph, x_src, attn_weights, *, x_dst=None, num_heads: int = 1, concat_heads: bool = True,
-            negative_slope: float = 0.2, edge_feat=None, return_attention: bool = False, impl: str | None = None):
+            negative_slope: float = 0.2, edge_feat=None, return_attention: bool = False, impl: str | None = None,
+            dropout_rate: float = 0.0, dropout_key=None):
     """Multi-head graph attention (GATConv's core, cugraph-ops' ``mha_gat_n2n``).
 
     Per head ``h`` and edge ``e = (j -> i)``::
@@ -101,6 +123,12 @@ def mha_gat(g: Graph, x_src, attn_weights, *, x_dst=None, num_heads: int = 1, co
       edge_feat: edge features ``[n_edges, num_heads * C]`` in input edge order.
       return_attention: also return the attention weights ``[n_edges, H]`` in input edge order.
       impl: None or ``"ffi"`` for the fused kernels, ``"xla"`` for the pure-JAX reference.
+      dropout_rate: attention dropout: each normalised weight ``alpha[e, h]`` is zeroed with this
+        probability and the others are divided by ``1 - dropout_rate`` (PyG's ``dropout``, applied in the
+        fused kernels; 0 runs the op without any dropout work). A static float in ``[0, 1)``.
+      dropout_key: a JAX PRNG key (``jax.random.key`` or ``PRNGKey``), required when ``dropout_rate`` > 0;
+        the mask is a function of the key, the edge's input position and the head only (reproducible,
+        the same on every platform and in ``impl="xla"``).
 
     Returns:
       ``out`` (``[n_dst, H * C]`` or ``[n_dst, C]``), and ``alpha [n_edges, H]`` with
@@ -109,6 +137,8 @@ def mha_gat(g: Graph, x_src, attn_weights, *, x_dst=None, num_heads: int = 1, co
       is treated as one without incoming edges.
       Half-precision features: float32 scores, softmax and sums (on GPU the kernels read and
       write the half-precision arrays themselves), results in the input precision.
+      With dropout, ``alpha`` is the weights after dropout, the ones ``out`` sums with (PyG's
+      GATConv and GATv2Conv return these; its TransformerConv returns them before dropout).
 
     >>> import jax.numpy as jnp, jaxgraphops as jgo
     >>> g = jgo.Graph.from_edges(jnp.array([0, 1]), jnp.array([1, 1]))
@@ -131,8 +161,10 @@ def mha_gat(g: Graph, x_src, attn_weights, *, x_dst=None, num_heads: int = 1, co
         raise ValueError(f"{fn}: attn_weights must have shape ({parts * width},) = {layout} of num_heads * C = {width} "
                          f"each; got shape {attn_weights.shape}")
     negative_slope = float(negative_slope)
+    rate, key = _check_dropout(fn, dropout_rate, dropout_key)
+    drop = dict(dropout_rate=rate, dropout_key=key)
     kw = dict(x_dst=x_dst, num_heads=heads, concat_heads=concat_heads, negative_slope=negative_slope,
-              edge_feat=edge_feat, return_attention=return_attention)
+              edge_feat=edge_feat, return_attention=return_attention, **drop)
     if impl == "xla":
         return reference.mha_gat(g, x_src, attn_weights, **kw)
 
@@ -147,13 +179,14 @@ def mha_gat(g: Graph, x_src, attn_weights, *, x_dst=None, num_heads: int = 1, co
     if edge_feat is not None:
         s_edge = _head_scores(edge_feat.astype(work).reshape(g.n_edges, heads, c), a[2])
     ga = graph_arrays(g)
-    out, lse = gat(ga, xs, s_src, s_dst, s_edge, negative_slope=negative_slope)
+    out, lse = gat(ga, xs, s_src, s_dst, s_edge, negative_slope=negative_slope, **drop)
     return _outputs(out, dtype, concat_heads, return_attention,
-                    lambda: attention_weights(ga, s_src, s_dst, s_edge, lse, negative_slope=negative_slope))
+                    lambda: attention_weights(ga, s_src, s_dst, s_edge, lse, negative_slope=negative_slope, **drop))
 
 
 def mha_gat_v2(g: Graph, x_src, x_dst, attn_weights, *, num_heads: int = 1, concat_heads: bool = True,
-               negative_slope: float = 0.2, edge_feat=None, return_attention: bool = False, impl: str | None = None):
+               negative_slope: float = 0.2, edge_feat=None, return_attention: bool = False, impl: str | None = None,
+               dropout_rate: float = 0.0, dropout_key=None):
     """Multi-head GATv2 attention (GATv2Conv's core, cugraph-ops' ``mha_gat_v2_n2n``).
 
     Per head ``h`` and edge ``e = (j -> i)``::
@@ -177,6 +210,12 @@ def mha_gat_v2(g: Graph, x_src, x_dst, attn_weights, *, num_heads: int = 1, conc
       edge_feat: edge features ``[n_edges, num_heads * C]`` in input edge order.
       return_attention: also return the attention weights ``[n_edges, H]`` in input edge order.
       impl: None or ``"ffi"`` for the fused kernels, ``"xla"`` for the pure-JAX reference.
+      dropout_rate: attention dropout: each normalised weight ``alpha[e, h]`` is zeroed with this
+        probability and the others are divided by ``1 - dropout_rate`` (PyG's ``dropout``, applied in the
+        fused kernels; 0 runs the op without any dropout work). A static float in ``[0, 1)``.
+      dropout_key: a JAX PRNG key (``jax.random.key`` or ``PRNGKey``), required when ``dropout_rate`` > 0;
+        the mask is a function of the key, the edge's input position and the head only (reproducible,
+        the same on every platform and in ``impl="xla"``).
 
     Returns:
       ``out`` (``[n_dst, H * C]`` or ``[n_dst, C]``), and ``alpha [n_edges, H]`` with
@@ -185,6 +224,8 @@ def mha_gat_v2(g: Graph, x_src, x_dst, attn_weights, *, num_heads: int = 1, conc
       is treated as one without incoming edges.
       Half-precision features: float32 scores, softmax and sums (on GPU the kernels read and
       write the half-precision arrays themselves), results in the input precision.
+      With dropout, ``alpha`` is the weights after dropout, the ones ``out`` sums with (PyG's
+      GATConv and GATv2Conv return these; its TransformerConv returns them before dropout).
 
     >>> import jax.numpy as jnp, jaxgraphops as jgo
     >>> g = jgo.Graph.from_edges(jnp.array([0, 1]), jnp.array([1, 1]))
@@ -206,8 +247,10 @@ def mha_gat_v2(g: Graph, x_src, x_dst, attn_weights, *, num_heads: int = 1, conc
         raise ValueError(f"{fn}: attn_weights must have shape ({width},) = (num_heads * C,); "
                          f"got shape {attn_weights.shape}")
     negative_slope = float(negative_slope)
+    rate, key = _check_dropout(fn, dropout_rate, dropout_key)
+    drop = dict(dropout_rate=rate, dropout_key=key)
     kw = dict(num_heads=heads, concat_heads=concat_heads, negative_slope=negative_slope, edge_feat=edge_feat,
-              return_attention=return_attention)
+              return_attention=return_attention, **drop)
     if impl == "xla":
         return reference.mha_gat_v2(g, x_src, x_dst, attn_weights, **kw)
 
@@ -218,13 +261,13 @@ def mha_gat_v2(g: Graph, x_src, x_dst, attn_weights, *, num_heads: int = 1, conc
     a = attn_weights.astype(work).reshape(heads, c)
     ef = None if edge_feat is None else edge_feat.astype(store).reshape(g.n_edges, heads, c)
     ga = graph_arrays(g)
-    out, lse = gatv2(ga, xs, xd, a, ef, negative_slope=negative_slope)
+    out, lse = gatv2(ga, xs, xd, a, ef, negative_slope=negative_slope, **drop)
     return _outputs(out, dtype, concat_heads, return_attention,
-                    lambda: attention_weights_v2(ga, xs, xd, a, ef, lse, negative_slope=negative_slope))
+                    lambda: attention_weights_v2(ga, xs, xd, a, ef, lse, negative_slope=negative_slope, **drop))
 
 
 def mha_simple(g: Graph, query, key, value, *, num_heads: int = 1, concat_heads: bool = True, edge_feat=None,
-               return_attention: bool = False, impl: str | None = None):
+               return_attention: bool = False, impl: str | None = None, dropout_rate: float = 0.0, dropout_key=None):
     """Multi-head scaled dot-product graph attention (TransformerConv's core, cugraph-ops' ``mha_simple_n2n``).
 
     Per head ``h`` and edge ``e = (j -> i)``, with ``k'_e = key[j,h] (+ edge_feat[e,h])`` and
@@ -249,6 +292,12 @@ def mha_simple(g: Graph, query, key, value, *, num_heads: int = 1, concat_heads:
         and the value of each edge (TransformerConv's ``lin_edge(edge_attr)``).
       return_attention: also return the attention weights ``[n_edges, H]`` in input edge order.
       impl: None or ``"ffi"`` for the fused kernels, ``"xla"`` for the pure-JAX reference.
+      dropout_rate: attention dropout: each normalised weight ``alpha[e, h]`` is zeroed with this
+        probability and the others are divided by ``1 - dropout_rate`` (PyG's ``dropout``, applied in the
+        fused kernels; 0 runs the op without any dropout work). A static float in ``[0, 1)``.
+      dropout_key: a JAX PRNG key (``jax.random.key`` or ``PRNGKey``), required when ``dropout_rate`` > 0;
+        the mask is a function of the key, the edge's input position and the head only (reproducible,
+        the same on every platform and in ``impl="xla"``).
 
     Returns:
       ``out`` (``[n_dst, H * C]`` or ``[n_dst, C]``), and ``alpha [n_edges, H]`` with
@@ -257,6 +306,8 @@ def mha_simple(g: Graph, query, key, value, *, num_heads: int = 1, concat_heads:
       is treated as one without incoming edges.
       Half-precision features: float32 scores, softmax and sums (on GPU the kernels read and
       write the half-precision arrays themselves), results in the input precision.
+      With dropout, ``alpha`` is the weights after dropout, the ones ``out`` sums with (PyG's
+      GATConv and GATv2Conv return these; its TransformerConv returns them before dropout).
 
     >>> import jax.numpy as jnp, jaxgraphops as jgo
     >>> g = jgo.Graph.from_edges(jnp.array([0, 1]), jnp.array([1, 1]))
@@ -278,7 +329,10 @@ def mha_simple(g: Graph, query, key, value, *, num_heads: int = 1, concat_heads:
     value = _check_features(fn, "value", value, g.n_src, "n_src", width)
     if edge_feat is not None:
         edge_feat = _check_features(fn, "edge_feat", edge_feat, g.n_edges, "n_edges", width)
-    kw = dict(num_heads=heads, concat_heads=concat_heads, edge_feat=edge_feat, return_attention=return_attention)
+    rate, dkey = _check_dropout(fn, dropout_rate, dropout_key)
+    drop = dict(dropout_rate=rate, dropout_key=dkey)
+    kw = dict(num_heads=heads, concat_heads=concat_heads, edge_feat=edge_feat, return_attention=return_attention,
+              **drop)
     if impl == "xla":
         return reference.mha_simple(g, query, key, value, **kw)
 
@@ -288,6 +342,6 @@ def mha_simple(g: Graph, query, key, value, *, num_heads: int = 1, concat_heads:
     ef = None if edge_feat is None else edge_feat.astype(store).reshape(g.n_edges, heads, c)
     scale = 1.0 / float(np.sqrt(c)) if c else 1.0
     ga = graph_arrays(g)
-    out, lse = mha_simple_core(ga, q, k, v, ef, scale=scale)
+    out, lse = mha_simple_core(ga, q, k, v, ef, scale=scale, **drop)
     return _outputs(out, dtype, concat_heads, return_attention,
-                    lambda: attention_weights_simple(ga, q, k, ef, lse, scale=scale))
+                    lambda: attention_weights_simple(ga, q, k, ef, lse, scale=scale, **drop))

@@ -10,11 +10,19 @@
 // Backward with G = d out, delta[i,h] = <G[i,h], out[i,h]> - d lse[i,h]:
 //   gp_e = alpha_e (<G[i,h], x[j,h]> - delta[i,h]) leaky_relu'(p_e)
 //   d s_src[j] += gp_e, d s_dst[i] += gp_e, d s_edge[e] = gp_e, d x[j,h,:] += alpha_e G[i,h,:]
+//
+// Attention dropout (all three ops): the normalised weight alpha_e of (edge e, head h) is
+// multiplied by a factor d_e = keep_e / (1 - rate) (DropoutFactor), a pure function of the key, e
+// (input edge order) and h. The softmax's normaliser and lse are those of the undropped logits, so
+// out[i] = sum_e alpha_e d_e v_e and, with G and delta as above (delta = <G, out> - d lse keeps its
+// form), the backward only scales the value terms: dalpha_e = d_e <G[i,h], v_e>, d v_e += alpha_e d_e G.
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 
 #include "jgo/math.h"
+#include "jgo/philox.h"
 
 namespace jgo {
 
@@ -80,6 +88,38 @@ JGO_HD T SoftmaxWeight(T z, T lse, ExpFn exp_fn) {
 template <typename T>
 JGO_HD T GatLogitGrad(T alpha, T dalpha, T delta, T p, T slope) {
   return alpha * (dalpha - delta) * LeakyReluGrad(p, slope);
+}
+
+// The dropout of one op call: the key's two words (nullptr: no dropout, every factor is 1), an
+// edge-head pair is kept when the first Philox-4x32-10 word of the counter (h, e_lo, e_hi,
+// kDropoutStream) is >= threshold = floor(rate * 2^32), and a kept weight is multiplied by
+// scale = 1 / (1 - rate). jaxgraphops/reference.py (attention_dropout_factor) has the same bits.
+struct Dropout {
+  const uint32_t* key = nullptr;  // host memory for the CPU handlers, device memory for the CUDA ones
+  uint32_t threshold = 0;
+  double scale = 1.0;
+};
+
+constexpr uint32_t kDropoutStream = 0x64726F70u;  // "drop": the counter's last word
+
+template <typename T>
+JGO_HD T DropoutFactor(const Dropout& d, int64_t e, int64_t h) {
+  if (d.key == nullptr) return T(1);
+  const uint64_t u = static_cast<uint64_t>(e);
+  const Philox4 r = Philox4x32(static_cast<uint32_t>(h), static_cast<uint32_t>(u), static_cast<uint32_t>(u >> 32),
+                               kDropoutStream, d.key[0], d.key[1]);
+  return r.v[0] >= d.threshold ? static_cast<T>(d.scale) : T(0);
+}
+
+// DropoutFactor where the kernel is instantiated with dropout (kDrop), else 1 with no random numbers: the
+// CUDA kernels without dropout are the kernels from before dropout, registers included.
+template <bool kDrop, typename T>
+JGO_HD T DropoutFactorIf(const Dropout& d, int64_t e, int64_t h) {
+  if constexpr (kDrop) {
+    return DropoutFactor<T>(d, e, h);
+  } else {
+    return T(1);
+  }
 }
 
 // Per-destination row of the backward pass: s_dst, lse and delta of every head, packed as

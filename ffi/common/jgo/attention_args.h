@@ -6,9 +6,13 @@
 //                   -> grad_s_dst [Nd,H], grad_s_edge [E,H] | [0]
 // jgo_gat_bwd_src  (csr_offsets, csr_dst, csr_eid, x, s_src, s_edge, dst_info, G)
 //                   -> grad_x [Ns,H,C], grad_s_src [Ns,H]
+// Every handler of the attention family (GAT, GATv2, mha_simple) also takes the dropout key, uint32[2]
+// or [0] for no dropout, as its last operand, and the attributes dropout_threshold (i64) and
+// dropout_scale (f64) (jgo/attention.h, Dropout).
 // Attributes: negative_slope (f64), has_edge (bool). Edge-valued arrays are in input edge order.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -25,6 +29,7 @@ struct GatArgs {
   bool has_edge;
   double slope;
   ffi::DataType storage, score;  // of the feature arrays, and of the scores (see StorageFits)
+  Dropout drop;
 };
 
 namespace detail {
@@ -58,6 +63,32 @@ inline ffi::Error CheckResult(const char* fn, const char* name, const ffi::AnyBu
                               std::initializer_list<int64_t> shape) {
   if (b.element_type() != dtype) return InvalidArgument(std::string(fn) + ": " + name + " has the wrong dtype");
   return detail::Expect(fn, name, b, shape);
+}
+
+// The dropout operand and attributes: key uint32[2] (or [0]: no dropout), 0 <= threshold < 2^32,
+// scale >= 1. The key's address is kept, not its words (device memory for the CUDA handlers).
+inline ffi::ErrorOr<Dropout> CheckDropout(const char* fn, const ffi::AnyBuffer& key, int64_t threshold,
+                                          double scale) {
+  if (key.element_type() != ffi::DataType::U32 || (key.element_count() != 0 && key.element_count() != 2))
+    return Fail(std::string(fn) + ": dropout_key must be uint32[2], or uint32[0] for no dropout");
+  if (threshold < 0 || threshold > 0xFFFFFFFFll || !(scale >= 1.0) || !std::isfinite(scale))
+    return Fail(std::string(fn) + ": dropout_threshold must lie in [0, 2^32) and dropout_scale be finite and >= 1; "
+                "got " +
+                std::to_string(threshold) + " and " + std::to_string(scale));
+  Dropout d;
+  if (key.element_count() == 2) d.key = static_cast<const uint32_t*>(key.untyped_data());
+  d.threshold = static_cast<uint32_t>(threshold);
+  d.scale = scale;
+  return d;
+}
+
+// Sets `args.drop` from the dropout operand and attributes (see CheckDropout).
+template <typename Args>
+ffi::Error SetDropout(const char* fn, Args& args, const ffi::AnyBuffer& key, int64_t threshold, double scale) {
+  auto d = CheckDropout(fn, key, threshold, scale);
+  if (d.has_error()) return d.error();
+  args.drop = *d;
+  return ffi::Error::Success();
 }
 
 // The checks common to the three handlers. `by_src` selects the CSR (rows = sources,
@@ -126,10 +157,13 @@ auto BindGatFwd() {
       .template Arg<ffi::AnyBuffer>()  // s_src [n_src, H]
       .template Arg<ffi::AnyBuffer>()  // s_dst [n_dst, H]
       .template Arg<ffi::AnyBuffer>()  // s_edge [E, H] or [0]
+      .template Arg<ffi::AnyBuffer>()  // dropout key, uint32[2] or [0]
       .template Ret<ffi::AnyBuffer>()  // out [n_dst, H, C]
       .template Ret<ffi::AnyBuffer>()  // lse [n_dst, H]
       .template Attr<double>("negative_slope")
-      .template Attr<bool>("has_edge");
+      .template Attr<bool>("has_edge")
+      .template Attr<int64_t>("dropout_threshold")
+      .template Attr<double>("dropout_scale");
 }
 
 // Both backward handlers: `by_src` is the CSR pass (grad_x, grad_s_src), else the CSC pass
@@ -180,10 +214,13 @@ auto BindGatBwdDst() {
       .template Arg<ffi::AnyBuffer>()  // s_edge [E, H] or [0]
       .template Arg<ffi::AnyBuffer>()  // dst_info [n_dst, 3, H]
       .template Arg<ffi::AnyBuffer>()  // grad of out [n_dst, H, C]
+      .template Arg<ffi::AnyBuffer>()  // dropout key, uint32[2] or [0]
       .template Ret<ffi::AnyBuffer>()  // grad_s_dst [n_dst, H]
       .template Ret<ffi::AnyBuffer>()  // grad_s_edge [E, H] or [0]
       .template Attr<double>("negative_slope")
-      .template Attr<bool>("has_edge");
+      .template Attr<bool>("has_edge")
+      .template Attr<int64_t>("dropout_threshold")
+      .template Attr<double>("dropout_scale");
 }
 
 template <typename... Ctx>
@@ -197,10 +234,13 @@ auto BindGatBwdSrc() {
       .template Arg<ffi::AnyBuffer>()  // s_edge [E, H] or [0]
       .template Arg<ffi::AnyBuffer>()  // dst_info [n_dst, 3, H]
       .template Arg<ffi::AnyBuffer>()  // grad of out [n_dst, H, C]
+      .template Arg<ffi::AnyBuffer>()  // dropout key, uint32[2] or [0]
       .template Ret<ffi::AnyBuffer>()  // grad_x [n_src, H, C]
       .template Ret<ffi::AnyBuffer>()  // grad_s_src [n_src, H]
       .template Attr<double>("negative_slope")
-      .template Attr<bool>("has_edge");
+      .template Attr<bool>("has_edge")
+      .template Attr<int64_t>("dropout_threshold")
+      .template Attr<double>("dropout_scale");
 }
 
 // The CPU kernels compute in the features' own float32/float64 (the lowering converts half

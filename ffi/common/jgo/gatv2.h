@@ -112,10 +112,13 @@ auto BindGatv2Fwd() {
       .template Arg<ffi::AnyBuffer>()  // x_dst [n_dst, H, C]
       .template Arg<ffi::AnyBuffer>()  // attn_weights [H, C]
       .template Arg<ffi::AnyBuffer>()  // edge_feat [E, H, C] or [0]
+      .template Arg<ffi::AnyBuffer>()  // dropout key, uint32[2] or [0]
       .template Ret<ffi::AnyBuffer>()  // out [n_dst, H, C]
       .template Ret<ffi::AnyBuffer>()  // lse [n_dst, H]
       .template Attr<double>("negative_slope")
-      .template Attr<bool>("has_edge");
+      .template Attr<bool>("has_edge")
+      .template Attr<int64_t>("dropout_threshold")
+      .template Attr<double>("dropout_scale");
 }
 
 template <typename... Ctx>
@@ -130,11 +133,14 @@ auto BindGatv2BwdDst() {
       .template Arg<ffi::AnyBuffer>()  // edge_feat [E, H, C] or [0]
       .template Arg<ffi::AnyBuffer>()  // dst_info [n_dst, 2, H] = (lse, delta)
       .template Arg<ffi::AnyBuffer>()  // grad of out [n_dst, H, C]
+      .template Arg<ffi::AnyBuffer>()  // dropout key, uint32[2] or [0]
       .template Ret<ffi::AnyBuffer>()  // grad_x_dst [n_dst, H, C]
       .template Ret<ffi::AnyBuffer>()  // grad_attn_rows [n_dst, H, C] (summed over rows by JAX)
       .template Ret<ffi::AnyBuffer>()  // grad_edge_feat [E, H, C] or [0]
       .template Attr<double>("negative_slope")
-      .template Attr<bool>("has_edge");
+      .template Attr<bool>("has_edge")
+      .template Attr<int64_t>("dropout_threshold")
+      .template Attr<double>("dropout_scale");
 }
 
 template <typename... Ctx>
@@ -149,9 +155,12 @@ auto BindGatv2BwdSrc() {
       .template Arg<ffi::AnyBuffer>()  // edge_feat [E, H, C] or [0]
       .template Arg<ffi::AnyBuffer>()  // dst_info [n_dst, 2, H] = (lse, delta)
       .template Arg<ffi::AnyBuffer>()  // grad of out [n_dst, H, C]
+      .template Arg<ffi::AnyBuffer>()  // dropout key, uint32[2] or [0]
       .template Ret<ffi::AnyBuffer>()  // grad_x_src [n_src, H, C]
       .template Attr<double>("negative_slope")
-      .template Attr<bool>("has_edge");
+      .template Attr<bool>("has_edge")
+      .template Attr<int64_t>("dropout_threshold")
+      .template Attr<double>("dropout_scale");
 }
 
 }  // namespace jgo

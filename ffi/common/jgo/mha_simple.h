@@ -9,12 +9,15 @@
 //   ds_e  = alpha_e (<G[i,h], v'_e> - delta[i,h])
 //   grad_q[i] += scale ds_e k'_e,  grad_k[j] += scale ds_e q[i],  grad_v[j] += alpha_e G[i],
 //   grad_ef[e] = scale ds_e q[i] + alpha_e G[i]
+// With attention dropout (factor d_e, jgo/attention.h) out sums alpha_e d_e v'_e, ds_e takes
+// d_e <G[i,h], v'_e> and grad_v, grad_ef take alpha_e d_e G[i].
 //
 // jgo_mha_simple_fwd     (csc_offsets, csc_src, csc_eid, q [Nd,H,C], k [Ns,H,C], v [Ns,H,C], ef [E,H,C] | [0])
 //                        -> out [Nd,H,C], lse [Nd,H]
 // jgo_mha_simple_bwd_dst (csc_offsets, csc_src, csc_eid, q, k, v, ef, info [Nd,2,H] = (lse, delta), G [Nd,H,C])
 //                        -> grad_q [Nd,H,C], grad_ef [E,H,C] | [0]
 // jgo_mha_simple_bwd_src (csr_offsets, csr_dst, csr_eid, q, k, v, ef, info, G) -> grad_k [Ns,H,C], grad_v [Ns,H,C]
+// Each also takes the dropout key last, with attributes dropout_threshold, dropout_scale (jgo/attention_args.h).
 // Attributes: scale (f64), has_edge (bool). Edge-valued arrays are in input edge order. Features,
 // G and the feature results share one storage dtype (float32/float64; on CUDA also bfloat16 and
 // float16); lse and info are in the accumulation dtype (float32 for half storage).
@@ -41,6 +44,7 @@ struct SimpleArgs {
   int64_t nbr_bound;  // neighbour ids lie in [0, nbr_bound)
   bool has_edge;
   double scale;
+  Dropout drop;
 };
 
 // An edge's key or value element: k[j] + ef[e] (v[j] + ef[e]); ef = 0 without edge features.
@@ -155,10 +159,13 @@ auto BindMhaSimpleFwd() {
       .template Arg<ffi::AnyBuffer>()  // key [n_src, H, C]
       .template Arg<ffi::AnyBuffer>()  // value [n_src, H, C]
       .template Arg<ffi::AnyBuffer>()  // edge_feat [E, H, C] or [0]
+      .template Arg<ffi::AnyBuffer>()  // dropout key, uint32[2] or [0]
       .template Ret<ffi::AnyBuffer>()  // out [n_dst, H, C]
       .template Ret<ffi::AnyBuffer>()  // lse [n_dst, H] (float32 for half features)
       .template Attr<double>("scale")
-      .template Attr<bool>("has_edge");
+      .template Attr<bool>("has_edge")
+      .template Attr<int64_t>("dropout_threshold")
+      .template Attr<double>("dropout_scale");
 }
 
 template <typename... Ctx>
@@ -173,10 +180,13 @@ auto BindMhaSimpleBwdDst() {
       .template Arg<ffi::AnyBuffer>()  // edge_feat [E, H, C] or [0]
       .template Arg<ffi::AnyBuffer>()  // dst_info [n_dst, 2, H] = (lse, delta)
       .template Arg<ffi::AnyBuffer>()  // grad of out [n_dst, H, C]
+      .template Arg<ffi::AnyBuffer>()  // dropout key, uint32[2] or [0]
       .template Ret<ffi::AnyBuffer>()  // grad_query [n_dst, H, C]
       .template Ret<ffi::AnyBuffer>()  // grad_edge_feat [E, H, C] or [0]
       .template Attr<double>("scale")
-      .template Attr<bool>("has_edge");
+      .template Attr<bool>("has_edge")
+      .template Attr<int64_t>("dropout_threshold")
+      .template Attr<double>("dropout_scale");
 }
 
 template <typename... Ctx>
@@ -191,10 +201,13 @@ auto BindMhaSimpleBwdSrc() {
       .template Arg<ffi::AnyBuffer>()  // edge_feat [E, H, C] or [0]
       .template Arg<ffi::AnyBuffer>()  // dst_info [n_dst, 2, H] = (lse, delta)
       .template Arg<ffi::AnyBuffer>()  // grad of out [n_dst, H, C]
+      .template Arg<ffi::AnyBuffer>()  // dropout key, uint32[2] or [0]
       .template Ret<ffi::AnyBuffer>()  // grad_key [n_src, H, C]
       .template Ret<ffi::AnyBuffer>()  // grad_value [n_src, H, C]
       .template Attr<double>("scale")
-      .template Attr<bool>("has_edge");
+      .template Attr<bool>("has_edge")
+      .template Attr<int64_t>("dropout_threshold")
+      .template Attr<double>("dropout_scale");
 }
 
 }  // namespace jgo
