@@ -58,6 +58,9 @@ REASONS = {
     "the per-edge logit and dot over C: 72-80 registers",
     "gatv2.cu:Bwd*Kernel<*, kEdge>": "edge features: a third row per edge, the pre-activation recomputed "
     "per element (and grad_ef written by BwdDst): 70-72 registers",
+    "gatv2.cu:Bwd*Kernel<*, kDrop, !kEdge>": "attention dropout: the Philox-4x32-10 mask computed per edge beside "
+    "the logit, the dot over C and the kVec accumulators: 65-72 registers on sm_90; the kernels without dropout "
+    "are unchanged",
     "dimenet.cu:Dimenet*Kernel<*": "one thread per edge holds a whole triplet (directions, 7 spherical harmonics "
     "and their derivatives, angle gradients): 72-255 registers; the stack frame is its n_mid scratch, not spills",
 }
