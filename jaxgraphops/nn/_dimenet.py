@@ -50,6 +50,33 @@ def _residuals(keys, n: int, hidden: int, dtype) -> list:
     return [{"lin1": _lin(keys, hidden, hidden, dtype), "lin2": _lin(keys, hidden, hidden, dtype)} for _ in range(n)]
 
 
+SIZES = ("hidden", "out_emb", "int_emb", "basis_emb", "out_channels")  # widths, >= 1
+COUNTS = ("num_blocks", "num_before_skip", "num_after_skip", "num_output_layers")  # layer counts, >= 0
+
+
+def check_options(impl, sizes: dict) -> None:
+    """The ``ValueError`` of every front-end's ``DimeNetPlusPlus`` for a bad ``impl`` or a bad entry of ``sizes``
+    (the names of :data:`SIZES` and :data:`COUNTS`).
+
+    >>> check_options(None, {"hidden": 0})
+    Traceback (most recent call last):
+    ...
+    ValueError: DimeNetPlusPlus: hidden must be an int >= 1, got 0
+    """
+    if impl not in (None, "xla"):
+        raise ValueError(f"DimeNetPlusPlus: impl must be None or 'xla', got {impl!r}")
+    for name, value in sizes.items():
+        least = 1 if name in SIZES else 0
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise ValueError(f"DimeNetPlusPlus: {name} must be an int >= {least}, got {value!r}")
+
+
+def init_frequencies(key=None, dtype=jnp.float32):
+    """``params["freq"]``: the radial basis' frequencies ``pi * (1, ..., 6)`` (PyG's initial ``rbf.freq``)."""
+    del key  # deterministic; the argument makes it a Flax initialiser
+    return jnp.pi * jnp.arange(1, N_RADIAL + 1, dtype=dtype)
+
+
 def init_embedding(key, hidden: int, dtype=jnp.float32) -> dict:
     """``params["emb"]``: embeddings ``[95, hidden]`` uniform in ``(-sqrt 3, sqrt 3)`` (PyG's), lecun-normal
     kernels and zero biases of ``lin_rbf`` (6 -> hidden) and ``lin`` (3 hidden -> hidden).

@@ -11,14 +11,12 @@ Edges are ``j -> i`` (src -> dst), edge vectors ``pos[j] + shift - pos[i]``; tri
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ..dimenet.basis import N_RADIAL, N_SPHERICAL
 from . import _dimenet
 from ._dimenet_weights import dimenet_weights_from_pyg
 
@@ -27,36 +25,14 @@ __all__ = ["DimeNetPlusPlus", "energy_and_forces"]
 
 def _init_params(key, hidden: int, out_emb: int, int_emb: int, basis_emb: int, num_blocks: int, out_channels: int,
                  num_before_skip: int, num_after_skip: int, num_output_layers: int) -> dict:
-    """DimeNet++'s params initialised as the linen model's: lecun-normal kernels, zero biases, the last
-    output layers at zero (PyG's ``output_initializer="zeros"``), PyG's ``uniform(-sqrt 3, sqrt 3)`` embeddings."""
-    keys = (jax.random.fold_in(key, i) for i in itertools.count())
-    lecun = jax.nn.initializers.lecun_normal()
-
-    def lin(n_in, n_out, bias=True):
-        p = {"kernel": lecun(next(keys), (n_in, n_out))}
-        return dict(p, bias=jnp.zeros(n_out)) if bias else p
-
-    def residuals(n):
-        return [{"lin1": lin(hidden, hidden), "lin2": lin(hidden, hidden)} for _ in range(n)]
-
-    def interaction():
-        return {"lin_ji": lin(hidden, hidden), "lin_kj": lin(hidden, hidden),
-                "lin_rbf1": lin(N_RADIAL, basis_emb, False), "lin_rbf2": lin(basis_emb, hidden, False),
-                "lin_down": lin(hidden, int_emb, False),
-                "sbf_weights": lecun(next(keys), (N_SPHERICAL * N_RADIAL + int_emb, basis_emb)),
-                "lin_up": lin(int_emb, hidden, False), "layers_before_skip": residuals(num_before_skip),
-                "lin": lin(hidden, hidden), "layers_after_skip": residuals(num_after_skip)}
-
-    def output():
-        return {"lin_rbf": lin(N_RADIAL, hidden, False), "lin_up": lin(hidden, out_emb, False),
-                "lins": [lin(out_emb, out_emb) for _ in range(num_output_layers)],
-                "lin": {"kernel": jnp.zeros((out_emb, out_channels))}}
-
-    embedding = jax.random.uniform(next(keys), (95, hidden), minval=-(3**0.5), maxval=3**0.5)
-    return {"freq": jnp.pi * jnp.arange(1, N_RADIAL + 1, dtype=jnp.float32),
-            "emb": {"emb": {"embedding": embedding}, "lin_rbf": lin(N_RADIAL, hidden), "lin": lin(3 * hidden, hidden)},
-            "interaction_blocks": [interaction() for _ in range(num_blocks)],
-            "output_blocks": [output() for _ in range(num_blocks + 1)]}
+    """DimeNet++'s params initialised as the linen model's (the shared initialisers of ``_dimenet``)."""
+    k_emb, k_int, k_out = jax.random.split(key, 3)
+    return {"freq": _dimenet.init_frequencies(),
+            "emb": _dimenet.init_embedding(k_emb, hidden),
+            "interaction_blocks": _dimenet.init_interactions(k_int, num_blocks, hidden, int_emb, basis_emb,
+                                                             num_before_skip, num_after_skip),
+            "output_blocks": _dimenet.init_outputs(k_out, num_blocks + 1, hidden, out_emb, out_channels,
+                                                   num_output_layers)}
 
 
 class DimeNetPlusPlus(eqx.Module):
@@ -102,15 +78,10 @@ class DimeNetPlusPlus(eqx.Module):
                  num_blocks: int = 4, out_channels: int = 1, cutoff: float = 5.0, act: Callable = jax.nn.silu,
                  impl: str | None = None, num_before_skip: int = 1, num_after_skip: int = 2,
                  num_output_layers: int = 3, *, key: jax.Array):
-        if impl not in (None, "xla"):
-            raise ValueError(f"DimeNetPlusPlus: impl must be None or 'xla', got {impl!r}")
         sizes = {"hidden": hidden, "out_emb": out_emb, "int_emb": int_emb, "basis_emb": basis_emb,
                  "num_blocks": num_blocks, "out_channels": out_channels, "num_before_skip": num_before_skip,
                  "num_after_skip": num_after_skip, "num_output_layers": num_output_layers}
-        for name, value in sizes.items():
-            least = 1 if name in ("hidden", "out_emb", "int_emb", "basis_emb", "out_channels") else 0
-            if not isinstance(value, int) or isinstance(value, bool) or value < least:
-                raise ValueError(f"DimeNetPlusPlus: {name} must be an int >= {least}, got {value!r}")
+        _dimenet.check_options(impl, sizes)
         self.params = _init_params(key, **sizes)
         self.cutoff, self.act, self.impl = float(cutoff), act, impl
 

@@ -21,14 +21,10 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from ..dimenet.basis import N_RADIAL
 from . import _dimenet
 from ._dimenet_weights import dimenet_weights_from_pyg
 
 __all__ = ["DimeNetPlusPlus", "energy_and_forces", "from_pyg_dimenet"]
-
-_SIZES = ("hidden", "out_emb", "int_emb", "basis_emb", "out_channels")
-_COUNTS = ("num_blocks", "num_before_skip", "num_after_skip", "num_output_layers")
 
 
 class DimeNetPlusPlus(nn.Module):
@@ -74,14 +70,9 @@ class DimeNetPlusPlus(nn.Module):
 
     @nn.compact
     def __call__(self, z, pos, g, shifts, triplets, batch, n_graphs: int):
-        if self.impl not in (None, "xla"):
-            raise ValueError(f"DimeNetPlusPlus: impl must be None or 'xla', got {self.impl!r}")
-        for name in _SIZES + _COUNTS:
-            value, least = getattr(self, name), 1 if name in _SIZES else 0
-            if not isinstance(value, int) or isinstance(value, bool) or value < least:
-                raise ValueError(f"DimeNetPlusPlus: {name} must be an int >= {least}, got {value!r}")
+        _dimenet.check_options(self.impl, {name: getattr(self, name) for name in _dimenet.SIZES + _dimenet.COUNTS})
         params = {
-            "freq": self.param("freq", lambda key: jnp.pi * jnp.arange(1, N_RADIAL + 1, dtype=jnp.float32)),
+            "freq": self.param("freq", _dimenet.init_frequencies),
             "emb": self.param("emb", _dimenet.init_embedding, self.hidden),
             "interaction_blocks": self.param("interaction_blocks", _dimenet.init_interactions, self.num_blocks,
                                              self.hidden, self.int_emb, self.basis_emb, self.num_before_skip,
