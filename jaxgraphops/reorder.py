@@ -58,7 +58,7 @@ class Permutation:
       ``src`` for a square graph: one node set).
     - ``edges [E]``: new edge ``k`` is old edge ``edges[k]`` (both in input edge order).
 
-    So ``new.src[k] == perm.inverse.src[old.src[perm.edges[k]]]``. :attr:`inverse` maps the reordered
+    So ``new.src[k] == perm.inverse.src[old.src[perm.edges[k]]]``. ``inverse`` maps the reordered
     graph back. The ``permute_*`` methods take an array in the old order ``[n, ...]`` (NumPy or JAX, also
     inside ``jit``) to the new order, the ``unpermute_*`` methods take it back.
 

@@ -2,7 +2,7 @@
 DimeNet++ ops, the twin of :mod:`jaxgraphops.nn.dimenet_flax`: the same parameterisation, call and
 functions. Its ``params`` are a nested dict named as PyG's modules (``params["interaction_blocks"][b]
 ["lin_kj"]`` is PyG's ``interaction_blocks[b].lin_kj``, as ``{"kernel": [in, out], "bias"}``), the
-forward is :func:`jaxgraphops.nn._dimenet.dimenet_pp` (shared with :mod:`jaxgraphops.nn.nnx`).
+forward is ``jaxgraphops.nn._dimenet.dimenet_pp`` (shared with :mod:`jaxgraphops.nn.nnx`).
 
 Edges are ``j -> i`` (src -> dst), edge vectors ``pos[j] + shift - pos[i]``; triplets come from
 :func:`jaxgraphops.dimenet.triplets`. Energies are per structure; forces are ``-dE/dpos``

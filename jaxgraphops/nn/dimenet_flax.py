@@ -2,7 +2,7 @@
 fused DimeNet++ ops: :func:`jaxgraphops.dimenet.radial_basis` and
 :func:`jaxgraphops.dimenet.agg_edge_to_edge` (the triplet step of every interaction block).
 
-The forward is :func:`jaxgraphops.nn._dimenet.dimenet_pp`, shared with the Equinox and NNX models; the
+The forward is ``jaxgraphops.nn._dimenet.dimenet_pp``, shared with the Equinox and NNX models; the
 params are named as PyG's modules (``params["interaction_blocks"][b]["lin_kj"]`` is PyG's
 ``interaction_blocks[b].lin_kj``, as ``{"kernel": [in, out], "bias"}``), so :func:`from_pyg_dimenet` takes
 PyG's weights as they are and ``jaxgraphops.nn.nnx.load_variables`` moves them to the NNX model.
@@ -36,7 +36,7 @@ class DimeNetPlusPlus(nn.Module):
     plus ``impl`` (None: fused kernels; ``"xla"``: the pure-JAX reference of the triplet step) and the
     residual and output layer counts ``num_before_skip``, ``num_after_skip``, ``num_output_layers``.
     Params: ``freq``, ``emb``, ``interaction_blocks`` (a list), ``output_blocks`` (a list of ``num_blocks + 1``),
-    named inside as PyG's modules (:mod:`jaxgraphops.nn._dimenet`); initialised as PyG's defaults (lecun-normal
+    named inside as PyG's modules (``jaxgraphops.nn._dimenet``); initialised as PyG's defaults (lecun-normal
     kernels, zero biases, zero last output maps, embeddings uniform in ``(-sqrt 3, sqrt 3)``).
     :func:`from_pyg_dimenet` builds the model and its variables from a PyG ``state_dict``.
 
