@@ -291,3 +291,32 @@ def test_equinox_layers_take_dropout_and_a_key(rng, name):
         layer(g, x)
     with pytest.raises(ValueError, match=f"{name}: dropout must be a float in \\[0, 1\\); got -0.5"):
         getattr(eqx_nn, name)(4, 3, dropout=-0.5, key=jax.random.key(0))
+
+
+@pytest.mark.parametrize("name", ["GATConv", "GATv2Conv", "TransformerConv"])
+def test_nnx_layers_take_dropout_like_nnx_dropout(rng, name):
+    """NNX, with the linen layer's weights: ``eval()`` gives the undropped layer; with a key (the call's ``rngs``)
+    the weights are the undropped ones times the reference's factors of that key; ``train()`` draws from the
+    layer's forked stream, which advances from call to call."""
+    pytest.importorskip("flax", reason="needs flax")
+    from flax import nnx
+
+    from jaxgraphops.nn import flax as flax_nn
+    from jaxgraphops.nn import nnx as nnx_nn
+
+    g, x = _layer_graph(), jnp.asarray(rng.normal(size=(5, 4)), jnp.float32)
+    linen = getattr(flax_nn, name)(3, heads=2, dropout=0.5)
+    variables = linen.init(jax.random.key(0), g, x, deterministic=True)
+    layer = nnx_nn.load_variables(getattr(nnx_nn, name)(4, 3, heads=2, dropout=0.5, rngs=nnx.Rngs(0)), variables)
+    out0, alpha0 = linen.apply(variables, g, x, return_attention_weights=True, deterministic=True)
+    layer.eval()
+    np.testing.assert_allclose(layer(g, x), out0, rtol=1e-6, atol=1e-6)
+    key = jax.random.key(7)
+    _, alpha = layer(g, x, return_attention_weights=True, deterministic=False, rngs=key)
+    factors = reference.attention_dropout_factor(jax.random.key_data(key), alpha0.shape[0], 2, 0.5)
+    np.testing.assert_allclose(alpha, alpha0 * factors, rtol=1e-6, atol=1e-7)
+    layer.train()
+    first, second = layer(g, x), layer(g, x)
+    assert not np.allclose(first, out0) and not np.allclose(first, second)
+    with pytest.raises(ValueError, match=f"{name}: dropout must be a float in \\[0, 1\\); got 1.0"):
+        getattr(nnx_nn, name)(4, 3, dropout=1.0, rngs=nnx.Rngs(0))

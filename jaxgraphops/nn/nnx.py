@@ -31,7 +31,8 @@ from ._basic import (attentional_aggregation, attentional_aggregation_weights_fr
                      graph_norm_weights_from_pyg)
 from ._dimenet import dimenet_pp, energy_and_forces
 from ._dimenet_weights import dimenet_weights_from_pyg
-from ._functional import (GRAPH_CONV_NORMS, SAGE_AGGRS, check_choice, check_fill_value, check_output_width,
+from ._functional import (GRAPH_CONV_NORMS, SAGE_AGGRS, check_choice, check_dropout, check_fill_value,
+                          check_output_width,
                           gat_conv, gat_weights_from_pyg, gatv2_conv, gatv2_weights_from_pyg, gcn_weights_from_pyg,
                           graph_conv, sage_conv, sage_weights_from_pyg, split_sage_input, transformer_conv,
                           transformer_weights_from_pyg)
@@ -602,6 +603,28 @@ def _attention_kernel_sizes(layer: str, in_features, share_weights: bool) -> tup
     return in_src, in_dst
 
 
+def _dropout_state(layer: nnx.Module, name: str, dropout: float, deterministic: bool | None, rngs: nnx.Rngs):
+    """An attention layer's dropout attributes, as ``nnx.Dropout``'s: the rate, ``deterministic`` (set by
+    ``model.eval()``/``model.train()``) and a forked ``"dropout"`` stream of ``rngs`` (none without dropout)."""
+    layer.dropout, layer.deterministic = check_dropout(name, dropout), deterministic
+    layer.dropout_rngs = rngs["dropout"].fork() if layer.dropout > 0 else nnx.data(None)
+
+
+def _dropout_args(layer: nnx.Module, name: str, deterministic: bool | None, rngs) -> dict:
+    """The ``dropout`` and ``dropout_key`` of an attention layer's call (none when it is deterministic): the
+    call's ``deterministic`` over the layer's, the call's ``rngs`` (``nnx.Rngs``, a stream or a key) over the
+    layer's stream."""
+    deterministic = layer.deterministic if deterministic is None else deterministic
+    if layer.dropout == 0.0 or deterministic:
+        return {}
+    stream = layer.dropout_rngs if rngs is None else rngs
+    if stream is None:
+        raise ValueError(f"{name}: dropout={layer.dropout} with deterministic=False needs rngs, at construction or "
+                         f"in the call (or call with deterministic=True, or model.eval())")
+    key = stream["dropout"]() if isinstance(stream, nnx.Rngs) else stream() if callable(stream) else stream
+    return {"dropout": layer.dropout, "dropout_key": key}
+
+
 class GATConv(nnx.Module):
     """Graph attention (PyG's ``GATConv``) on :func:`jaxgraphops.mha_gat`, the linen
     :class:`jaxgraphops.nn.flax.GATConv` as an NNX module.
@@ -610,7 +633,7 @@ class GATConv(nnx.Module):
     (+ <a_edge, W_e e_ji>))`` over the incoming edges of ``i``; ``out_i = sum_j alpha_ji h_j``, heads
     concatenated (``[n_dst, H*C]``) or averaged (``[n_dst, C]``), plus ``bias``. With
     ``add_self_loops`` the graph is PyG's (existing loops removed, one loop per node ``i <
-    min(n_src, n_dst)`` added, its edge attributes ``fill_value``). No attention dropout.
+    min(n_src, n_dst)`` added, its edge attributes ``fill_value``). Attention dropout as in linen.
 
     Params: ``kernel [F, H*C]`` (PyG's ``lin``; with ``share_weights=False`` ``src_kernel [F_src,
     H*C]`` and ``dst_kernel [F_dst, H*C]``), ``att_src``, ``att_dst [1, H, C]``, with ``edge_dim``
@@ -626,11 +649,15 @@ class GATConv(nnx.Module):
       residual: add ``x_dst @ res_kernel`` (PyG's ``residual``).
       kernel_init, bias_init, dtype, param_dtype, rngs: as in ``nnx.Linear`` (``kernel_init`` also
         initialises the attention vectors).
+      dropout: attention dropout (PyG's ``dropout``), inside the fused kernels; its key comes from the
+        ``"dropout"`` stream of ``rngs`` (forked at construction, or the call's ``rngs``).
+      deterministic: no dropout; ``model.eval()`` sets it and ``model.train()`` clears it, as for
+        ``nnx.Dropout``; the call's ``deterministic`` takes precedence.
 
-    Call ``layer(g, x, edge_attr=None, return_attention_weights=False)``: ``x`` is ``[n_src, F]``
-    or a pair ``(x_src, x_dst)``, ``edge_attr [n_edges, edge_dim]``. Returns ``out``, or ``(out,
-    alpha [n_edges + m, H])``: ``g``'s edges in input order (0 for a removed self loop), then the
-    ``m`` added loops.
+    Call ``layer(g, x, edge_attr=None, return_attention_weights=False, deterministic=None, rngs=None)``:
+    ``x`` is ``[n_src, F]`` or a pair ``(x_src, x_dst)``, ``edge_attr [n_edges, edge_dim]``. Returns
+    ``out``, or ``(out, alpha [n_edges + m, H])``: ``g``'s edges in input order (0 for a removed self
+    loop), then the ``m`` added loops; with dropout, the weights after dropout.
 
     >>> import jax.numpy as jnp, jaxgraphops as jgo
     >>> from flax import nnx
@@ -644,9 +671,11 @@ class GATConv(nnx.Module):
     def __init__(self, in_features: int | tuple[int, int], out_features: int, heads: int = 1, concat: bool = True,
                  negative_slope: float = 0.2, add_self_loops: bool = True, edge_dim: int | None = None,
                  fill_value: Any = "mean", use_bias: bool = True, share_weights: bool = True,
-                 residual: bool = False, *, kernel_init: Initializer = _glorot, bias_init: Initializer = _zeros,
-                 dtype=None, param_dtype=jnp.float32, rngs: nnx.Rngs):
+                 residual: bool = False, *, dropout: float = 0.0, deterministic: bool | None = False,
+                 kernel_init: Initializer = _glorot, bias_init: Initializer = _zeros, dtype=None,
+                 param_dtype=jnp.float32, rngs: nnx.Rngs):
         check_fill_value("GATConv", fill_value)
+        _dropout_state(self, "GATConv", dropout, deterministic, rngs)
         in_src, in_dst = _attention_kernel_sizes("GATConv", in_features, share_weights)
         width = heads * out_features
 
@@ -664,7 +693,8 @@ class GATConv(nnx.Module):
         self.concat, self.negative_slope, self.add_self_loops = concat, negative_slope, add_self_loops
         self.fill_value, self.dtype = fill_value, dtype
 
-    def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False):
+    def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False,
+                 deterministic: bool | None = None, rngs=None):
         x_src, x_dst = x if isinstance(x, tuple) else (x, None)
         names = ("kernel", "src_kernel", "dst_kernel", "att_src", "att_dst", "edge_kernel", "att_edge", "bias",
                  "res_kernel")
@@ -676,7 +706,7 @@ class GATConv(nnx.Module):
                         concat=self.concat, negative_slope=self.negative_slope, add_loops=self.add_self_loops,
                         edge_attr=edge_attr, edge_kernel=p["edge_kernel"], att_edge=p["att_edge"],
                         fill_value=self.fill_value, return_attention=return_attention_weights,
-                        res_kernel=p["res_kernel"])
+                        res_kernel=p["res_kernel"], **_dropout_args(self, "GATConv", deterministic, rngs))
 
     @classmethod
     def from_pyg(cls, state_dict, *, concat: bool = True, negative_slope: float = 0.2, add_self_loops: bool = True,
@@ -721,9 +751,11 @@ class GATv2Conv(nnx.Module):
     Args: ``in_features`` (``F`` or ``(F_src, F_dst)``), ``out_features`` (``C``), then PyG's
     ``heads``, ``concat``, ``negative_slope``, ``add_self_loops``, ``edge_dim``, ``fill_value``,
     ``use_bias`` (``bias``), ``share_weights``, ``residual``; ``kernel_init``, ``bias_init``,
-    ``dtype``, ``param_dtype``, ``rngs`` as in ``nnx.Linear``.
+    ``dtype``, ``param_dtype``, ``rngs`` as in ``nnx.Linear``; ``dropout``, ``deterministic`` as in
+    :class:`GATConv`.
 
-    Call ``layer(g, x, edge_attr=None, return_attention_weights=False)`` as :class:`GATConv`.
+    Call ``layer(g, x, edge_attr=None, return_attention_weights=False, deterministic=None, rngs=None)`` as
+    :class:`GATConv`.
 
     >>> import jax.numpy as jnp, jaxgraphops as jgo
     >>> from flax import nnx
@@ -736,9 +768,11 @@ class GATv2Conv(nnx.Module):
     def __init__(self, in_features: int | tuple[int, int], out_features: int, heads: int = 1, concat: bool = True,
                  negative_slope: float = 0.2, add_self_loops: bool = True, edge_dim: int | None = None,
                  fill_value: Any = "mean", use_bias: bool = True, share_weights: bool = False,
-                 residual: bool = False, *, kernel_init: Initializer = _glorot, bias_init: Initializer = _zeros,
-                 dtype=None, param_dtype=jnp.float32, rngs: nnx.Rngs):
+                 residual: bool = False, *, dropout: float = 0.0, deterministic: bool | None = False,
+                 kernel_init: Initializer = _glorot, bias_init: Initializer = _zeros, dtype=None,
+                 param_dtype=jnp.float32, rngs: nnx.Rngs):
         check_fill_value("GATv2Conv", fill_value)
+        _dropout_state(self, "GATv2Conv", dropout, deterministic, rngs)
         in_src, in_dst = _attention_kernel_sizes("GATv2Conv", in_features, share_weights)
         width = heads * out_features
 
@@ -756,7 +790,8 @@ class GATv2Conv(nnx.Module):
         self.concat, self.negative_slope, self.add_self_loops = concat, negative_slope, add_self_loops
         self.fill_value, self.dtype = fill_value, dtype
 
-    def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False):
+    def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False,
+                 deterministic: bool | None = None, rngs=None):
         x_src, x_dst = x if isinstance(x, tuple) else (x, None)
         names = ("kernel", "kernel_bias", "src_kernel", "src_bias", "dst_kernel", "dst_bias", "att", "edge_kernel",
                  "bias", "res_kernel")
@@ -769,7 +804,8 @@ class GATv2Conv(nnx.Module):
         return gatv2_conv(g, x_src, x_dst, *src, *dst, p["att"], p["bias"], concat=self.concat,
                           negative_slope=self.negative_slope, add_loops=self.add_self_loops, edge_attr=edge_attr,
                           edge_kernel=p["edge_kernel"], fill_value=self.fill_value,
-                          return_attention=return_attention_weights, res_kernel=p["res_kernel"])
+                          return_attention=return_attention_weights, res_kernel=p["res_kernel"],
+                          **_dropout_args(self, "GATv2Conv", deterministic, rngs))
 
     @classmethod
     def from_pyg(cls, state_dict, *, concat: bool = True, negative_slope: float = 0.2, add_self_loops: bool = True,
@@ -812,7 +848,9 @@ class TransformerConv(nnx.Module):
     ``q = x_dst W_q + b_q``, ``k = x_src W_k + b_k``, ``v = x_src W_v + b_v``; per head ``alpha_ij =
     softmax_j <q_i, k_j (+ W_e e_ij)> / sqrt(C)``, ``out_i = sum_j alpha_ij (v_j (+ W_e e_ij))``, heads
     concatenated or averaged; with ``root_weight`` plus ``x_i W_skip + b_skip``, or with ``beta`` the
-    gate ``b x_r + (1 - b) out``, ``b = sigmoid([out, x_r, out - x_r] W_beta)``. No self loops, no dropout.
+    gate ``b x_r + (1 - b) out``, ``b = sigmoid([out, x_r, out - x_r] W_beta)``. No self loops; attention
+    dropout (``dropout``, ``deterministic``) as in :class:`GATConv` (``alpha`` is returned after dropout,
+    where PyG returns it before).
 
     Params: ``query_kernel [F_dst, H*C]``, ``key_kernel``, ``value_kernel [F_src, H*C]`` and their
     ``*_bias`` (with ``use_bias``), ``edge_kernel [edge_dim, H*C]`` (with ``edge_dim``),
@@ -823,8 +861,8 @@ class TransformerConv(nnx.Module):
     ``heads``, ``concat``, ``beta``, ``edge_dim``, ``use_bias`` (``bias``), ``root_weight``;
     ``kernel_init``, ``bias_init``, ``dtype``, ``param_dtype``, ``rngs`` as in ``nnx.Linear``.
 
-    Call ``layer(g, x, edge_attr=None, return_attention_weights=False)``; returns ``out`` or ``(out,
-    alpha [n_edges, H])``.
+    Call ``layer(g, x, edge_attr=None, return_attention_weights=False, deterministic=None, rngs=None)``;
+    returns ``out`` or ``(out, alpha [n_edges, H])``.
 
     >>> import jax.numpy as jnp, jaxgraphops as jgo
     >>> from flax import nnx
@@ -835,9 +873,10 @@ class TransformerConv(nnx.Module):
 
     def __init__(self, in_features: int | tuple[int, int], out_features: int, heads: int = 1, concat: bool = True,
                  beta: bool = False, edge_dim: int | None = None, use_bias: bool = True, root_weight: bool = True, *,
-                 kernel_init: Initializer = _lecun, bias_init: Initializer = _zeros, dtype=None,
-                 param_dtype=jnp.float32, rngs: nnx.Rngs):
+                 dropout: float = 0.0, deterministic: bool | None = False, kernel_init: Initializer = _lecun,
+                 bias_init: Initializer = _zeros, dtype=None, param_dtype=jnp.float32, rngs: nnx.Rngs):
         in_src, in_dst = _sizes("TransformerConv", in_features)
+        _dropout_state(self, "TransformerConv", dropout, deterministic, rngs)
         width = heads * out_features
         out = width if concat else out_features
         shapes = {"query": (in_dst, width, use_bias), "key": (in_src, width, use_bias),
@@ -850,13 +889,15 @@ class TransformerConv(nnx.Module):
             setattr(self, f"{name}_bias", _param(bias_init, rngs, spec[1:2], param_dtype) if spec and spec[2] else None)
         self.heads, self.concat, self.dtype = heads, concat, dtype
 
-    def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False):
+    def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False,
+                 deterministic: bool | None = None, rngs=None):
         x_src, x_dst = x if isinstance(x, tuple) else (x, None)
         names = [f"{n}_{k}" for n in _TRANSFORMER_LINEAR for k in ("kernel", "bias")]
         w = {n: getattr(self, n)[...] for n in names if getattr(self, n) is not None}
         x_src, x_dst, edge_attr, w = _promote(self.dtype, x_src, x_dst, edge_attr, w)
         return transformer_conv(g, x_src, x_dst, w, heads=self.heads, concat=self.concat, edge_attr=edge_attr,
-                                return_attention=return_attention_weights)
+                                return_attention=return_attention_weights,
+                                **_dropout_args(self, "TransformerConv", deterministic, rngs))
 
     @classmethod
     def from_pyg(cls, state_dict, *, heads: int, concat: bool = True, root_weight: bool = True, dtype=None,
