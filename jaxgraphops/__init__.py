@@ -20,6 +20,7 @@ from . import dimenet  # noqa: E402
 from ._backend import kernel_platform, with_cuda  # noqa: E402
 from ._cuda_plugin import CudaPluginWarning  # noqa: E402
 from .batching import BatchedGraph, batch, pad_batch  # noqa: E402
+from .buckets import Bucket, bucket_sizes, padded_batches, pick_bucket  # noqa: E402
 from .distributed import PartitionedGraph, halo_exchange, partition_graph, shard_parts  # noqa: E402
 from .graph import Graph, pad, padding_masks  # noqa: E402
 from .neighbors import knn_graph, radius_graph  # noqa: E402
@@ -38,6 +39,7 @@ from ._versions import UntestedVersionWarning  # noqa: E402
 
 __all__ = [
     "BatchedGraph",
+    "Bucket",
     "CudaPluginWarning",
     "Graph",
     "PartitionedGraph",
@@ -52,6 +54,7 @@ __all__ = [
     "agg_simple",
     "agg_weighted",
     "batch",
+    "bucket_sizes",
     "dimenet",
     "edge_softmax",
     "edge_vectors",
@@ -66,8 +69,10 @@ __all__ = [
     "mha_simple",
     "pad",
     "pad_batch",
+    "padded_batches",
     "padding_masks",
     "partition_graph",
+    "pick_bucket",
     "pool",
     "radius_graph",
     "reorder",

@@ -38,6 +38,7 @@ SECTIONS = (
     ("jaxgraphops.graph", "Graphs, batching and padding"),
     ("jaxgraphops.batching", "Graphs, batching and padding"),
     ("jaxgraphops.reorder", "Graphs, batching and padding"),
+    ("jaxgraphops.buckets", "Graphs, batching and padding"),
     ("jaxgraphops.neighbors", "Neighbour graphs"),
     ("jaxgraphops.ops.message_passing", "Generic message passing"),
     ("jaxgraphops.ops.aggregation", "Aggregation"),
