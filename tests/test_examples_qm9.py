@@ -66,6 +66,17 @@ def test_dimenet_qm9_quick(tmp_path):
     assert mae < 0.8 * baseline
 
 
+@pytest.mark.exhaustive
+def test_graph_classification_quick(tmp_path):
+    _needs("qm9pack", "pandas", "rdkit", "flax", "optax", "tqdm", "matplotlib")
+    out = _run("graph_classification.py", tmp_path)
+    assert _number(r"compilations of the train step\s+(\d+)", out) == [1]
+    padding, = _number(r"padding \(atoms computed that are padding\)\s+([\d.]+)%", out)
+    accuracy, = _number(r"test accuracy\s+([\d.]+)", out)
+    majority, = _number(r"majority class\s+([\d.]+)", out)
+    assert 0 <= padding < 50 and accuracy > majority + 0.1
+
+
 # QM9 molecules (rings, triple bonds, aromatics, F) and a few with charges, stereocentres and stereo bonds
 SMILES = ["C", "C#N", "OC1COC1", "CC1=CC=CN1", "FC(F)(F)C#C", "O=C1C=CC(=O)C=C1", "c1ccccc1O", "N=C1OC=CC1=O",
           "C[C@H](N)C(=O)O", "C/C=C/C", "[NH3+]CC([O-])=O", "CC12CC1(C)O2"]
