@@ -146,7 +146,7 @@ def test_real_compile_of_one_file():
     source = gr.FFI / "cuda" / "gat.cu"
     kernels = gr.collect(gr.compile_all([source], jobs=1), gr.block_size())
     names = {k.name for k in kernels}
-    assert "GatFwdKernel<float, float, int, kEdge>" in names and len(names) == len(kernels) >= 12
+    assert "GatFwdKernel<float, float, int, !kDrop, kEdge>" in names and len(names) == len(kernels) >= 12
     for k in kernels:
         assert set(k.by_arch) == set(gr.ARCHS) and all(e.registers > 0 for e in k.by_arch.values())
         assert 0 < k.occupancy.fraction <= 1
