@@ -64,6 +64,7 @@ def test_every_installed_library_computes_the_same_op(case):
             runner.sync(call())
 
 
+@pytest.mark.exhaustive  # an end-to-end run of the tool, for CI
 def test_report_writes_tables_and_plots(tmp_path):
     output = tmp_path / "BENCH.md"
     output.write_text("# Benchmarks\n\nbefore\n")

@@ -6,6 +6,7 @@ one run at a tiny scale through ``python -m benchmarks.report --only roofline`` 
 import json
 
 import numpy as np
+import pytest
 
 import jaxgraphops as jgo
 from benchmarks import report, roofline  # importable through conftest.py
@@ -78,6 +79,7 @@ def test_copy_moves_the_data():
         copy.close()
 
 
+@pytest.mark.exhaustive  # an end-to-end run of the tool, for CI
 def test_report_runs_the_roofline_and_writes_its_section(tmp_path):
     output = tmp_path / "BENCH.md"
     output.write_text("# Benchmarks\n")

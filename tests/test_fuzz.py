@@ -1,6 +1,6 @@
 """The fuzzer of the public API (tests/fuzz.py, issue 19): the quick profile in CI, the long one on demand.
 
-    pytest tests/test_fuzz.py                          # quick: fuzz.QUICK_CASES cases
+    pytest tests/test_fuzz.py                          # fuzz.SMOKE_CASES cases (fuzz.QUICK_CASES in CI's profile)
     JGO_FUZZ_CASES=50000 pytest tests/test_fuzz.py     # long
     python tests/fuzz.py --cases 50000                 # the same, without pytest
     python tests/fuzz.py --replay SEED                 # one case, in this process
@@ -17,10 +17,12 @@ import time
 import fuzz
 import numpy as np
 import pytest
+from conftest import PROFILE
 
 
 def test_fuzz_profile(capsys):
-    n = int(os.environ.get("JGO_FUZZ_CASES", fuzz.QUICK_CASES))
+    default = fuzz.QUICK_CASES if PROFILE == "exhaustive" else fuzz.SMOKE_CASES
+    n = int(os.environ.get("JGO_FUZZ_CASES", default))
     t0 = time.perf_counter()
     counts, failures, stats = fuzz.run_fuzz(n)
     seconds = time.perf_counter() - t0

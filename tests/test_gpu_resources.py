@@ -141,6 +141,7 @@ def test_docstring_examples():
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed: no real compile")
+@pytest.mark.exhaustive  # an end-to-end run of the tool, for CI
 def test_real_compile_of_one_file():
     """ffi/cuda/gat.cu for sm_80 and sm_90 (about 10 s on 2 cores)."""
     source = gr.FFI / "cuda" / "gat.cu"
