@@ -322,3 +322,19 @@ def test_loaders_map_sequential_positions():
 def test_bad_input(call, match):
     with pytest.raises((ValueError, TypeError), match=match):
         call()
+
+
+@pytest.mark.parametrize("name", ["SAGEConv", "GraphConv", "GATConv", "GATv2Conv", "TransformerConv"])
+def test_linen_layers_take_dtype_and_param_dtype(x64, name):
+    """As flax's layers: ``param_dtype`` sets the parameters' dtype, ``dtype`` the output's (inputs and params
+    cast to it); float64 parameters with float32 inputs compute in float64 by default (promotion)."""
+    g = jgo.Graph.from_edges(np.array([0, 1, 2, 3, 0]), np.array([1, 2, 3, 0, 2]))
+    x = jnp.asarray(np.random.default_rng(0).normal(size=(4, 3)), jnp.float32)
+    layer = getattr(flax_nn, name)(4, param_dtype=jnp.float64)
+    variables = layer.init(jax.random.key(0), g, x)
+    assert {leaf.dtype for leaf in jax.tree_util.tree_leaves(variables)} == {jnp.dtype(jnp.float64)}
+    assert layer.apply(variables, g, x).dtype == jnp.float64
+    half = getattr(flax_nn, name)(4, param_dtype=jnp.float64, dtype=jnp.bfloat16)
+    out = half.apply(variables, g, x)
+    assert out.dtype == jnp.bfloat16
+    np.testing.assert_allclose(np.asarray(out, np.float32), layer.apply(variables, g, x), rtol=0.05, atol=0.05)

@@ -8,6 +8,10 @@ PyG layer's ``state_dict()`` (``from_pyg_gat``, ``from_pyg_rgcn`` ... too; ``fro
 Chemprop ``BondMessagePassing``'s) into the variables ``{"params": ...}`` that ``Module.apply`` takes.
 A PyG layer's MLP (``nn``, ``gate_nn``: a ``torch.nn.Sequential`` of ``Linear`` layers and activations)
 loads into ``flax.linen.Sequential`` of ``Dense`` layers at the same positions.
+
+Every layer with parameters of its own takes ``dtype`` (the computation's: inputs and parameters are cast
+to it; default None, their promoted dtype) and ``param_dtype`` (the parameters', default float32), as
+flax's own layers do.
 """
 
 from __future__ import annotations
@@ -74,14 +78,18 @@ class SAGEConv(nn.Module):
     normalize: bool = False
     kernel_init: Initializer = nn.initializers.lecun_normal()
     bias_init: Initializer = nn.initializers.zeros_init()
+    dtype: Any = None
+    param_dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, g: Graph, x):
         check_choice("SAGEConv", "aggr", self.aggr, SAGE_AGGRS)
         x_src, x_dst = split_sage_input(g, x)
-        neigh = self.param("neigh_kernel", self.kernel_init, (x_src.shape[-1], self.features))
-        root = self.param("root_kernel", self.kernel_init, (x_dst.shape[-1], self.features)) if self.root_weight else None
-        bias = self.param("bias", self.bias_init, (self.features,)) if self.use_bias else None
+        neigh = self.param("neigh_kernel", self.kernel_init, (x_src.shape[-1], self.features), self.param_dtype)
+        root = (self.param("root_kernel", self.kernel_init, (x_dst.shape[-1], self.features), self.param_dtype)
+                if self.root_weight else None)
+        bias = self.param("bias", self.bias_init, (self.features,), self.param_dtype) if self.use_bias else None
+        x_src, x_dst, neigh, root, bias = _promote(self.dtype, x_src, x_dst, neigh, root, bias)
         return sage_conv(g, x_src, x_dst, neigh, root, bias, aggr=self.aggr, normalize=self.normalize)
 
 
@@ -120,12 +128,15 @@ class GraphConv(nn.Module):
     use_bias: bool = True
     kernel_init: Initializer = nn.initializers.glorot_uniform()
     bias_init: Initializer = nn.initializers.zeros_init()
+    dtype: Any = None
+    param_dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, g: Graph, x):
         check_choice("GraphConv", "norm", self.norm, GRAPH_CONV_NORMS)
-        kernel = self.param("kernel", self.kernel_init, (x.shape[-1], self.features))
-        bias = self.param("bias", self.bias_init, (self.features,)) if self.use_bias else None
+        kernel = self.param("kernel", self.kernel_init, (x.shape[-1], self.features), self.param_dtype)
+        bias = self.param("bias", self.bias_init, (self.features,), self.param_dtype) if self.use_bias else None
+        x, kernel, bias = _promote(self.dtype, x, kernel, bias)
         return graph_conv(g, x, kernel, bias, norm=self.norm, add_loops=self.add_self_loops)
 
 
@@ -220,6 +231,8 @@ class GATConv(nn.Module):
     deterministic: bool | None = None
     kernel_init: Initializer = nn.initializers.glorot_uniform()
     bias_init: Initializer = nn.initializers.zeros_init()
+    dtype: Any = None
+    param_dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False,
@@ -228,19 +241,23 @@ class GATConv(nn.Module):
         x_src, x_dst = x if isinstance(x, tuple) else (x, None)
         width = self.heads * self.features
         if self.share_weights:
-            src_kernel = dst_kernel = self.param("kernel", self.kernel_init, (x_src.shape[-1], width))
+            src_kernel = dst_kernel = self.param("kernel", self.kernel_init, (x_src.shape[-1], width),
+                                                 self.param_dtype)
         else:
-            src_kernel = self.param("src_kernel", self.kernel_init, (x_src.shape[-1], width))
+            src_kernel = self.param("src_kernel", self.kernel_init, (x_src.shape[-1], width), self.param_dtype)
             dst_kernel = self.param("dst_kernel", self.kernel_init,
-                                    ((x_src if x_dst is None else x_dst).shape[-1], width))
+                                    ((x_src if x_dst is None else x_dst).shape[-1], width), self.param_dtype)
         att_shape = (1, self.heads, self.features)
-        att_src = self.param("att_src", self.kernel_init, att_shape)
-        att_dst = self.param("att_dst", self.kernel_init, att_shape)
+        att_src = self.param("att_src", self.kernel_init, att_shape, self.param_dtype)
+        att_dst = self.param("att_dst", self.kernel_init, att_shape, self.param_dtype)
         edge_kernel = att_edge = None
         if self.edge_dim is not None:
-            edge_kernel = self.param("edge_kernel", self.kernel_init, (self.edge_dim, width))
-            att_edge = self.param("att_edge", self.kernel_init, att_shape)
+            edge_kernel = self.param("edge_kernel", self.kernel_init, (self.edge_dim, width), self.param_dtype)
+            att_edge = self.param("att_edge", self.kernel_init, att_shape, self.param_dtype)
         bias, res_kernel = _output_params(self, x_src if x_dst is None else x_dst, width)
+        (x_src, x_dst, edge_attr, src_kernel, dst_kernel, att_src, att_dst, bias, edge_kernel, att_edge,
+         res_kernel) = _promote(self.dtype, x_src, x_dst, edge_attr, src_kernel, dst_kernel, att_src, att_dst, bias,
+                                edge_kernel, att_edge, res_kernel)
         return gat_conv(g, x_src, x_dst, src_kernel, dst_kernel, att_src, att_dst, bias, concat=self.concat,
                         negative_slope=self.negative_slope, add_loops=self.add_self_loops, edge_attr=edge_attr,
                         edge_kernel=edge_kernel, att_edge=att_edge, fill_value=self.fill_value,
@@ -277,8 +294,9 @@ def _attention_dropout(layer: nn.Module, name: str, deterministic) -> dict:
 def _output_params(layer: nn.Module, x_dst, width: int):
     """The ``bias`` and ``res_kernel`` params of an attention layer (None when not used)."""
     out = width if layer.concat else layer.features
-    bias = layer.param("bias", layer.bias_init, (out,)) if layer.use_bias else None
-    res = layer.param("res_kernel", layer.kernel_init, (x_dst.shape[-1], out)) if layer.residual else None
+    bias = layer.param("bias", layer.bias_init, (out,), layer.param_dtype) if layer.use_bias else None
+    res = (layer.param("res_kernel", layer.kernel_init, (x_dst.shape[-1], out), layer.param_dtype)
+           if layer.residual else None)
     return bias, res
 
 
@@ -329,6 +347,8 @@ class GATv2Conv(nn.Module):
     deterministic: bool | None = None
     kernel_init: Initializer = nn.initializers.glorot_uniform()
     bias_init: Initializer = nn.initializers.zeros_init()
+    dtype: Any = None
+    param_dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False,
@@ -338,8 +358,9 @@ class GATv2Conv(nn.Module):
         width = self.heads * self.features
 
         def linear(kernel_name, bias_name, n_in):
-            kernel = self.param(kernel_name, self.kernel_init, (n_in, width))
-            return kernel, (self.param(bias_name, self.bias_init, (width,)) if self.use_bias else None)
+            kernel = self.param(kernel_name, self.kernel_init, (n_in, width), self.param_dtype)
+            bias = self.param(bias_name, self.bias_init, (width,), self.param_dtype) if self.use_bias else None
+            return kernel, bias
 
         if self.share_weights:
             src_kernel, src_bias = linear("kernel", "kernel_bias", x_src.shape[-1])
@@ -347,10 +368,13 @@ class GATv2Conv(nn.Module):
         else:
             src_kernel, src_bias = linear("src_kernel", "src_bias", x_src.shape[-1])
             dst_kernel, dst_bias = linear("dst_kernel", "dst_bias", (x_src if x_dst is None else x_dst).shape[-1])
-        att = self.param("att", self.kernel_init, (1, self.heads, self.features))
+        att = self.param("att", self.kernel_init, (1, self.heads, self.features), self.param_dtype)
         edge_kernel = (None if self.edge_dim is None else
-                       self.param("edge_kernel", self.kernel_init, (self.edge_dim, width)))
+                       self.param("edge_kernel", self.kernel_init, (self.edge_dim, width), self.param_dtype))
         bias, res_kernel = _output_params(self, x_src if x_dst is None else x_dst, width)
+        (x_src, x_dst, edge_attr, src_kernel, src_bias, dst_kernel, dst_bias, att, bias, edge_kernel,
+         res_kernel) = _promote(self.dtype, x_src, x_dst, edge_attr, src_kernel, src_bias, dst_kernel, dst_bias, att,
+                                bias, edge_kernel, res_kernel)
         return gatv2_conv(g, x_src, x_dst, src_kernel, src_bias, dst_kernel, dst_bias, att, bias,
                           concat=self.concat, negative_slope=self.negative_slope, add_loops=self.add_self_loops,
                           edge_attr=edge_attr, edge_kernel=edge_kernel, fill_value=self.fill_value,
@@ -416,6 +440,8 @@ class TransformerConv(nn.Module):
     deterministic: bool | None = None
     kernel_init: Initializer = nn.initializers.lecun_normal()
     bias_init: Initializer = nn.initializers.zeros_init()
+    dtype: Any = None
+    param_dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False,
@@ -427,9 +453,9 @@ class TransformerConv(nn.Module):
         w = {}
 
         def dense(name, n_in, n_out, bias):
-            w[f"{name}_kernel"] = self.param(f"{name}_kernel", self.kernel_init, (n_in, n_out))
+            w[f"{name}_kernel"] = self.param(f"{name}_kernel", self.kernel_init, (n_in, n_out), self.param_dtype)
             if bias:
-                w[f"{name}_bias"] = self.param(f"{name}_bias", self.bias_init, (n_out,))
+                w[f"{name}_bias"] = self.param(f"{name}_bias", self.bias_init, (n_out,), self.param_dtype)
 
         dense("query", in_dst, width, self.use_bias)
         dense("key", x_src.shape[-1], width, self.use_bias)
@@ -440,6 +466,7 @@ class TransformerConv(nn.Module):
             dense("skip", in_dst, out, self.use_bias)
             if self.beta:
                 dense("beta", 3 * out, 1, False)
+        x_src, x_dst, edge_attr, w = _promote(self.dtype, x_src, x_dst, edge_attr, w)
         return transformer_conv(g, x_src, x_dst, w, heads=self.heads, concat=self.concat, edge_attr=edge_attr,
                                 return_attention=return_attention_weights,
                                 **_attention_dropout(self, "TransformerConv", deterministic))
@@ -493,23 +520,28 @@ class GNOBlock(nn.Module):
     kernel: str = "matrix"
     reduce: str = "mean"
     skip: bool = True
+    dtype: Any = None
+    param_dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, g: Graph, f_src, dx, f_dst=None, edge_weight=None):
         c_in, d = f_src.shape[-1], dx.shape[-1]
         check_block("GNOBlock", c_in, self.features, self.kernel, self.reduce, self.kernel_width)
-        init = lambda name: lambda key, *_: init_kernel(key, d, self.kernel_width, c_in, self.features,  # noqa: E731
-                                                        self.kernel, f_src.dtype)[name]
+        init = lambda name: lambda key, _, dtype: init_kernel(key, d, self.kernel_width, c_in,  # noqa: E731
+                                                              self.features, self.kernel, dtype)[name]
         p = kernel_outputs(c_in, self.features, self.kernel)
-        U = self.param("U", init("U"), (self.kernel_width, d))
-        b_u = self.param("b_u", init("b_u"), (self.kernel_width,))
-        V = self.param("V", init("V"), (p, self.kernel_width))
-        b_v = self.param("b_v", init("b_v"), (p,))
+        U = self.param("U", init("U"), (self.kernel_width, d), self.param_dtype)
+        b_u = self.param("b_u", init("b_u"), (self.kernel_width,), self.param_dtype)
+        V = self.param("V", init("V"), (p, self.kernel_width), self.param_dtype)
+        b_v = self.param("b_v", init("b_v"), (p,), self.param_dtype)
         skip_kernel = skip_bias = None
         if self.skip:
             f_dst = skip_input("GNOBlock", g, f_src, f_dst)
-            skip_kernel = self.param("skip_kernel", nn.initializers.lecun_normal(), (f_dst.shape[-1], self.features))
-            skip_bias = self.param("skip_bias", nn.initializers.zeros_init(), (self.features,))
+            skip_kernel = self.param("skip_kernel", nn.initializers.lecun_normal(), (f_dst.shape[-1], self.features),
+                                     self.param_dtype)
+            skip_bias = self.param("skip_bias", nn.initializers.zeros_init(), (self.features,), self.param_dtype)
+        f_src, dx, f_dst, edge_weight, U, b_u, V, b_v, skip_kernel, skip_bias = _promote(
+            self.dtype, f_src, dx, f_dst, edge_weight, U, b_u, V, b_v, skip_kernel, skip_bias)
         return gno_block(g, f_src, dx, U, b_u, V, b_v, skip_kernel, skip_bias, f_dst, kernel=self.kernel,
                          reduce=self.reduce, edge_weight=edge_weight)
 
