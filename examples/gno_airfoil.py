@@ -26,11 +26,13 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.tri as mtri  # noqa: E402
 import numpy as np  # noqa: E402
 import optax  # noqa: E402
 import scipy.io  # noqa: E402
 import scipy.sparse  # noqa: E402
 import scipy.sparse.linalg  # noqa: E402
+import scipy.spatial  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 import jaxgraphops as jgo  # noqa: E402
@@ -85,6 +87,18 @@ class GNO(eqx.Module):
         return jax.vmap(self.project)(h)[:, 0]
 
 
+def _triangulation(pos):
+    """The Delaunay triangulation of the points without the triangles that span the airfoil or the concave
+    outer boundary: those whose longest side is over 3 times the longest side of the point's 5 nearest
+    neighbours (the mesh's local spacing), so that the plots leave the airfoil blank."""
+    mesh = mtri.Triangulation(pos[:, 0], pos[:, 1])
+    corners = pos[mesh.triangles]  # [T, 3, 2]
+    sides = np.linalg.norm(corners - np.roll(corners, 1, axis=1), axis=-1).max(1)
+    spacing = scipy.spatial.cKDTree(pos).query(pos, k=6)[0][:, -1]
+    mesh.set_mask(sides > 3 * spacing[mesh.triangles].min(1))
+    return mesh
+
+
 def plot(pos, s, u, pred, losses, out):
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.semilogy(losses[:, 0], losses[:, 1], label="train")
@@ -94,11 +108,11 @@ def plot(pos, s, u, pred, losses, out):
     fig.tight_layout()
     fig.savefig(os.path.join(out, "gno_airfoil_loss.png"), dpi=120)
     fig, axes = plt.subplots(1, 4, figsize=(18, 4), sharex=True, sharey=True)
-    lim = np.abs(u).max()
+    lim, mesh = np.abs(u).max(), _triangulation(pos)
     for ax, values, title, kw in ((axes[0], s, "source s", {}), (axes[1], u, "target u", dict(vmin=-lim, vmax=lim)),
                                   (axes[2], pred, "prediction", dict(vmin=-lim, vmax=lim)),
                                   (axes[3], pred - u, "prediction - target", {})):
-        art = ax.tripcolor(pos[:, 0], pos[:, 1], values, shading="gouraud", cmap="RdBu_r", **kw)
+        art = ax.tripcolor(mesh, values, shading="gouraud", cmap="RdBu_r", **kw)
         ax.set(title=title, aspect="equal")
         fig.colorbar(art, ax=ax, shrink=0.8)
     fig.tight_layout()
