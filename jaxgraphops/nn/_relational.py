@@ -219,6 +219,20 @@ def rgcn_weights_from_pyg(fn: str, state_dict) -> dict:
     return {names[k]: v for k, v in a.items()}
 
 
+def rgcn_config_from_weights(w: dict) -> dict:
+    """The constructor arguments of the NNX and Equinox ``RGCNConv`` that hold the weights ``w`` of
+    :func:`rgcn_weights_from_pyg`: ``in_features`` (a pair), ``out_features``, ``num_relations``, ``num_bases``,
+    ``root_weight``, ``use_bias``, ``num_blocks``."""
+    kernel, comp, root = w["kernel"], w.get("comp"), w.get("root_kernel")
+    blocks = kernel.ndim == 4
+    in_src = kernel.shape[1] * kernel.shape[2] if blocks else kernel.shape[1]
+    return {"in_features": (in_src, in_src if root is None else root.shape[0]),
+            "out_features": kernel.shape[1] * kernel.shape[3] if blocks else kernel.shape[2],
+            "num_relations": kernel.shape[0] if comp is None else comp.shape[0],
+            "num_bases": None if comp is None else comp.shape[1], "root_weight": root is not None,
+            "use_bias": "bias" in w, "num_blocks": kernel.shape[1] if blocks else None}
+
+
 # -- DMPNNEncoder ---------------------------------------------------------------------------------
 
 CHEMPROP_KEYS = ("W_i.weight", "W_i.bias", "W_h.weight", "W_h.bias", "W_o.weight", "W_o.bias", "W_d.weight",

@@ -37,8 +37,8 @@ from ._functional import (GRAPH_CONV_NORMS, SAGE_AGGRS, check_choice, check_drop
                           graph_conv, sage_conv, sage_weights_from_pyg, split_sage_input, transformer_conv,
                           transformer_weights_from_pyg)
 from ._relational import (check_dmpnn_config, check_rgcn_config, dmpnn_encoder, dmpnn_weights_from_chemprop,
-                          interaction_network, pyg_glorot, rgcn_conv, rgcn_inputs, rgcn_kernel_shape,
-                          rgcn_weights_from_pyg)
+                          interaction_network, pyg_glorot, rgcn_config_from_weights, rgcn_conv, rgcn_inputs,
+                          rgcn_kernel_shape, rgcn_weights_from_pyg)
 from .gno import check_block, gno_block, init_kernel, skip_input
 
 __all__ = ["AttentionalAggregation", "DMPNNEncoder", "DimeNetPlusPlus", "EdgeConv", "GATConv", "GATv2Conv", "GCNConv",
@@ -1051,15 +1051,7 @@ class RGCNConv(nnx.Module):
         ((3, 2), True)
         """
         w = rgcn_weights_from_pyg("RGCNConv.from_pyg", state_dict)
-        kernel, comp, root = w["kernel"], w.get("comp"), w.get("root_kernel")
-        blocks = kernel.ndim == 4
-        in_src = kernel.shape[1] * kernel.shape[2] if blocks else kernel.shape[1]
-        out_features = kernel.shape[1] * kernel.shape[3] if blocks else kernel.shape[2]
-        return _with_weights(cls, w, (in_src, in_src if root is None else root.shape[0]), out_features,
-                             kernel.shape[0] if comp is None else comp.shape[0],
-                             None if comp is None else comp.shape[1], aggr, root_weight=root is not None,
-                             use_bias="bias" in w, num_blocks=kernel.shape[1] if blocks else None, dtype=dtype,
-                             param_dtype=param_dtype)
+        return _with_weights(cls, w, aggr=aggr, dtype=dtype, param_dtype=param_dtype, **rgcn_config_from_weights(w))
 
 
 class DMPNNEncoder(nnx.Module):
