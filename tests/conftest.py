@@ -8,6 +8,11 @@ order two and more, whose names match ``HIGHER_ORDER``: the costliest tests, eac
 another dtype or option), not the tests marked ``exhaustive`` (the examples run end to end), and the
 fuzzer's quick profile; ``exhaustive`` (CI) runs every test and every parametrization. A test named on
 the command line (``file::test[...]``) always runs.
+
+The quick profile also compiles XLA's own code (the references, the compositions, the models around the
+kernels; not the kernels, which are built) at LLVM optimisation level 0: it checks values, not XLA's
+speed, and its compile-bound tests (DimeNet++ force training, second-order checks) compile up to 40%
+faster (the whole profile: 9.2 -> 8.0 min on 2 cores). ``XLA_FLAGS`` naming a level keeps its own.
 """
 
 import contextlib
@@ -16,8 +21,14 @@ import re
 import sys
 from pathlib import Path
 
-import jax
+PROFILES = ("quick", "exhaustive")
+PROFILE = os.environ.get("JGO_TESTS", "").strip().lower() or "quick"
+if PROFILE == "quick" and "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
+
+import jax  # noqa: E402  (after XLA_FLAGS)
 import jax.numpy as jnp
+import jax.test_util
 import numpy as np
 import pytest
 
@@ -26,8 +37,6 @@ import jaxgraphops as jgo
 sys.path.append(str(Path(__file__).resolve().parent.parent))
 
 
-PROFILES = ("quick", "exhaustive")
-PROFILE = os.environ.get("JGO_TESTS", "").strip().lower() or "quick"
 if PROFILE not in PROFILES:
     raise pytest.UsageError(f"JGO_TESTS={PROFILE!r} is not one of {', '.join(PROFILES)}")
 QUICK_PARAMETRIZATIONS = 3
@@ -64,6 +73,23 @@ def pytest_collection_modifyitems(config, items):
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = [item for item in items if id(item) in keep]
+
+
+def check_grads(f, args, order, modes=("fwd", "rev"), **tolerances):
+    """``jax.test_util.check_grads`` of ``jax.jit(f)``: the same derivatives, numerical and of the rules, each
+    compiled as one program; run eagerly every primitive of a second-order check compiles on its own (a
+    GAT Hessian: 447 compilations, 14 s eager, 2 s jitted)."""
+    jax.test_util.check_grads(jax.jit(f), args, order=order, modes=modes, **tolerances)
+
+
+def jit_jacfwd(f, argnums=0):
+    """``jax.jit(jax.jacfwd(f, argnums))`` (one compilation; see :func:`check_grads`)."""
+    return jax.jit(jax.jacfwd(f, argnums))
+
+
+def jit_jacrev(f, argnums=0):
+    """``jax.jit(jax.jacrev(f, argnums))`` (one compilation; see :func:`check_grads`)."""
+    return jax.jit(jax.jacrev(f, argnums))
 
 
 @contextlib.contextmanager

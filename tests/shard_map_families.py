@@ -63,7 +63,8 @@ def check(name, f, rep, var):
     sm = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(P(), P("d")), out_specs=(P("d"), P(), P("d"))))
     l, grep, gvar = sm(rep, var)
     # oracle: each device's computation on one device, the replicated operand's gradient summed
-    refs = [jax.value_and_grad(loss, argnums=(0, 1))(rep, var[i]) for i in range(D)]
+    one_device = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
+    refs = [one_device(rep, var[i]) for i in range(D)]
     np.testing.assert_allclose(l, [x[0] for x in refs], rtol=1e-5, atol=1e-5, err_msg=name)
     np.testing.assert_allclose(grep, sum(x[1][0] for x in refs), rtol=1e-4, atol=1e-5, err_msg=name)
     np.testing.assert_allclose(gvar, np.stack([x[1][1] for x in refs]), rtol=1e-4, atol=1e-5, err_msg=name)

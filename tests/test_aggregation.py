@@ -2,10 +2,9 @@
 
 import jax
 import jax.numpy as jnp
-import jax.test_util
 import numpy as np
 import pytest
-from conftest import random_graph
+from conftest import check_grads, random_graph
 
 import jaxgraphops as jgo
 
@@ -54,7 +53,7 @@ def test_check_grads_order2(x64, rng, reduce):
     g = random_graph(rng, 5, 4, 12)
     x, w, ef, x_dst = _inputs(rng, g, np.float64)
     for name, f in _functions(g, x_dst, reduce).items():
-        jax.test_util.check_grads(f, (x, w, ef), order=2, modes=("fwd", "rev"), eps=1e-4)
+        check_grads(f, (x, w, ef), order=2, modes=("fwd", "rev"), eps=1e-4)
         ref = jax.grad(lambda *a: jnp.sum(f(*a, impl="xla") ** 2), (0, 1, 2))(x, w, ef)
         got = jax.grad(lambda *a: jnp.sum(f(*a) ** 2), (0, 1, 2))(x, w, ef)
         jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12, err_msg=name),
@@ -69,7 +68,7 @@ def test_pool(x64, rng, reduce):
     np.testing.assert_array_equal(out[1], 0)
     np.testing.assert_array_equal(out[4], 0)
     np.testing.assert_array_equal(jgo.pool(x, ids, 5, reduce=reduce, ids_are_sorted=True), out)
-    jax.test_util.check_grads(lambda x: jgo.pool(x, ids, 5, reduce=reduce), (x,), order=2, modes=("fwd", "rev"))
+    check_grads(lambda x: jgo.pool(x, ids, 5, reduce=reduce), (x,), order=2, modes=("fwd", "rev"))
     unsorted = np.array([3, 0, 2, 0, 3, 3, 2, 0, 3])
     np.testing.assert_allclose(jgo.pool(x, unsorted, 5, reduce=reduce),
                                jgo.pool(x, unsorted, 5, reduce=reduce, impl="xla"), rtol=1e-13)

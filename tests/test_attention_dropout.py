@@ -9,10 +9,9 @@ tests compare the emulated CUDA handlers with the reference.
 
 import jax
 import jax.numpy as jnp
-import jax.test_util
 import numpy as np
 import pytest
-from conftest import random_graph
+from conftest import check_grads, random_graph
 
 import jaxgraphops as jgo
 from jaxgraphops import reference
@@ -170,7 +169,7 @@ def test_check_grads_at_a_fixed_key(x64, rng, op):
     _, (x, xd, ef), f = _setup(rng, op, edge=True)
     key = jax.random.key(2)
     fn = lambda x, xd, ef: f(x, xd, ef, dropout_rate=RATE, dropout_key=key)  # noqa: E731
-    jax.test_util.check_grads(fn, (x, xd, ef), order=2, modes=("fwd", "rev"), atol=1e-5, rtol=1e-5)
+    check_grads(fn, (x, xd, ef), order=2, modes=("fwd", "rev"), atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("op", OPS)

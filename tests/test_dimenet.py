@@ -9,8 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import kernel_index_error
-from jax.test_util import check_grads
+from conftest import check_grads, kernel_index_error
 
 import jaxgraphops as jgo
 from jaxgraphops.dimenet import Triplets, agg_edge_to_edge, triplets

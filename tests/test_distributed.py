@@ -87,7 +87,7 @@ SCRIPT = textwrap.dedent("""
         def partitioned(x, w, p):
             return jnp.sum(pg.gather_nodes(layer(pg, pg.scatter_nodes(x), pg.scatter_edges(w), p)) * proj)
 
-        want = jax.value_and_grad(one_device, argnums=(0, 1, 2))(x, w, p)
+        want = jax.jit(jax.value_and_grad(one_device, argnums=(0, 1, 2)))(x, w, p)
         got = jax.jit(jax.value_and_grad(partitioned, argnums=(0, 1, 2)))(x, w, p)
         for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):  # 1e-5 of the largest entry
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(b).max())), err_msg=name)

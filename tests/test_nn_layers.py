@@ -2,11 +2,10 @@
 equinox) against NumPy loops over the edges and nodes (no PyG); jit, gradients, dtypes, loaders, errors."""
 
 import jax
-import jax.test_util
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import random_graph
+from conftest import check_grads, random_graph
 
 import jaxgraphops as jgo
 import jaxgraphops.nn as jgo_nn
@@ -122,7 +121,7 @@ def test_gcn_conv_gradients(x64):
     w = np.random.default_rng(10).uniform(0.5, 2.0, g.n_edges)
     kernel = normal(11, 3, 2).astype(np.float64)
     f = lambda x, w, k: jgo_nn._basic.gcn_conv(g, x, k, None, edge_weight=w, improved=True)  # noqa: E731
-    jax.test_util.check_grads(f, (x, w, kernel), order=1, modes=("fwd", "rev"), eps=1e-4)
+    check_grads(f, (x, w, kernel), order=1, modes=("fwd", "rev"), eps=1e-4)
 
 
 # -- GIN, GINE, EdgeConv --------------------------------------------------------------------------

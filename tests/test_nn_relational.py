@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax.test_util import check_grads
+from conftest import check_grads
 
 import jaxgraphops as jgo
 from jaxgraphops.nn import equinox as eqx_nn

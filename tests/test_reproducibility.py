@@ -182,7 +182,7 @@ def test_rows_primitives_match_einsum_to_any_order():
     two in both modes, vmap, half precision and zero rows."""
     import jax
     import jax.numpy as jnp
-    from jax.test_util import check_grads
+    from conftest import check_grads
 
     from jaxgraphops.ops._rows_primitives import rows_dot, rows_matmul
 
