@@ -34,6 +34,7 @@
 
 // Targets with a CPU handler only (Jgo<Stem>Cpu), registered for the CPU platform whichever
 // handlers serve the targets above: on a GPU these ops are XLA's own.
-#define JGO_HOST_TARGETS(X) \
-  X(jgo_rows_dot, RowsDot) \
+#define JGO_HOST_TARGETS(X)          \
+  X(jgo_rows_dot, RowsDot)           \
+  X(jgo_pool_sorted, PoolSorted)     \
   X(jgo_sample_relabel, SampleRelabel)

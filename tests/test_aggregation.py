@@ -76,6 +76,58 @@ def test_pool(x64, rng, reduce):
     np.testing.assert_allclose(traced, out, rtol=1e-13)
 
 
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+def test_pool_sorted_ids_one_pass(x64, rng, reduce):
+    """Sorted graph ids, sum and mean: the one-pass readout (jgo_pool_sorted on the CPU) against the reference
+    and a NumPy loop, with empty graphs, several feature axes, a graph of one node, derivatives of order two
+    in both modes, vmap over features and over ids, and the kernel in the lowered HLO."""
+    ids = np.array([0, 0, 2, 2, 2, 3, 6, 6], np.int32)  # graphs 1, 4, 5 and 7 empty; graph 3 has one node
+    x = rng.normal(size=(8, 2, 3))
+    want = np.zeros((8, 2, 3))
+    for g in range(8):
+        if (ids == g).any():
+            want[g] = x[ids == g].sum(0) / ((ids == g).sum() if reduce == "mean" else 1)
+    fn = lambda x, i=ids: jgo.pool(x, i, 8, reduce=reduce, ids_are_sorted=True)  # noqa: E731
+    np.testing.assert_allclose(fn(x), want, rtol=1e-13, atol=1e-15)
+    check_grads(fn, (x,), order=2, modes=("fwd", "rev"))
+    xb = np.stack([x, -2 * x, x + 1])
+    idb = np.stack([ids, np.sort(rng.integers(0, 8, 8)).astype(np.int32), np.zeros(8, np.int32)])
+    ref = lambda x, i: jgo.pool(x, i, 8, reduce=reduce, impl="xla")  # noqa: E731
+    np.testing.assert_allclose(jax.vmap(fn)(xb), jax.vmap(lambda x: ref(x, ids))(xb), rtol=1e-13)
+    np.testing.assert_allclose(jax.vmap(fn)(xb, idb), jax.vmap(ref)(xb, idb), rtol=1e-13)
+    hlo = jax.jit(jax.grad(lambda x: jnp.sum(fn(x) ** 2))).lower(x).as_text()
+    if jgo.kernel_platform() == "cpu":
+        assert "jgo_pool_sorted" in hlo
+    # half precision is summed in float32
+    h = jnp.asarray(x[:, 0], jnp.bfloat16)
+    np.testing.assert_allclose(np.asarray(fn(h), np.float32), np.asarray(ref(h, ids), np.float32), rtol=1e-2)
+
+
+def test_pool_sorted_ids_that_decrease_are_an_error_on_the_cpu(rng):
+    """A wrong ids_are_sorted=True promise (only visible when the computation runs) is an error from the CPU
+    kernel, not a wrong readout; unsorted ids without the promise are pooled as usual."""
+    x, ids = jnp.ones((5, 2)), jnp.array([0, 1, 2, 1, 2])
+    f = jax.jit(lambda x, i: jgo.pool(x, i, 3, reduce="mean", ids_are_sorted=True))
+    if jgo.kernel_platform() == "cpu":
+        with pytest.raises(jax.errors.JaxRuntimeError,
+                           match=r"pool: graph_ids must never decrease \(ids_are_sorted=True\); graph_ids\[3\] = 1 "
+                                 r"follows 2"):
+            jax.block_until_ready(f(x, ids))
+    np.testing.assert_allclose(jgo.pool(x, ids, 3, reduce="mean"), jgo.pool(x, ids, 3, reduce="mean", impl="xla"))
+
+
+def test_pool_sorted_ids_outside_the_graphs_belong_to_none(rng):
+    """Traced ids below 0 or from n_graphs on (not checkable in Python) add to no graph, as in the reference's
+    segment sum, and get zero gradients."""
+    x = jnp.asarray(rng.normal(size=(6, 2)), jnp.float32)
+    ids = jnp.array([-1, 0, 0, 1, 3, 3])
+    f = jax.jit(lambda x, i: jgo.pool(x, i, 3, ids_are_sorted=True))
+    np.testing.assert_allclose(f(x, ids), jgo.pool(x, ids, 3, impl="xla"), rtol=1e-6)
+    grad = jax.jit(jax.grad(lambda x, i: jnp.sum(jgo.pool(x, i, 3, ids_are_sorted=True) ** 2)))(x, ids)
+    np.testing.assert_array_equal(grad[jnp.array([0, 4, 5])], 0)
+    np.testing.assert_allclose(grad[1:4], 2 * np.asarray(f(x, ids))[np.array([0, 0, 1])], rtol=1e-6)
+
+
 def test_literal_tables():
     # edges: 0:0->1 (w 1), 1:1->1 (w 3), 2:2->2 (self loop, w 2), 3:0->2 (w -2); node 0 receives nothing
     g = jgo.Graph.from_edges(np.array([0, 1, 2, 0]), np.array([1, 1, 2, 2]), 3, 3)

@@ -103,9 +103,10 @@ ffi::Error DmpnnTyped(ffi::ThreadPool& pool, DmpnnPass pass, const DmpnnArgs& a,
   const I *oo = out_offsets.typed_data<I>(), *oe = out_eid.typed_data<I>(), *rv = rev.typed_data<I>();
   const std::string in_what = std::string(fn) + (fwd ? " (CSC)" : " (CSR)");
   const std::string out_what = std::string(fn) + (fwd ? " (CSR)" : " (CSC)");
-  if (auto err = CheckCompressed<I>(io, nullptr, ie, a.n_nodes, a.n_edges, 0, false, in_what.c_str()); err.failure())
+  if (auto err = CheckCompressed<I>(pool, io, nullptr, ie, a.n_nodes, a.n_edges, 0, false, in_what.c_str());
+      err.failure())
     return err;
-  if (auto err = CheckCompressed<I>(oo, nullptr, oe, a.n_nodes, a.n_edges, 0, false, out_what.c_str());
+  if (auto err = CheckCompressed<I>(pool, oo, nullptr, oe, a.n_nodes, a.n_edges, 0, false, out_what.c_str());
       err.failure())
     return err;
   if (auto err = CheckRev(rv, a.n_edges, fn); err.failure()) return err;

@@ -77,7 +77,8 @@ ffi::Error GatFwdTyped(ffi::ThreadPool& pool, const GatArgs& a, ffi::AnyBuffer o
   const I* o = offsets.typed_data<I>();
   const I* n = nbr.typed_data<I>();
   const I* e = eid.typed_data<I>();
-  if (auto err = CheckCompressed(o, n, e, a.n_rows, a.n_edges, a.nbr_bound, true, "gat_fwd"); err.failure()) return err;
+  if (auto err = CheckCompressed(pool, o, n, e, a.n_rows, a.n_edges, a.nbr_bound, true, "gat_fwd");
+      err.failure()) return err;
   const T *xd = x.typed_data<T>(), *ss = s_src.typed_data<T>(), *sd = s_dst.typed_data<T>();
   const T* se = a.has_edge ? s_edge.typed_data<T>() : nullptr;
   T *od = out.typed_data<T>(), *ld = lse.typed_data<T>();
@@ -207,7 +208,8 @@ ffi::Error GatBwdTyped(ffi::ThreadPool& pool, const GatArgs& a, bool by_src, ffi
   const I* o = offsets.typed_data<I>();
   const I* n = nbr.typed_data<I>();
   const I* e = eid.typed_data<I>();
-  if (auto err = CheckCompressed(o, n, e, a.n_rows, a.n_edges, a.nbr_bound, true, by_src ? "gat_bwd_src" : "gat_bwd_dst");
+  if (auto err = CheckCompressed(pool, o, n, e, a.n_rows, a.n_edges, a.nbr_bound, true,
+                                 by_src ? "gat_bwd_src" : "gat_bwd_dst");
       err.failure())
     return err;
   const T *xd = x.typed_data<T>(), *ss = s_src.typed_data<T>(), *di = dst_info.typed_data<T>();

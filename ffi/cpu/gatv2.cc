@@ -194,7 +194,8 @@ ffi::Error FwdTyped(ffi::ThreadPool& pool, const GatArgs& g, ffi::AnyBuffer offs
                     ffi::AnyBuffer eid, ffi::AnyBuffer xs, ffi::AnyBuffer xd, ffi::AnyBuffer a, ffi::AnyBuffer ef,
                     ffi::AnyBuffer out, ffi::AnyBuffer lse) {
   const I *o = offsets.typed_data<I>(), *n = nbr.typed_data<I>(), *e = eid.typed_data<I>();
-  if (auto err = CheckCompressed(o, n, e, g.n_rows, g.n_edges, g.nbr_bound, true, kFwd); err.failure()) return err;
+  if (auto err = CheckCompressed(pool, o, n, e, g.n_rows, g.n_edges, g.nbr_bound, true, kFwd);
+      err.failure()) return err;
   const T *xsd = xs.typed_data<T>(), *xdd = xd.typed_data<T>(), *ad = a.typed_data<T>();
   const T* efd = g.has_edge ? ef.typed_data<T>() : nullptr;
   T *od = out.typed_data<T>(), *ld = lse.typed_data<T>();
@@ -227,7 +228,8 @@ ffi::Error BwdDstTyped(ffi::ThreadPool& pool, const GatArgs& g, ffi::AnyBuffer o
                        ffi::AnyBuffer info, ffi::AnyBuffer grad, ffi::AnyBuffer grad_xd, ffi::AnyBuffer grad_a,
                        ffi::AnyBuffer grad_ef) {
   const I *o = offsets.typed_data<I>(), *n = nbr.typed_data<I>(), *e = eid.typed_data<I>();
-  if (auto err = CheckCompressed(o, n, e, g.n_rows, g.n_edges, g.nbr_bound, true, kBwdDst); err.failure()) return err;
+  if (auto err = CheckCompressed(pool, o, n, e, g.n_rows, g.n_edges, g.nbr_bound, true, kBwdDst);
+      err.failure()) return err;
   const T *xsd = xs.typed_data<T>(), *xdd = xd.typed_data<T>(), *ad = a.typed_data<T>();
   const T *inf = info.typed_data<T>(), *gd = grad.typed_data<T>();
   const T* efd = g.has_edge ? ef.typed_data<T>() : nullptr;
@@ -268,7 +270,8 @@ ffi::Error BwdSrcTyped(ffi::ThreadPool& pool, const GatArgs& g, ffi::AnyBuffer o
                        ffi::AnyBuffer eid, ffi::AnyBuffer xs, ffi::AnyBuffer xd, ffi::AnyBuffer a, ffi::AnyBuffer ef,
                        ffi::AnyBuffer info, ffi::AnyBuffer grad, ffi::AnyBuffer grad_xs) {
   const I *o = offsets.typed_data<I>(), *n = nbr.typed_data<I>(), *e = eid.typed_data<I>();
-  if (auto err = CheckCompressed(o, n, e, g.n_rows, g.n_edges, g.nbr_bound, true, kBwdSrc); err.failure()) return err;
+  if (auto err = CheckCompressed(pool, o, n, e, g.n_rows, g.n_edges, g.nbr_bound, true, kBwdSrc);
+      err.failure()) return err;
   const T *xsd = xs.typed_data<T>(), *xdd = xd.typed_data<T>(), *ad = a.typed_data<T>();
   const T *inf = info.typed_data<T>(), *gd = grad.typed_data<T>();
   const T* efd = g.has_edge ? ef.typed_data<T>() : nullptr;

@@ -83,7 +83,8 @@ ffi::Error CheckTypes(const I* types, int64_t n_edges, int64_t n_types, const ch
 template <typename T, typename I>
 ffi::Error NormTyped(ffi::ThreadPool& pool, const HgBasisArgs& a, const I* o, const I* n, const I* eid,
                      const I* types, T* w) {
-  if (auto err = CheckCompressed(o, n, eid, a.n_rows, a.n_edges, 0, false, "hg_basis_norm"); err.failure()) return err;
+  if (auto err = CheckCompressed(pool, o, n, eid, a.n_rows, a.n_edges, 0, false, "hg_basis_norm");
+      err.failure()) return err;
   if (auto err = CheckTypes(types, a.n_edges, a.n_types, "hg_basis_norm"); err.failure()) return err;
   ForRowChunks(pool, o, a.n_rows, a.n_edges, 1, [&](int64_t r0, int64_t r1) {
     std::vector<int64_t> count(a.n_types, 0);
@@ -183,7 +184,7 @@ ffi::Error FwdTyped(ffi::ThreadPool& pool, const HgBasisArgs& a, ffi::AnyBuffer 
                     ffi::AnyBuffer own, ffi::AnyBuffer out) {
   const I *o = offsets.typed_data<I>(), *n = nbr.typed_data<I>(), *e = eid.typed_data<I>();
   const I* ty = types.typed_data<I>();
-  if (auto err = CheckCompressed(o, n, e, a.n_rows, a.n_edges, a.nbr_bound, true, "hg_basis_fwd"); err.failure())
+  if (auto err = CheckCompressed(pool, o, n, e, a.n_rows, a.n_edges, a.nbr_bound, true, "hg_basis_fwd"); err.failure())
     return err;
   if (auto err = CheckTypes(ty, a.n_edges, a.n_types, "hg_basis_fwd"); err.failure()) return err;
   const T* xd = x.typed_data<T>();
@@ -265,7 +266,8 @@ ffi::Error BwdSrcTyped(ffi::ThreadPool& pool, const HgBasisArgs& a, ffi::AnyBuff
                        ffi::AnyBuffer w, ffi::AnyBuffer G, ffi::AnyBuffer grad_x, ffi::AnyBuffer grad_comp) {
   const I *o = offsets.typed_data<I>(), *n = nbr.typed_data<I>(), *e = eid.typed_data<I>();
   const I* ty = types.typed_data<I>();
-  if (auto err = CheckCompressed(o, n, e, a.n_rows, a.n_edges, a.nbr_bound, true, "hg_basis_bwd_src"); err.failure())
+  if (auto err = CheckCompressed(pool, o, n, e, a.n_rows, a.n_edges, a.nbr_bound, true, "hg_basis_bwd_src");
+      err.failure())
     return err;
   if (auto err = CheckTypes(ty, a.n_edges, a.n_types, "hg_basis_bwd_src"); err.failure()) return err;
   const T* xd = x.typed_data<T>();

@@ -6,11 +6,14 @@
 // loops beat XLA's gather + scatter (cpu/row_parallel.h).
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "cpu/handler.h"
 #include "cpu/row_parallel.h"
+#include "cpu/vector_math.h"
 #include "handlers.h"
 #include "jgo/args.h"
 #include "jgo/math.h"
@@ -82,10 +85,147 @@ void SpmmRows(const SpmmArgs& a, const I* offsets, const I* nbr, const I* eid, c
   }
 }
 
+// The common sums and means, walked with register-resident accumulators: a message read as whole
+// contiguous rows (node features, edge features, or a node row times one weight per edge), reduced in
+// blocks of features, each block summed over the row's edges in CSC order: the generic walk's sums, bit
+// for bit (w * x + acc is not contracted into a fused multiply-add: cmake/core.cmake).
+// kConsecutiveNodes: the rows of a row are consecutive node rows, [offsets[r], offsets[r + 1]) (pool).
+enum class RowForm { kGeneric, kNode, kEdge, kNodeTimesWeight, kNodeTimesEdge, kConsecutiveNodes };
+
+inline bool IsContiguous(const Strides3& s, const Dims3& d) {
+  return (d.d2 == 1 || s.s2 == 1) && (d.d1 == 1 || s.s1 == d.d2) && (d.d0 == 1 || s.s0 == d.d1 * d.d2);
+}
+
+template <Op op>
+RowForm FormOf(const SpmmArgs& a) {
+  const Dims3 d = a.dims;
+  const bool node = a.node_len == d.size() && IsContiguous(a.node_strides, d);
+  const bool edge = a.edge_len == d.size() && IsContiguous(a.edge_strides, d);
+  const bool weight = a.edge_len == 1;
+  if (op == Op::kCopyNode && node) return RowForm::kNode;
+  if (op == Op::kCopyEdge && edge) return RowForm::kEdge;
+  if (op == Op::kMul && node && weight) return RowForm::kNodeTimesWeight;
+  if (op == Op::kMul && node && edge) return RowForm::kNodeTimesEdge;
+  return RowForm::kGeneric;
+}
+
+// Sums (or means) of rows r0..r1 over kRegs vectors of kBytes (kRegs * kBytes / sizeof(T) features) from
+// feature f0, of a message of form K; the accumulators are vector registers (GCC's vector extensions,
+// compiled for the ISA of the calling clone). kBytes == sizeof(T): one feature.
+template <typename T, typename I, RowForm K, Reduce R, int kBytes, int kRegs>
+JGO_INLINE void SumBlock(const I* offsets, const I* nbr, const I* eid, const T* node, const T* edge, T* out,
+                         int64_t F, int64_t f0, int64_t r0, int64_t r1) {
+  typedef T V __attribute__((vector_size(kBytes)));
+  constexpr int64_t kLanes = kBytes / sizeof(T), kF = kLanes * kRegs;
+  const int64_t last = offsets[r1];
+  for (int64_t r = r0; r < r1; ++r) {
+    V acc[kRegs];
+    for (int q = 0; q < kRegs; ++q) acc[q] = V{} + T(0);
+    const int64_t begin = offsets[r], end = offsets[r + 1];
+    for (int64_t k = begin; k < end; ++k) {
+      if (K != RowForm::kConsecutiveNodes && k + kPrefetchDistance < last) {  // consecutive rows stream
+        const int64_t p = k + kPrefetchDistance;
+        if constexpr (K != RowForm::kEdge) PrefetchRow(node + static_cast<int64_t>(nbr[p]) * F + f0, kF);
+        if constexpr (K == RowForm::kEdge || K == RowForm::kNodeTimesEdge)
+          PrefetchRow(edge + static_cast<int64_t>(eid[p]) * F + f0, kF);
+      }
+      const T* x = K == RowForm::kEdge               ? nullptr
+                   : K == RowForm::kConsecutiveNodes ? node + k * F + f0
+                                                     : node + static_cast<int64_t>(nbr[k]) * F + f0;
+      const T* y = K == RowForm::kNode || K == RowForm::kConsecutiveNodes ? nullptr
+                   : K == RowForm::kNodeTimesWeight ? edge + static_cast<int64_t>(eid[k])
+                                                    : edge + static_cast<int64_t>(eid[k]) * F + f0;
+      for (int q = 0; q < kRegs; ++q) {
+        V a, b;
+        if constexpr (K != RowForm::kEdge) std::memcpy(&a, x + q * kLanes, sizeof(V));
+        if constexpr (K == RowForm::kEdge || K == RowForm::kNodeTimesEdge) std::memcpy(&b, y + q * kLanes, sizeof(V));
+        if constexpr (K == RowForm::kNode || K == RowForm::kConsecutiveNodes) acc[q] += a;
+        else if constexpr (K == RowForm::kEdge) acc[q] += b;
+        else if constexpr (K == RowForm::kNodeTimesWeight) acc[q] += a * y[0];
+        else acc[q] += a * b;
+      }
+    }
+    T* o = out + r * F + f0;
+    for (int q = 0; q < kRegs; ++q)
+      for (int64_t i = 0; i < kLanes; ++i) o[q * kLanes + i] = Reducer<T, R>::finalize(acc[q][i], I(-1), end - begin);
+  }
+}
+
+// Features [f0, F) of rows r0..r1 in as few passes over the rows as the registers allow: blocks of 8, 4, 2
+// and 1 vectors of kVecBytes, then the rest (fewer features than a vector) with vectors of half the size.
+// (No lambdas in code compiled per ISA: a lambda is a function of its own, compiled for the baseline.)
+template <typename T, typename I, RowForm K, Reduce R, int kVecBytes>
+JGO_INLINE void SumRowsBlocked(const I* offsets, const I* nbr, const I* eid, const T* node, const T* edge, T* out,
+                               int64_t F, int64_t f0, int64_t r0, int64_t r1) {
+  constexpr int64_t kVec = kVecBytes / sizeof(T);
+  for (; f0 + 8 * kVec <= F; f0 += 8 * kVec)
+    SumBlock<T, I, K, R, kVecBytes, 8>(offsets, nbr, eid, node, edge, out, F, f0, r0, r1);
+  if (f0 + 4 * kVec <= F) {
+    SumBlock<T, I, K, R, kVecBytes, 4>(offsets, nbr, eid, node, edge, out, F, f0, r0, r1);
+    f0 += 4 * kVec;
+  }
+  if (f0 + 2 * kVec <= F) {
+    SumBlock<T, I, K, R, kVecBytes, 2>(offsets, nbr, eid, node, edge, out, F, f0, r0, r1);
+    f0 += 2 * kVec;
+  }
+  if (f0 + kVec <= F) {
+    SumBlock<T, I, K, R, kVecBytes, 1>(offsets, nbr, eid, node, edge, out, F, f0, r0, r1);
+    f0 += kVec;
+  }
+  if constexpr (kVecBytes > static_cast<int>(sizeof(T))) {
+    if (f0 < F) SumRowsBlocked<T, I, K, R, kVecBytes / 2>(offsets, nbr, eid, node, edge, out, F, f0, r0, r1);
+  }
+}
+
+template <typename T, typename I, RowForm K, Reduce R>
+void SumRowsBaseline(const I* offsets, const I* nbr, const I* eid, const T* node, const T* edge, T* out, int64_t F,
+                     int64_t r0, int64_t r1) {
+  SumRowsBlocked<T, I, K, R, 16>(offsets, nbr, eid, node, edge, out, F, 0, r0, r1);
+}
+#ifdef JGO_AVX2_CLONES
+template <typename T, typename I, RowForm K, Reduce R>
+JGO_AVX2_TARGET void SumRowsAvx2(const I* offsets, const I* nbr, const I* eid, const T* node, const T* edge, T* out,
+                                 int64_t F, int64_t r0, int64_t r1) {
+  SumRowsBlocked<T, I, K, R, 32>(offsets, nbr, eid, node, edge, out, F, 0, r0, r1);
+}
+template <typename T, typename I, RowForm K, Reduce R>
+JGO_AVX512_TARGET void SumRowsAvx512(const I* offsets, const I* nbr, const I* eid, const T* node, const T* edge,
+                                     T* out, int64_t F, int64_t r0, int64_t r1) {
+  SumRowsBlocked<T, I, K, R, 64>(offsets, nbr, eid, node, edge, out, F, 0, r0, r1);
+}
+#endif
+
+// The row walk for the CPU it runs on: AVX-512, AVX2 + FMA or the x86-64 baseline.
+template <typename T, typename I, RowForm K, Reduce R>
+void SumRows(const I* offsets, const I* nbr, const I* eid, const T* node, const T* edge, T* out, int64_t F,
+             int64_t r0, int64_t r1) {
+#ifdef JGO_AVX2_CLONES
+  if (HasAvx512()) return SumRowsAvx512<T, I, K, R>(offsets, nbr, eid, node, edge, out, F, r0, r1);
+  if (HasAvx2Fma()) return SumRowsAvx2<T, I, K, R>(offsets, nbr, eid, node, edge, out, F, r0, r1);
+#endif
+  SumRowsBaseline<T, I, K, R>(offsets, nbr, eid, node, edge, out, F, r0, r1);
+}
+
 template <typename T, typename I, Op op, Reduce R, Mask M>
 void SpmmParallel(ffi::ThreadPool& pool, const SpmmArgs& a, const I* offsets, const I* nbr, const I* eid,
                   const T* node, const T* edge, const I* mask_arg, T* out, I* arg_out) {
-  ForRowChunks(pool, offsets, a.n_rows, a.n_edges, a.dims.size(), [&](int64_t r0, int64_t r1) {
+  const int64_t F = a.dims.size();
+  if constexpr (M == Mask::kNone && (R == Reduce::kSum || R == Reduce::kMean) && op != Op::kAdd) {
+    const RowForm form = FormOf<op>(a);
+    auto sum = [&](auto k) {
+      ForRowChunks(pool, offsets, a.n_rows, a.n_edges, F, [&](int64_t r0, int64_t r1) {
+        SumRows<T, I, decltype(k)::value, R>(offsets, nbr, eid, node, edge, out, F, r0, r1);
+      });
+    };
+    switch (form) {
+      case RowForm::kNode: return sum(std::integral_constant<RowForm, RowForm::kNode>{});
+      case RowForm::kEdge: return sum(std::integral_constant<RowForm, RowForm::kEdge>{});
+      case RowForm::kNodeTimesWeight: return sum(std::integral_constant<RowForm, RowForm::kNodeTimesWeight>{});
+      case RowForm::kNodeTimesEdge: return sum(std::integral_constant<RowForm, RowForm::kNodeTimesEdge>{});
+      case RowForm::kGeneric: case RowForm::kConsecutiveNodes: break;
+    }
+  }
+  ForRowChunks(pool, offsets, a.n_rows, a.n_edges, F, [&](int64_t r0, int64_t r1) {
     SpmmRows<T, I, op, R, M>(a, offsets, nbr, eid, node, edge, mask_arg, out, arg_out, r0, r1);
   });
 }
@@ -116,7 +256,8 @@ ffi::Error SpmmTyped(ffi::ThreadPool& pool, const SpmmArgs& a, ffi::AnyBuffer of
   const I* o = offsets.typed_data<I>();
   const I* n = nbr.typed_data<I>();
   const I* e = eid.typed_data<I>();
-  if (auto err = CheckCompressed(o, n, e, a.n_rows, a.n_edges, a.nbr_bound, a.reads_nbr, "spmm"); err.failure())
+  if (auto err = CheckCompressed(pool, o, n, e, a.n_rows, a.n_edges, a.nbr_bound, a.reads_nbr, "spmm", a.reads_eid);
+      err.failure())
     return err;
   const I* m = a.mask == Mask::kNone ? nullptr : mask_arg.typed_data<I>();
   I* arg = (a.reduce == Reduce::kMax || a.reduce == Reduce::kMin) ? arg_out.typed_data<I>() : nullptr;
@@ -142,6 +283,70 @@ ffi::Error SpmmCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer 
   if (args.has_error()) return args.error();
   return DispatchTypes(out->element_type(), offsets.element_type(), [&](auto t, auto i) {
     return SpmmTyped<decltype(t), decltype(i)>(pool, *args, offsets, nbr, eid, node, edge, mask_arg, *out, *arg_out);
+  });
+}
+
+// ---------------------------------------------------------------------------------------
+// jgo_pool_sorted: out[g] = the sum (or mean) of the rows of x [N, F] whose id is g, for ids sorted
+// in increasing order (a batch's node-to-graph ids); ids outside [0, G) belong to no graph. Graph g's rows
+// are [lower_bound(g), lower_bound(g + 1)): SumRows over consecutive rows, split by work on the pool.
+// Ids that decrease are an error (the Python promise ids_are_sorted=True was wrong).
+
+template <typename T, typename I>
+ffi::Error PoolSortedTyped(ffi::ThreadPool& pool, const T* x, const I* ids, T* out, int64_t N, int64_t F, int64_t G,
+                           bool mean) {
+  const int64_t threads = std::max<int64_t>(1, pool.num_threads());
+  const int64_t n_tasks = std::clamp<int64_t>(N / kMinWorkPerTask, 1, threads);
+  std::vector<int64_t> first_down(n_tasks, -1);
+  ParallelFor(pool, n_tasks, [&](int64_t t) {
+    for (int64_t k = std::max<int64_t>(1, N * t / n_tasks), k1 = N * (t + 1) / n_tasks; k < k1; ++k)
+      if (ids[k] < ids[k - 1]) {
+        first_down[t] = k;
+        break;
+      }
+  });
+  for (int64_t k : first_down) {
+    if (k >= 0)
+      return InvalidArgument("pool: graph_ids must never decrease (ids_are_sorted=True); graph_ids[" +
+                             std::to_string(k) + "] = " + std::to_string(static_cast<int64_t>(ids[k])) +
+                             " follows " + std::to_string(static_cast<int64_t>(ids[k - 1])));
+  }
+  std::vector<int64_t> offsets(G + 1);
+  ParallelFor(pool, std::clamp<int64_t>(G / kMinWorkPerTask, 1, threads), [&](int64_t t) {
+    const int64_t parts = std::clamp<int64_t>(G / kMinWorkPerTask, 1, threads);
+    for (int64_t g = (G + 1) * t / parts, g1 = (G + 1) * (t + 1) / parts; g < g1; ++g)
+      offsets[g] = std::lower_bound(ids, ids + N, static_cast<I>(g)) - ids;
+  });
+  // ForRowChunks splits by offsets[r] + r up to offsets[G] + G: rows before offsets[0] (ids below 0) count as
+  // graph 0's work, which only shifts the split
+  ForRowChunks(pool, offsets.data(), G, offsets[G], F, [&](int64_t r0, int64_t r1) {
+    if (mean) SumRows<T, int64_t, RowForm::kConsecutiveNodes, Reduce::kMean>(offsets.data(), nullptr, nullptr, x,
+                                                                              nullptr, out, F, r0, r1);
+    else SumRows<T, int64_t, RowForm::kConsecutiveNodes, Reduce::kSum>(offsets.data(), nullptr, nullptr, x, nullptr,
+                                                                        out, F, r0, r1);
+  });
+  return ffi::Error::Success();
+}
+
+ffi::Error PoolSortedCpu(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::AnyBuffer ids, ffi::Result<ffi::AnyBuffer> out,
+                         bool mean) {
+  if (!IsFloatType(x.element_type()) || out->element_type() != x.element_type() || !IsIndexType(ids.element_type()))
+    return InvalidArgument("pool_sorted: x and the result must be float32/float64 and ids int32/int64");
+  const int64_t N = static_cast<int64_t>(ids.element_count());
+  if (ids.dimensions().size() != 1 || Rows(x) != N)
+    return InvalidArgument("pool_sorted: ids must be [N] for x [N, ...] with N = " + std::to_string(Rows(x)));
+  const int64_t F = N == 0 ? 0 : static_cast<int64_t>(x.element_count()) / N;
+  const int64_t G = Rows(*out);
+  if (static_cast<int64_t>(out->element_count()) != G * (N == 0 ? RowLength(*out) : F))
+    return InvalidArgument("pool_sorted: the result must be [n_graphs, ...] with x's row shape");
+  if (N == 0) {
+    std::fill_n(static_cast<char*>(out->untyped_data()), out->size_bytes(), 0);
+    return ffi::Error::Success();
+  }
+  return DispatchTypes(x.element_type(), ids.element_type(), [&](auto t, auto i) {
+    using T = decltype(t);
+    using I = decltype(i);
+    return PoolSortedTyped<T, I>(pool, x.typed_data<T>(), ids.typed_data<I>(), out->typed_data<T>(), N, F, G, mean);
   });
 }
 
@@ -220,7 +425,7 @@ ffi::Error SddmmTyped(ffi::ThreadPool& pool, const SddmmArgs& s, ffi::AnyBuffer 
   const I* o = offsets.typed_data<I>();
   const I* n = nbr.typed_data<I>();
   const I* e = eid.typed_data<I>();
-  if (auto err = CheckCompressed(o, n, e, s.n_rows, s.n_edges, s.nbr_bound, s.reads_nbr, "sddmm"); err.failure())
+  if (auto err = CheckCompressed(pool, o, n, e, s.n_rows, s.n_edges, s.nbr_bound, s.reads_nbr, "sddmm"); err.failure())
     return err;
   const T* a = lhs.typed_data<T>();
   const T* b = rhs.typed_data<T>();
@@ -250,6 +455,90 @@ ffi::Error SddmmCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer
 // ---------------------------------------------------------------------------------------
 // jgo_edge_softmax
 
+// The softmax of kH heads [h0, h0 + kH) of every row r0..r1 (SegmentSoftmax's rules, jgo/math.h): the
+// heads of an edge are contiguous, so each pass over a row's edges reads a short vector per edge; each
+// exp is computed once (CpuExp: vectorised over the heads), kept in out and scaled there. The logits
+// of the edges ahead are prefetched across rows.
+template <typename T, typename I, int kH>
+JGO_INLINE void SoftmaxHeads(const I* offsets, const I* eid, const T* logits, T* out, int64_t heads, int64_t h0,
+                             int64_t r0, int64_t r1) {
+  const int64_t last = offsets[r1];
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t begin = offsets[r], end = offsets[r + 1];
+    if (begin == end) continue;
+    T m[kH], total[kH] = {};
+    const T* first = logits + static_cast<int64_t>(eid[begin]) * heads + h0;
+    for (int h = 0; h < kH; ++h) m[h] = first[h];
+    for (int64_t k = begin; k < end; ++k) {  // the first touch of the row's logits and outputs: prefetched
+      if (k + kPrefetchDistance < last) {
+        const int64_t ahead = static_cast<int64_t>(eid[k + kPrefetchDistance]) * heads + h0;
+        PrefetchRow(logits + ahead, kH);
+        __builtin_prefetch(out + ahead, 1, 1);
+      }
+      const T* z = logits + static_cast<int64_t>(eid[k]) * heads + h0;
+      for (int h = 0; h < kH; ++h) m[h] = SoftmaxMax(m[h], z[h]);
+    }
+    for (int h = 0; h < kH; ++h) m[h] = SoftmaxShift(m[h]);
+    for (int64_t k = begin; k < end; ++k) {
+      const int64_t i = static_cast<int64_t>(eid[k]) * heads + h0;
+      for (int h = 0; h < kH; ++h) {
+        const T z = logits[i + h];
+        out[i + h] = SoftmaxWeight(z, m[h], CpuExpFn{});
+        total[h] += out[i + h];
+      }
+    }
+    for (int h = 0; h < kH; ++h) total[h] = SoftmaxInverse(total[h]);
+    for (int64_t k = begin; k < end; ++k) {
+      T* y = out + static_cast<int64_t>(eid[k]) * heads + h0;
+      for (int h = 0; h < kH; ++h) y[h] *= total[h];
+    }
+  }
+}
+
+// Every head of rows r0..r1: groups of 16, 8, 4, 2 and 1 heads. (No lambdas in code compiled per ISA: a
+// lambda is a function of its own, compiled for the baseline.)
+template <typename T, typename I>
+JGO_INLINE void SoftmaxRowsAnyIsa(const I* offsets, const I* eid, const T* logits, T* out, int64_t heads, int64_t r0,
+                                  int64_t r1) {
+  int64_t h0 = 0;
+  for (; h0 + 16 <= heads; h0 += 16) SoftmaxHeads<T, I, 16>(offsets, eid, logits, out, heads, h0, r0, r1);
+  if (h0 + 8 <= heads) {
+    SoftmaxHeads<T, I, 8>(offsets, eid, logits, out, heads, h0, r0, r1);
+    h0 += 8;
+  }
+  if (h0 + 4 <= heads) {
+    SoftmaxHeads<T, I, 4>(offsets, eid, logits, out, heads, h0, r0, r1);
+    h0 += 4;
+  }
+  if (h0 + 2 <= heads) {
+    SoftmaxHeads<T, I, 2>(offsets, eid, logits, out, heads, h0, r0, r1);
+    h0 += 2;
+  }
+  if (h0 < heads) SoftmaxHeads<T, I, 1>(offsets, eid, logits, out, heads, h0, r0, r1);
+}
+
+#ifdef JGO_AVX2_CLONES
+template <typename T, typename I>
+JGO_AVX512_TARGET void SoftmaxRowsAvx512(const I* offsets, const I* eid, const T* logits, T* out, int64_t heads,
+                                         int64_t r0, int64_t r1) {
+  SoftmaxRowsAnyIsa<T, I>(offsets, eid, logits, out, heads, r0, r1);
+}
+template <typename T, typename I>
+JGO_AVX2_TARGET void SoftmaxRowsAvx2(const I* offsets, const I* eid, const T* logits, T* out, int64_t heads,
+                                     int64_t r0, int64_t r1) {
+  SoftmaxRowsAnyIsa<T, I>(offsets, eid, logits, out, heads, r0, r1);
+}
+#endif
+
+template <typename T, typename I>
+void SoftmaxRows(const I* offsets, const I* eid, const T* logits, T* out, int64_t heads, int64_t r0, int64_t r1) {
+#ifdef JGO_AVX2_CLONES
+  if (HasAvx512()) return SoftmaxRowsAvx512<T, I>(offsets, eid, logits, out, heads, r0, r1);
+  if (HasAvx2Fma()) return SoftmaxRowsAvx2<T, I>(offsets, eid, logits, out, heads, r0, r1);
+#endif
+  SoftmaxRowsAnyIsa<T, I>(offsets, eid, logits, out, heads, r0, r1);
+}
+
 template <typename T, typename I>
 ffi::Error SoftmaxTyped(ffi::ThreadPool& pool, ffi::AnyBuffer offsets, ffi::AnyBuffer eid, ffi::AnyBuffer logits,
                         ffi::AnyBuffer out) {
@@ -258,12 +547,11 @@ ffi::Error SoftmaxTyped(ffi::ThreadPool& pool, ffi::AnyBuffer offsets, ffi::AnyB
   const int64_t n_rows = static_cast<int64_t>(offsets.element_count()) - 1;
   const int64_t n_edges = static_cast<int64_t>(eid.element_count());
   const int64_t heads = n_edges == 0 ? 1 : static_cast<int64_t>(logits.element_count()) / n_edges;
-  if (auto err = CheckCompressed(o, e, e, n_rows, n_edges, 0, false, "edge_softmax"); err.failure()) return err;
+  if (auto err = CheckCompressed(pool, o, e, e, n_rows, n_edges, 0, false, "edge_softmax"); err.failure()) return err;
   const T* x = logits.typed_data<T>();
   T* y = out.typed_data<T>();
   ForRowChunks(pool, o, n_rows, n_edges, heads, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r)
-      for (int64_t h = 0; h < heads; ++h) SegmentSoftmax<T, T, I>(x, e, o[r], o[r + 1], h, heads, y);
+    SoftmaxRows<T, I>(o, e, x, y, heads, r0, r1);
   });
   return ffi::Error::Success();
 }
@@ -282,3 +570,9 @@ ffi::Error EdgeSoftmaxCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::Any
 JGO_CPU_HANDLER(Spmm, jgo::SpmmCpu, jgo::BindSpmm<xla::ffi::ThreadPool>());
 JGO_CPU_HANDLER(Sddmm, jgo::SddmmCpu, jgo::BindSddmm<xla::ffi::ThreadPool>());
 JGO_CPU_HANDLER(EdgeSoftmax, jgo::EdgeSoftmaxCpu, jgo::BindEdgeSoftmax<xla::ffi::ThreadPool>());
+JGO_CPU_HANDLER(PoolSorted, jgo::PoolSortedCpu,
+                jgo::BindWith<xla::ffi::ThreadPool>()
+                    .Arg<xla::ffi::AnyBuffer>()   // x [N, ...]
+                    .Arg<xla::ffi::AnyBuffer>()   // ids [N], never decreasing
+                    .Ret<xla::ffi::AnyBuffer>()   // out [n_graphs, ...]
+                    .Attr<bool>("mean"));

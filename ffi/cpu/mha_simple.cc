@@ -210,7 +210,7 @@ template <typename T, typename I, typename Rows>
 ffi::Error RunRows(ffi::ThreadPool& pool, const SimpleArgs& g, const char* fn, ffi::AnyBuffer offsets,
                    ffi::AnyBuffer nbr, ffi::AnyBuffer eid, Rows rows) {
   const I *o = offsets.typed_data<I>(), *n = nbr.typed_data<I>(), *e = eid.typed_data<I>();
-  if (auto err = CheckCompressed(o, n, e, g.n_rows, g.n_edges, g.nbr_bound, true, fn); err.failure()) return err;
+  if (auto err = CheckCompressed(pool, o, n, e, g.n_rows, g.n_edges, g.nbr_bound, true, fn); err.failure()) return err;
   ForRowChunks(pool, o, g.n_rows, g.n_edges, g.heads * g.dim,
                [&](int64_t r0, int64_t r1) { rows(o, n, e, r0, r1); });
   return ffi::Error::Success();

@@ -120,29 +120,30 @@ inline std::string Range(int64_t lo, int64_t hi) {
   return "[" + std::to_string(lo) + ", " + std::to_string(hi) + ")";
 }
 
-// Validates a compressed neighbourhood structure: offsets start at 0, never decrease and end at
-// n_edges; the edge ids are a permutation of [0, n_edges) (so every edge-valued output element is
-// written exactly once, by one task) and, if check_nbr, every neighbour lies in [0, n_nbr).
+// Validates a compressed neighbourhood structure, one position at a time, naming the first defect:
+// offsets start at 0, never decrease and end at n_edges; if check_eid, the edge ids are a permutation of
+// [0, n_edges) (so every edge-valued output element is written exactly once, by one task) and, if
+// check_nbr, every neighbour lies in [0, n_nbr). The error path of CheckCompressed.
 template <typename I>
-ffi::Error CheckCompressed(const I* offsets, const I* nbr, const I* eid, int64_t n_rows, int64_t n_edges,
-                           int64_t n_nbr, bool check_nbr, const char* what) {
+ffi::Error FirstCompressedDefect(const I* offsets, const I* nbr, const I* eid, int64_t n_rows, int64_t n_edges,
+                                 int64_t n_nbr, bool check_nbr, const char* what, bool check_eid) {
   if (offsets[0] != 0 || static_cast<int64_t>(offsets[n_rows]) != n_edges)
     return InvalidArgument(std::string(what) + ": offsets must start at 0 and end at n_edges=" + std::to_string(n_edges));
   for (int64_t r = 0; r < n_rows; ++r) {
     if (offsets[r + 1] < offsets[r])
       return InvalidArgument(std::string(what) + ": offsets decrease at row " + std::to_string(r));
   }
-  std::vector<bool> seen(n_edges);
+  std::vector<bool> seen(check_eid ? n_edges : 0);
   for (int64_t k = 0; k < n_edges; ++k) {
     const int64_t e = eid[k];
-    if (e < 0 || e >= n_edges)
+    if (check_eid && (e < 0 || e >= n_edges))
       return InvalidArgument(std::string(what) + ": edge id " + std::to_string(e) + " at position " +
                              std::to_string(k) + " is out of range " + Range(0, n_edges));
-    if (seen[e])
+    if (check_eid && seen[e])
       return InvalidArgument(std::string(what) + ": edge id " + std::to_string(e) + " appears twice (again at " +
                              "position " + std::to_string(k) + "): csc_eid and csr_eid must be permutations of " +
                              Range(0, n_edges));
-    seen[e] = true;
+    if (check_eid) seen[e] = true;
     if (check_nbr) {
       const int64_t j = nbr[k];
       if (j < 0 || j >= n_nbr)
@@ -150,7 +151,64 @@ ffi::Error CheckCompressed(const I* offsets, const I* nbr, const I* eid, int64_t
                                std::to_string(j) + ", out of range " + Range(0, n_nbr));
     }
   }
-  return ffi::Error::Success();
+  return InvalidArgument(std::string(what) + ": the index data changed while it was checked");
+}
+
+// Validates a compressed neighbourhood structure (the conditions of FirstCompressedDefect) on the pool,
+// exactly: each task checks the offsets of a range of rows and the ids of a range of positions, and sets
+// the bit of every edge id it meets in a bitmap of its own (a repeat within the task is a duplicate);
+// then the bitmaps, word by word, must cover every id once. Any defect sends the call to
+// FirstCompressedDefect, so the error names the first defect in position order, whatever the number of
+// threads. Costs a pass over the index arrays plus n_tasks bitmaps of n_edges bits (at most
+// kMaxCheckBitmaps: a few L2-resident MB for millions of edges). A kernel that reads no edge id (a sum of
+// node rows) passes check_eid = false: its result cannot depend on them.
+constexpr int64_t kMaxCheckBitmaps = 8;
+template <typename I>
+ffi::Error CheckCompressed(ffi::ThreadPool& pool, const I* offsets, const I* nbr, const I* eid, int64_t n_rows,
+                           int64_t n_edges, int64_t n_nbr, bool check_nbr, const char* what, bool check_eid = true) {
+  auto defect = [&] {
+    return FirstCompressedDefect(offsets, nbr, eid, n_rows, n_edges, n_nbr, check_nbr, what, check_eid);
+  };
+  if (offsets[0] != 0 || static_cast<int64_t>(offsets[n_rows]) != n_edges) return defect();
+  const int64_t threads = std::max<int64_t>(1, pool.num_threads());
+  const int64_t n_tasks =
+      std::clamp<int64_t>((n_rows + n_edges) / kMinWorkPerTask, 1, std::min(kMaxCheckBitmaps, threads));
+  const int64_t n_words = check_eid ? (n_edges + 63) / 64 : 0;
+  std::vector<uint64_t> bits(static_cast<size_t>(n_tasks * n_words));
+  std::atomic<bool> bad{false};
+  ParallelFor(pool, n_tasks, [&](int64_t t) {
+    bool ok = true;
+    for (int64_t r = n_rows * t / n_tasks, r1 = n_rows * (t + 1) / n_tasks; r < r1; ++r)
+      ok &= offsets[r + 1] >= offsets[r];
+    uint64_t* mine = bits.data() + t * n_words;
+    const int64_t k0 = n_edges * t / n_tasks, k1 = n_edges * (t + 1) / n_tasks;
+    for (int64_t k = k0; k < k1 && check_eid && ok; ++k) {
+      const uint64_t e = static_cast<uint64_t>(static_cast<int64_t>(eid[k]));  // a negative id is huge
+      const uint64_t bit = uint64_t{1} << (e % 64);
+      ok = e < static_cast<uint64_t>(n_edges) && (mine[e / 64] & bit) == 0;
+      if (ok) mine[e / 64] |= bit;
+    }
+    for (int64_t k = k0; k < k1 && check_nbr; ++k)
+      ok &= static_cast<uint64_t>(static_cast<int64_t>(nbr[k])) < static_cast<uint64_t>(n_nbr);
+    if (!ok) bad.store(true, std::memory_order_relaxed);
+  });
+  if (bad.load()) return defect();
+  if (!check_eid) return ffi::Error::Success();
+  const uint64_t tail = n_edges % 64 == 0 ? ~uint64_t{0} : (uint64_t{1} << (n_edges % 64)) - 1;
+  ParallelFor(pool, n_tasks, [&](int64_t t) {
+    bool ok = true;
+    for (int64_t w = n_words * t / n_tasks, w1 = n_words * (t + 1) / n_tasks; w < w1; ++w) {
+      uint64_t seen = 0, twice = 0;
+      for (int64_t b = 0; b < n_tasks; ++b) {
+        const uint64_t word = bits[static_cast<size_t>(b * n_words + w)];
+        twice |= seen & word;
+        seen |= word;
+      }
+      ok &= twice == 0 && seen == (w == n_words - 1 ? tail : ~uint64_t{0});
+    }
+    if (!ok) bad.store(true, std::memory_order_relaxed);
+  });
+  return bad.load() ? defect() : ffi::Error::Success();
 }
 
 }  // namespace jgo

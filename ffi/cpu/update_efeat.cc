@@ -131,7 +131,7 @@ ffi::Error EfeatBwdTyped(ffi::ThreadPool& pool, const char* name, const EfeatBwd
                          ffi::AnyBuffer eid, ffi::AnyBuffer G, ffi::AnyBuffer grad) {
   const I* o = offsets.typed_data<I>();
   const I* e = eid.typed_data<I>();
-  if (auto err = CheckCompressed(o, static_cast<const I*>(nullptr), e, a.n_rows, a.n_edges, 0, false, name);
+  if (auto err = CheckCompressed(pool, o, static_cast<const I*>(nullptr), e, a.n_rows, a.n_edges, 0, false, name);
       err.failure())
     return err;
   const T* gd = G.typed_data<T>();

@@ -23,6 +23,15 @@ inline bool HasAvx2Fma() {
   static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return has;
 }
+// AVX-512 with the VL/BW/DQ extensions (x86-64-v4), for row walks compiled a third time with
+// JGO_AVX512_TARGET.
+inline bool HasAvx512() {
+  static const bool has = HasAvx2Fma() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
+  return has;
+}
+#define JGO_AVX2_TARGET __attribute__((target("avx2,fma")))
+#define JGO_AVX512_TARGET __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")))
 #endif
 
 // exp for the per-head loops: float uses an inline Cephes-style polynomial (about 1 ulp, no

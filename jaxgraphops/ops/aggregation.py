@@ -13,6 +13,7 @@ import numpy as np
 from .. import reference
 from .._checks import as_float_array, check_choice, check_graph
 from ..graph import Graph
+from ._pool_primitives import membership_graph, pool_sorted
 from ._primitive_utils import HALF_TYPES
 from .message_passing import IMPLS, REDUCES, gspmm
 
@@ -178,7 +179,9 @@ def pool(x, graph_ids, n_graphs: int, *, reduce: str = "sum", ids_are_sorted: bo
       n_graphs: number of graphs (static).
       reduce: ``sum``, ``mean``, ``max`` or ``min``; a graph without nodes gets 0.
       ids_are_sorted: promise that ``graph_ids`` never decrease (as after ``jgo.batch``), which
-        skips a sort; a wrong promise gives wrong results.
+        skips a sort and makes ``sum`` and ``mean`` one pass over ``x``. A wrong promise is an error
+        for those on the CPU (``graph_ids must never decrease``, when the computation runs) and gives
+        wrong results otherwise.
       impl: None for the fused kernels, ``"xla"`` for the pure-JAX reference.
 
     >>> import jax.numpy as jnp, jaxgraphops as jgo
@@ -201,28 +204,22 @@ def pool(x, graph_ids, n_graphs: int, *, reduce: str = "sum", ids_are_sorted: bo
         raise ValueError(f"{fn}: n_graphs must be a non-negative int; got {n_graphs!r}")
     if impl == "xla":
         return reference.pool(x, ids, n_graphs, reduce=reduce)
+    if ids_are_sorted and reduce in ("sum", "mean"):  # one pass over x
+        _check_graph_ids(fn, ids, n_graphs)
+        ids = ids.astype(jnp.int64 if ids.dtype == jnp.int64 else jnp.int32)
+        work = jnp.float32 if x.dtype in HALF_TYPES else x.dtype  # half precision summed in float32
+        return pool_sorted(x.astype(work), ids, n_graphs, mean=reduce == "mean").astype(x.dtype)
     return gspmm(_membership_graph(fn, ids, n_graphs, ids_are_sorted), x, op="copy_u", reduce=reduce, impl=impl)
 
 
 def _membership_graph(fn, ids, n_graphs, ids_are_sorted):
-    """The graph of edges node -> its graph, built with at most one sort.
+    """:func:`~._pool_primitives.membership_graph` of ``ids``, checked where they are concrete."""
+    _check_graph_ids(fn, ids, n_graphs)
+    return membership_graph(ids, n_graphs, ids_are_sorted)
 
-    Grouped by source it is the identity; grouped by destination it is the stable order of the ids.
-    """
+
+def _check_graph_ids(fn, ids, n_graphs):
     if not isinstance(ids, jax.core.Tracer):
         bad = np.flatnonzero((np.asarray(ids) < 0) | (np.asarray(ids) >= n_graphs))
         if bad.size:
             raise ValueError(f"{fn}: graph_ids[{bad[0]}] = {int(ids[bad[0]])} is out of range [0, {n_graphs})")
-    index_dtype = jnp.int64 if ids.dtype == jnp.int64 else jnp.int32
-    ids = ids.astype(index_dtype)
-    n = ids.shape[0]
-    nodes = jnp.arange(n, dtype=index_dtype)
-    order = nodes if ids_are_sorted else jnp.argsort(ids, stable=True).astype(index_dtype)
-    # graph g's nodes are order[csc_offsets[g]:csc_offsets[g+1]]: binary searches in the sorted ids
-    # (n_graphs log N work; a bincount would be a scatter over all N ids)
-    sorted_ids = ids if ids_are_sorted else ids[order]
-    csc_offsets = jnp.searchsorted(sorted_ids, jnp.arange(n_graphs + 1, dtype=index_dtype), side="left").astype(index_dtype)
-    g = Graph(nodes, ids, csc_offsets, order, order, jnp.arange(n + 1, dtype=index_dtype), ids, nodes, n, n_graphs,
-              validate=False)
-    g._checked = True  # the ids were checked above (concrete) or cannot be (traced)
-    return g

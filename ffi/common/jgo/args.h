@@ -102,6 +102,7 @@ struct SpmmArgs {
   int64_t n_rows, n_edges, node_rows, node_len, edge_len;
   int64_t nbr_bound;  // neighbour ids must lie in [0, nbr_bound) (node rows and/or mask rows)
   bool reads_nbr;     // whether the kernel reads anything through the neighbour id
+  bool reads_eid;     // whether it reads edge data or records edge ids (arg outputs, masks)
 };
 
 inline ffi::ErrorOr<SpmmArgs> CheckSpmm(const ffi::AnyBuffer& offsets, const ffi::AnyBuffer& nbr,
@@ -153,6 +154,7 @@ inline ffi::ErrorOr<SpmmArgs> CheckSpmm(const ffi::AnyBuffer& offsets, const ffi
     return Fail("spmm: arg output must be [n_rows, F] of the index dtype");
   const bool uses_node = a.op != Op::kCopyEdge;
   a.reads_nbr = uses_node || a.mask == Mask::kByNbr;
+  a.reads_eid = a.op != Op::kCopyNode || want_arg || a.mask != Mask::kNone;
   a.nbr_bound = uses_node ? a.node_rows : INT64_MAX;
   if (a.mask != Mask::kNone) {
     const int64_t count = static_cast<int64_t>(mask_arg.element_count());

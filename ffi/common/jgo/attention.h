@@ -64,24 +64,11 @@ JGO_HD void OnlineSoftmaxStep(T& m, T& l, T z, T& scale, T& weight, ExpFn exp_fn
   m = m_new;
 }
 
-// 1 / l (0 when nothing was seen, so an empty neighbourhood gives 0; NaN for a NaN l, the sum of
-// a row with a NaN or +inf logit).
-template <typename T>
-JGO_HD T SoftmaxInverse(T l) {
-  return l != T(0) ? T(1) / l : T(0);
-}
 // The log-sum-exp m + log(l) of the logits (0 when nothing was seen; NaN for a NaN l, so the
 // attention weights of such a row are NaN as in NumPy).
 template <typename T>
 JGO_HD T SoftmaxLse(T m, T l) {
   return l != T(0) ? m + Log(l) : T(0);
-}
-
-// The softmax weight of an edge from its logit and the destination's log-sum-exp; exactly 0 for
-// a -inf logit (also where lse is 0 because every logit of the row is -inf).
-template <typename T, typename ExpFn>
-JGO_HD T SoftmaxWeight(T z, T lse, ExpFn exp_fn) {
-  return z == -Infinity<T>() ? T(0) : exp_fn(z - lse);
 }
 
 // d loss / d p_e of one (edge, head): alpha (dalpha - delta) leaky_relu'(p).

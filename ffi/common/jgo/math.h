@@ -164,6 +164,25 @@ JGO_HD Acc EdgeElement(const T* a_row, const T* b_row, const Strides3& as, const
   return static_cast<Acc>(MessageAt<op, T>(a_row, b_row, as.offset(i0, i1, i2), bs.offset(i0, i1, i2)));
 }
 
+// The rules of a softmax over a neighbourhood, shared by every kernel that normalises one: the running
+// maximum (a NaN first logit stays; later ones do not displace a number, the sum turns NaN anyway); the
+// shift (a row whose maximum is -inf, i.e. of only -inf logits, is shifted by 0); the weight of a logit
+// given the shift or the row's log-sum-exp, exactly 0 for a -inf logit (also in a row of only -inf
+// logits, never exp(-inf - -inf)); and the inverse of the sum: 0 when nothing was seen (a row without
+// edges, or of only -inf logits), NaN for the whole row, as in NumPy, when a logit is NaN or +inf.
+template <typename Acc>
+JGO_HD Acc SoftmaxMax(Acc m, Acc v) { return v > m ? v : m; }
+template <typename Acc>
+JGO_HD Acc SoftmaxShift(Acc m) { return m == -Infinity<Acc>() ? Acc(0) : m; }
+template <typename T, typename ExpFn>
+JGO_HD T SoftmaxWeight(T z, T shift, ExpFn exp_fn) {
+  return z == -Infinity<T>() ? T(0) : exp_fn(z - shift);
+}
+template <typename T>
+JGO_HD T SoftmaxInverse(T l) {
+  return l != T(0) ? T(1) / l : T(0);
+}
+
 // Numerically stable softmax of logits[eid[k], h] over k in [begin, end), written to
 // out[eid[k], h]. Accumulates in Acc. A -inf logit gets weight 0; a row of only -inf logits
 // gets 0 everywhere (as a row without edges), not exp(-inf - -inf) = NaN.
@@ -174,15 +193,14 @@ JGO_HD void SegmentSoftmax(const T* logits, const I* eid, int64_t begin, int64_t
   Acc m = static_cast<Acc>(logits[static_cast<int64_t>(eid[begin]) * n_heads + h]);
   for (int64_t k = begin + 1; k < end; ++k) {
     const Acc v = static_cast<Acc>(logits[static_cast<int64_t>(eid[k]) * n_heads + h]);
-    m = v > m ? v : m;
+    m = SoftmaxMax(m, v);
   }
-  if (m == -Infinity<Acc>()) m = Acc(0);  // every exp(-inf - 0) is 0
+  m = SoftmaxShift(m);
   Acc total = Acc(0);
   for (int64_t k = begin; k < end; ++k) {
     total += Exp(static_cast<Acc>(logits[static_cast<int64_t>(eid[k]) * n_heads + h]) - m);
   }
-  // 0 for a row of -inf logits; NaN (the whole row, as in NumPy) when a logit is NaN or +inf
-  const Acc inv = total != Acc(0) ? Acc(1) / total : Acc(0);
+  const Acc inv = SoftmaxInverse(total);
   for (int64_t k = begin; k < end; ++k) {
     const int64_t i = static_cast<int64_t>(eid[k]) * n_heads + h;
     out[i] = static_cast<T>(Exp(static_cast<Acc>(logits[i]) - m) * inv);

@@ -1,0 +1,138 @@
+"""The graph readout over sorted graph ids: ``pool_sorted_p`` and the graph of edges node -> its graph.
+
+``pool_sorted_p(x [N, ...], ids [N]; n_graphs, mean) -> [n_graphs, ...]``: the sum (or mean) of the rows
+of ``x`` whose id is ``g``, for ids that never decrease (what :func:`jaxgraphops.batch` gives); an id
+outside ``[0, n_graphs)`` belongs to no graph. One pass over ``x``:
+
+- CPU: the ``jgo_pool_sorted`` kernel (ffi/cpu/message_passing.cc): each graph's rows are consecutive and
+  are summed in vector registers, graphs split by work over XLA's thread pool; it rejects ids that
+  decrease (a wrong ``ids_are_sorted=True``) with an error instead of a wrong sum;
+- CUDA, and the emulated CUDA handlers: the fused neighbourhood reduce (``gspmm``) over
+  :func:`membership_graph`;
+- elsewhere: XLA's sorted segment sum.
+
+Linear in ``x``: its JVP is itself and its transpose gathers the cotangent's rows by id (divided by
+each graph's size for the mean, 0 for an id outside ``[0, n_graphs)``) with ``gspmm`` over the reversed
+membership graph, so derivatives of every order compose. A batch (vmap) of ``x`` folds into the feature axis (one call); a batch of ids runs element
+by element.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+from jax.interpreters import ad, batching, xla
+
+from ..graph import Graph
+from ._primitive_utils import KernelPrimitive, register_lowerings
+from .message_passing import gspmm
+
+pool_sorted_p = KernelPrimitive("jgo_pool_sorted")
+pool_sorted_p.def_impl(partial(xla.apply_primitive, pool_sorted_p))
+
+
+def membership_graph(ids, n_graphs: int, ids_are_sorted: bool) -> Graph:
+    """The graph of edges node -> its graph (``ids [N]`` checked or traced), built with at most one sort.
+
+    Grouped by source it is the identity; grouped by destination it is the stable order of the ids.
+    """
+    index_dtype = jnp.int64 if ids.dtype == jnp.int64 else jnp.int32
+    ids = ids.astype(index_dtype)
+    n = ids.shape[0]
+    nodes = jnp.arange(n, dtype=index_dtype)
+    order = nodes if ids_are_sorted else jnp.argsort(ids, stable=True).astype(index_dtype)
+    # graph g's nodes are order[csc_offsets[g]:csc_offsets[g+1]]: binary searches in the sorted ids
+    # (n_graphs log N work; a bincount would be a scatter over all N ids)
+    sorted_ids = ids if ids_are_sorted else ids[order]
+    csc_offsets = jnp.searchsorted(sorted_ids, jnp.arange(n_graphs + 1, dtype=index_dtype), side="left").astype(
+        index_dtype)
+    g = Graph(nodes, ids, csc_offsets, order, order, jnp.arange(n + 1, dtype=index_dtype), ids, nodes, n, n_graphs,
+              validate=False)
+    g._checked = True  # the ids were checked by the caller (concrete) or cannot be (traced)
+    return g
+
+
+def _abstract(x, ids, *, n_graphs, mean):
+    return x.update(shape=(n_graphs,) + x.shape[1:], weak_type=False)
+
+
+pool_sorted_p.def_abstract_eval(_abstract)
+
+
+def _pool_xla(x, ids, *, n_graphs, mean):
+    out = jax.ops.segment_sum(x, ids, num_segments=n_graphs, indices_are_sorted=True)
+    if not mean:
+        return out
+    counts = jax.ops.segment_sum(jnp.ones(ids.shape, x.dtype), ids, num_segments=n_graphs, indices_are_sorted=True)
+    counts = counts.reshape(counts.shape + (1,) * (x.ndim - 1))
+    return jnp.where(counts > 0, out / jnp.maximum(counts, 1), 0)
+
+
+def _pool_ffi(x, ids, *, n_graphs, mean):
+    call = jax.ffi.ffi_call("jgo_pool_sorted", jax.ShapeDtypeStruct((n_graphs,) + x.shape[1:], x.dtype))
+    return call(x, ids, mean=bool(mean))
+
+
+def _pool_membership(x, ids, *, n_graphs, mean):
+    return gspmm(membership_graph(ids, n_graphs, True), x, op="copy_u", reduce="mean" if mean else "sum")
+
+
+register_lowerings(pool_sorted_p, _pool_xla, _pool_ffi, multiple_results=False, cuda_ffi=_pool_membership)
+
+
+def pool_sorted(x, ids, n_graphs: int, *, mean: bool):
+    """``[n_graphs, ...]``: the sum (``mean``: the mean) of the rows of ``x [N, ...]`` (float32 or float64) by
+    never decreasing ``ids [N]`` (int32 or int64)."""
+    return pool_sorted_p.bind(x, ids, n_graphs=int(n_graphs), mean=bool(mean))
+
+
+# ---------------------------------------------------------------------------------------
+# Differentiation: linear in x
+
+
+def _jvp(primals, tangents, **params):
+    x, ids = primals
+    out = pool_sorted_p.bind(x, ids, **params)
+    if type(tangents[0]) is ad.Zero:
+        return out, ad.Zero.from_primal_value(out)
+    return out, pool_sorted_p.bind(ad.instantiate_zeros(tangents[0]), ids, **params)
+
+
+def _transpose(ct, x, ids, *, n_graphs, mean):
+    if ad.is_undefined_primal(ids):
+        raise NotImplementedError("pool_sorted is not linear in its graph ids")
+    if type(ct) is ad.Zero:
+        return [ad.Zero(x.aval), None]
+    if mean:
+        bounds = jnp.searchsorted(ids, jnp.arange(n_graphs + 1, dtype=ids.dtype), side="left")
+        counts = jnp.diff(bounds).astype(ct.dtype).reshape((n_graphs,) + (1,) * (ct.ndim - 1))
+        ct = jnp.where(counts > 0, ct / jnp.maximum(counts, 1), 0)
+    # grad x[i] = ct[ids[i]]: the fused reduce over the reversed membership graph of the ids shifted by one,
+    # with a zero row before and after ct for the ids below 0 and from n_graphs on (still sorted)
+    rows = jnp.clip(ids + 1, 0, n_graphs + 1)
+    zero = jnp.zeros((1,) + ct.shape[1:], ct.dtype)
+    padded = jnp.concatenate([zero, ct, zero])
+    return [gspmm(membership_graph(rows, n_graphs + 2, True).reverse(), padded, op="copy_u", reduce="sum"), None]
+
+
+ad.primitive_jvps[pool_sorted_p] = _jvp
+ad.primitive_transposes[pool_sorted_p] = _transpose
+
+
+# ---------------------------------------------------------------------------------------
+# Batching
+
+
+def _batch(args, dims, *, n_graphs, mean):
+    (x, ids), (dx, di) = args, dims
+    if di is None:  # the batch becomes a feature axis: one call
+        return pool_sorted_p.bind(jnp.moveaxis(x, dx, 1), ids, n_graphs=n_graphs, mean=mean), 1
+    size = ids.shape[di]
+    x = jnp.moveaxis(x, dx, 0) if dx is not None else jnp.broadcast_to(x, (size,) + x.shape)
+    one = partial(pool_sorted_p.bind, n_graphs=n_graphs, mean=mean)
+    return jax.lax.map(lambda xi: one(*xi), (x, jnp.moveaxis(ids, di, 0))), 0
+
+
+batching.primitive_batchers[pool_sorted_p] = _batch
