@@ -456,9 +456,10 @@ ffi::Error SddmmCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer
 // jgo_edge_softmax
 
 // The softmax of kH heads [h0, h0 + kH) of every row r0..r1 (SegmentSoftmax's rules, jgo/math.h): the
-// heads of an edge are contiguous, so each pass over a row's edges reads a short vector per edge; each
-// exp is computed once (CpuExp: vectorised over the heads), kept in out and scaled there. The logits
-// of the edges ahead are prefetched across rows.
+// heads of an edge are contiguous, so each pass over a row's edges reads a short vector per edge. The
+// first pass (the maximum) is the first touch of the row's logits and outputs, prefetched ahead across
+// rows; the weights (CpuExp: vectorised over the heads) are computed for the sum and again for the
+// output, which is written once.
 template <typename T, typename I, int kH>
 JGO_INLINE void SoftmaxHeads(const I* offsets, const I* eid, const T* logits, T* out, int64_t heads, int64_t h0,
                              int64_t r0, int64_t r1) {
@@ -480,17 +481,13 @@ JGO_INLINE void SoftmaxHeads(const I* offsets, const I* eid, const T* logits, T*
     }
     for (int h = 0; h < kH; ++h) m[h] = SoftmaxShift(m[h]);
     for (int64_t k = begin; k < end; ++k) {
-      const int64_t i = static_cast<int64_t>(eid[k]) * heads + h0;
-      for (int h = 0; h < kH; ++h) {
-        const T z = logits[i + h];
-        out[i + h] = SoftmaxWeight(z, m[h], CpuExpFn{});
-        total[h] += out[i + h];
-      }
+      const T* z = logits + static_cast<int64_t>(eid[k]) * heads + h0;
+      for (int h = 0; h < kH; ++h) total[h] += SoftmaxWeight(z[h], m[h], CpuExpFn{});
     }
     for (int h = 0; h < kH; ++h) total[h] = SoftmaxInverse(total[h]);
-    for (int64_t k = begin; k < end; ++k) {
-      T* y = out + static_cast<int64_t>(eid[k]) * heads + h0;
-      for (int h = 0; h < kH; ++h) y[h] *= total[h];
+    for (int64_t k = begin; k < end; ++k) {  // the weight that was summed, times the inverse: written once
+      const int64_t i = static_cast<int64_t>(eid[k]) * heads + h0;
+      for (int h = 0; h < kH; ++h) out[i + h] = SoftmaxWeight(logits[i + h], m[h], CpuExpFn{}) * total[h];
     }
   }
 }
