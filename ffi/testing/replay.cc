@@ -182,9 +182,11 @@ struct TargetStats {
 enum class Verdict { kPassed, kFailed, kSkipped };  // skipped: no handler of the case's target here
 
 // Whether a CPU handler's error is its rejection of malformed indices: out-of-range ids, offsets
-// that are not a partition, ids that are not a permutation (ffi/cpu/row_parallel.h, dimenet.cc).
+// that are not a partition, ids that are not a permutation (ffi/cpu/row_parallel.h, dimenet.cc),
+// reverse-edge ids that are not an involution (dmpnn.cc).
 bool IsIndexRejection(const std::string& error) {
-  for (const char* what : {"out of range", "appears twice", "offsets decrease", "offsets must start at 0"})
+  for (const char* what :
+       {"out of range", "appears twice", "offsets decrease", "offsets must start at 0", "must be an involution"})
     if (error.find(what) != std::string::npos) return true;
   return false;
 }
