@@ -154,9 +154,11 @@ def _check_structure(fn, g) -> None:
 
 
 def _check_values(fn, g, arrays) -> None:
-    """Ids in range, groupings that are permutations of the edges and agree with src/dst."""
+    """Ids in range, groupings that are permutations of the edges and agree with src/dst; the padding edges,
+    if any, last (positions ``R:`` of both groupings, ``R`` where both end, holding ids ``R..E-1`` in order)."""
     src, dst, csc_offsets, csc_src, csc_eid, csr_offsets, csr_dst, csr_eid = (a.astype(np.int64) for a in arrays)
     n_src, n_dst, e = g.n_src, g.n_dst, src.shape[0]
+    real = int(csc_offsets[-1])  # R: the edges after it are padding, in no row
     for name, x, n in (("src", src, n_src), ("dst", dst, n_dst), ("csc_src", csc_src, n_src),
                        ("csr_dst", csr_dst, n_dst), ("csc_eid", csc_eid, e), ("csr_eid", csr_eid, e)):
         bad = np.flatnonzero((x < 0) | (x >= n))
@@ -168,21 +170,28 @@ def _check_values(fn, g, arrays) -> None:
             ("csr", csr_offsets, src, csr_dst, dst, csr_eid, n_src)):
         nbr_name = "csc_src" if side == "csc" else "csr_dst"
         key_name, other_name = ("dst", "src") if side == "csc" else ("src", "dst")
-        if offsets[0] != 0 or offsets[-1] != e or np.any(np.diff(offsets) < 0):
-            raise ValueError(f"{fn}: g.{side}_offsets must start at 0, never decrease and end at n_edges={e}; "
-                             f"got {_preview(offsets)} {_HINT}")
+        if offsets[0] != 0 or not 0 <= offsets[-1] <= e or offsets[-1] != real or np.any(np.diff(offsets) < 0):
+            raise ValueError(f"{fn}: g.{side}_offsets must start at 0, never decrease and end at n_edges={e} (or, "
+                             f"with padding edges, where g.csc_offsets ends); got {_preview(offsets)} {_HINT}")
         seen = np.bincount(eid, minlength=e)
         if np.any(seen != 1):
             twice = int(np.flatnonzero(seen > 1)[0])
             raise ValueError(f"{fn}: g.{side}_eid must be a permutation of [0, {e}); edge id {twice} appears "
                              f"{seen[twice]} times {_HINT}")
+        tail = np.flatnonzero(eid[real:] < real)
+        if tail.size:
+            k = real + tail[0]
+            raise ValueError(f"{fn}: the padding edges must come last: the groupings end at {real} of {e} edges, "
+                             f"so g.{side}_eid[{k}:] must hold the edge ids {real}..{e - 1}; g.{side}_eid[{k}] = "
+                             f"{eid[k]} {_HINT}")
+        eid = eid[:real]
         rows = np.repeat(np.arange(n_rows), np.diff(offsets))
         bad = np.flatnonzero(key[eid] != rows)
         if bad.size:
             k = bad[0]
             raise ValueError(f"{fn}: g.{side}_offsets and g.{side}_eid put edge {eid[k]} in group {rows[k]}, "
                              f"but g.{key_name}[{eid[k]}] = {key[eid[k]]} {_HINT}")
-        bad = np.flatnonzero(nbr != other[eid])
+        bad = np.flatnonzero(nbr[:real] != other[eid])
         if bad.size:
             k = bad[0]
             raise ValueError(f"{fn}: g.{nbr_name}[{k}] = {nbr[k]}, but its edge g.{side}_eid[{k}] = {eid[k]} has "

@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._checks import check_choice
-from .graph import Graph, jraph_node_count, static_count
+from .graph import Graph, jraph_node_count, padded_arrays, static_count
 from .ops.aggregation import pool
 
 __all__ = ["BatchedGraph", "batch", "pad_batch"]
@@ -177,8 +177,10 @@ class BatchedGraph:
         Works inside ``jit``: ``n_graphs`` is ``graphs.n_node``'s length, the node count as in
         :meth:`Graph.from_jraph <jaxgraphops.Graph.from_jraph>` (``n_nodes``, or the concrete
         ``sum(graphs.n_node)``, or the leading size of ``graphs.nodes``). With ``padded=True`` the
-        tuple is one from ``jraph.pad_with_graphs``, and the graph mask is jraph's
-        (``jraph.get_graph_padding_mask``: the last graph and the empty graphs after it are padding).
+        tuple is one from ``jraph.pad_with_graphs``, the graph mask is jraph's
+        (``jraph.get_graph_padding_mask``: the last graph and the empty graphs after it are padding),
+        and the padding graph's edges are the graph's padding edges (:class:`~jaxgraphops.Graph`), which
+        every op skips, as after :func:`pad_batch`.
 
         >>> import jax, jax.numpy as jnp, jraph
         >>> gt = jraph.GraphsTuple(nodes=jnp.ones((3, 1)), edges=None, globals=None,
@@ -203,6 +205,10 @@ class BatchedGraph:
             raise ValueError(f"{fn}: padded=True needs a padding graph, but graphs.n_node is empty")
         trailing_empty = jnp.argmin(n_node[::-1] == 0)  # jraph: the empty graphs after the padding graph
         mask = jnp.arange(n_graphs) < n_graphs - 1 - trailing_empty
+        # the padding graph's edges (last, between padding nodes: last in both groupings) as padding edges
+        real_edges = jnp.sum(jnp.where(mask, jnp.asarray(graphs.n_edge), 0)).astype(g.index_dtype)
+        g = Graph(g.src, g.dst, jnp.minimum(g.csc_offsets, real_edges), g.csc_src, g.csc_eid,
+                  jnp.minimum(g.csr_offsets, real_edges), g.csr_dst, g.csr_eid, n, n, validate=False)
         return cls(g, ids, ids, n_graphs, mask, validate=False)
 
     def to_jraph(self, *, nodes=None, edges=None, globals=None):  # globals: jraph's field name
@@ -289,9 +295,9 @@ def _disjoint_union(fn: str, graphs: list[Graph]) -> Graph:
     def cat(field, offsets):
         return xp.concatenate([xp.asarray(getattr(g, field)) + o.astype(idx) for g, o in zip(graphs, offsets)])
 
-    def cat_offsets(field):
+    def cat_offsets(field):  # ends where the last graph's rows end: its padding edges, if any, stay in no row
         parts = [xp.asarray(getattr(g, field))[:-1] + o.astype(idx) for g, o in zip(graphs, e_off)]
-        return xp.concatenate([*parts, xp.array([n_edges.sum()], idx)])
+        return xp.concatenate([*parts, xp.asarray(getattr(graphs[-1], field))[-1:] + e_off[-1].astype(idx)])
 
     arrays = (cat("src", src_off), cat("dst", dst_off),
               cat_offsets("csc_offsets"), cat("csc_src", src_off), cat("csc_eid", e_off),
@@ -307,7 +313,8 @@ def batch(graphs) -> BatchedGraph:
     Node ids of each graph are offset by the node counts of the graphs before it, and edges
     are concatenated in order, so the edge arrays of the parts concatenate in the same order.
     The CSC/CSR groupings are concatenated too (no re-sort), so this works inside ``jit``.
-    Pad the result to fixed sizes with :func:`pad_batch`.
+    Pad the result to fixed sizes with :func:`pad_batch`. Only the last graph may have padding edges
+    (they must come last); inside ``jit`` that is not checked.
 
     >>> import numpy as np, jaxgraphops as jgo
     >>> a = jgo.Graph.from_edges(np.array([0]), np.array([1]))
@@ -324,6 +331,12 @@ def batch(graphs) -> BatchedGraph:
     others = sorted({type(g).__name__ for g in graphs if not isinstance(g, Graph)})
     if others:
         raise TypeError(f"batch: graphs must be a sequence of Graph; got {', '.join(others)} among them")
+    for i, g in enumerate(graphs[:-1]):
+        ends = [np.asarray(o)[-1] for o in (g.csc_offsets, g.csr_offsets) if not isinstance(o, jax.core.Tracer)]
+        if any(end != g.n_edges for end in ends):
+            raise ValueError(f"batch: graphs[{i}] has padding edges (its groupings end at {ends[0]} of {g.n_edges} "
+                             f"edges): padding edges must come last, so only the last graph may have them; batch the "
+                             f"graphs unpadded and pad the batch with pad_batch")
     union = _disjoint_union("batch", graphs)
     ids = np.arange(len(graphs), dtype=np.int32)
     src_ids = jax.device_put(np.repeat(ids, [g.n_src for g in graphs]))
@@ -336,8 +349,10 @@ def pad_batch(batched: BatchedGraph, n_nodes: int | tuple[int, int], n_edges: in
 
     As ``jraph.pad_with_graphs``: one padding graph (id ``batched.n_graphs``) is appended that owns
     every padding node and edge, each padding edge going from its first source node to its first
-    destination node (node ``batched.graph.n_dst`` to itself in a square batch), so padding never
-    reaches a real node; empty graphs follow up to ``n_graphs``. Like jraph, this needs room
+    destination node (node ``batched.graph.n_dst`` to itself in a square batch); empty graphs follow
+    up to ``n_graphs``. The padding edges are padding edges of the :class:`~jaxgraphops.Graph`, in no
+    neighbourhood: every op skips them (no work, nothing reaches any node, 0 at every edge-valued
+    result), so a padded batch costs about what the real one does. Like jraph, this needs room
     for the padding graph and at least one padding node: ``n_graphs > batched.n_graphs`` and
     ``n_nodes > batched.graph.n_dst``. ``n_nodes`` may be a pair ``(n_src, n_dst)`` for a bipartite
     batch. The result's :attr:`~BatchedGraph.graph_mask`, :attr:`~BatchedGraph.node_mask` and
@@ -382,8 +397,13 @@ def pad_batch(batched: BatchedGraph, n_nodes: int | tuple[int, int], n_edges: in
                          f"{batched.n_graphs} graphs, so n_graphs must be at least {batched.n_graphs + 1}")
     (_, n_src, _, _), (_, n_dst, _, _) = sides
     idx = g.index_dtype
-    loops = np.zeros(n_edges - g.n_edges, idx)  # each padding edge: first padding source -> first padding destination
-    padding = Graph.from_edges(loops, loops, n_src - g.n_src, n_dst - g.n_dst, index_dtype=idx)
+    # the padding graph: its nodes, and its edges (first padding source -> first padding destination) as padding
+    # edges, in no row (jaxgraphops.Graph): every op skips them
+    none = np.zeros(0, idx)
+    empty = Graph(none, none, np.zeros(1, idx), none, none, np.zeros(1, idx), none, none, 0, 0, validate=False)
+    padding = Graph(*padded_arrays(empty, n_src - g.n_src, n_dst - g.n_dst, n_edges - g.n_edges, 0, 0),
+                    n_src - g.n_src, n_dst - g.n_dst, validate=False)
+    padding._checked = True
     union = _disjoint_union(fn, [g, padding])
     pad_id = batched.n_graphs
     xp = _array_module(batched)

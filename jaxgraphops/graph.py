@@ -95,7 +95,17 @@ class Graph:
     - ``csr_offsets [n_src+1]``, ``csr_dst [E]``, ``csr_eid [E]``: the same grouped by source.
 
     ``n_src`` and ``n_dst`` are static (Python ints in the pytree's aux data). Build graphs
-    with :meth:`from_edges` or one of the other ``from_*`` constructors. The constructor, and
+    with :meth:`from_edges` or one of the other ``from_*`` constructors.
+
+    **Padding edges.** The groupings may end before the last edge: ``csc_offsets[-1] ==
+    csr_offsets[-1] == R <= E``. The last ``E - R`` edges (input order, and positions ``R:`` of
+    both groupings, which hold the edge ids ``R..E-1``) are then padding, in no node's
+    neighbourhood, and every op ignores them: they add nothing to any node, every edge-valued
+    result (weights, attention, ``gsddmm``, ``update_efeat``, ...) is 0 at them, and gradients with
+    respect to their edge data are 0. The kernels skip them, so padding costs no work: :func:`pad`
+    and :func:`jaxgraphops.pad_batch` make such graphs, with ``R`` carried by the arrays (graphs
+    padded to the same sizes share one compilation whatever their real sizes).
+    :meth:`real_edge_mask` tells the real edges. The constructor, and
     every op given a graph, check it (``jaxgraphops._checks.check_graph``): the shapes and the one
     int32/int64 dtype of the arrays always (also under ``jit``), and concrete arrays for their
     values, once per graph (every id in range, ``csc_eid`` and ``csr_eid`` permutations of
@@ -104,8 +114,8 @@ class Graph:
     graph passed into ``jit`` is checked only by the kernels, for the arrays each reads: the CPU
     kernels reject out-of-range ids and id lists that are not permutations
     (``INVALID_ARGUMENT``), the CUDA kernels skip out-of-range indices and zero what no edge
-    writes, and the pure-JAX reference (``impl="xla"``) clamps out-of-range gathers and drops
-    out-of-range scatters, as JAX does. Groupings that are in range but disagree with
+    writes, and the pure-JAX reference (``impl="xla"``) reads 0 through an out-of-range id and drops
+    out-of-range scatters. Groupings that are in range but disagree with
     ``src``/``dst`` are not detected there. (:meth:`from_edges` checks traced edge lists when the
     computation runs.)
     """
@@ -151,6 +161,11 @@ class Graph:
     def __repr__(self) -> str:
         return (f"Graph(n_src={self.n_src}, n_dst={self.n_dst}, n_edges={self.n_edges}, "
                 f"index_dtype={self.index_dtype})")
+
+    def real_edge_mask(self) -> jax.Array:
+        """``[E]`` bool in input edge order: True for the real edges, False for the padding edges (the
+        positions from ``csc_offsets[-1]`` on; all True for a graph without padding)."""
+        return jnp.arange(self.n_edges, dtype=self.csc_offsets.dtype) < self.csc_offsets[-1]
 
     def in_degrees(self) -> jax.Array:
         """Number of edges into each destination node, ``[n_dst]``."""
@@ -350,17 +365,23 @@ class Graph:
 def pad(g: Graph, n_src: int, n_dst: int, n_edges: int) -> Graph:
     """``g`` padded to ``n_src`` source nodes, ``n_dst`` destination nodes and ``n_edges`` edges.
 
-    New nodes get ids after the existing ones. Padding edges go from the last source node
+    New nodes get ids after the existing ones and no edges. The new edges are **padding edges**
+    (see :class:`Graph`): in no neighbourhood, ignored by every op and skipped by the kernels, so a
+    padded graph costs about what the original does. They nominally go from the last source node
     ``n_src - 1`` to the last destination node ``n_dst - 1``, which must therefore be padding
-    nodes: adding edges needs ``n_src > g.n_src`` and ``n_dst > g.n_dst``. Use
-    :func:`padding_masks` to tell real entries from padding. A batch of graphs is padded with
-    :func:`jaxgraphops.pad_batch` instead (one padding graph, graph ids and masks kept).
+    nodes: adding edges needs ``n_src > g.n_src`` and ``n_dst > g.n_dst``. Every result at a
+    padding node is an empty neighbourhood's (0 for every reduction) and at a padding edge 0. The
+    groupings are appended to, never re-sorted, so this works inside ``jit`` (and on a graph already
+    padded). Use :func:`padding_masks` to tell real entries from padding. A batch of graphs is
+    padded with :func:`jaxgraphops.pad_batch` instead (one padding graph, graph ids and masks kept).
 
     >>> import numpy as np
     >>> g = Graph.from_edges(np.array([0, 1]), np.array([1, 0]))
     >>> p = pad(g, 3, 3, 4)
-    >>> p.src.tolist(), p.dst.tolist()
-    ([0, 1, 2, 2], [1, 0, 2, 2])
+    >>> p.src.tolist(), p.dst.tolist(), p.csc_offsets.tolist()
+    ([0, 1, 2, 2], [1, 0, 2, 2], [0, 1, 2, 2])
+    >>> p.real_edge_mask().tolist()
+    [True, True, False, False]
     """
     if not isinstance(g, Graph):
         hint = " (pad a BatchedGraph with pad_batch)" if type(g).__name__ == "BatchedGraph" else ""
@@ -376,10 +397,35 @@ def pad(g: Graph, n_src: int, n_dst: int, n_edges: int) -> Graph:
             f"(they go from node n_src-1 to node n_dst-1), so n_src and n_dst must exceed the "
             f"graph's; got n_src={n_src} (graph {g.n_src}), n_dst={n_dst} (graph {g.n_dst})"
         )
-    idx = g.index_dtype
-    src = jnp.concatenate([g.src, jnp.full(n_pad, n_src - 1, idx)])
-    dst = jnp.concatenate([g.dst, jnp.full(n_pad, n_dst - 1, idx)])
-    return Graph.from_edges(src, dst, n_src, n_dst, index_dtype=idx)
+    if max(n_src, n_dst, n_edges) > np.iinfo(g.index_dtype).max:
+        raise ValueError(f"pad: n_src={n_src}, n_dst={n_dst}, n_edges={n_edges} do not fit the index dtype "
+                         f"{g.index_dtype}")
+    padded = Graph(*padded_arrays(g, n_src, n_dst, n_pad), n_src, n_dst, validate=False)
+    padded._checked = g._checked
+    return padded
+
+
+def padded_arrays(g: Graph, n_src: int, n_dst: int, n_pad: int, pad_src: int | None = None,
+                  pad_dst: int | None = None) -> tuple:
+    """The eight arrays of ``g`` with ``n_src - g.n_src`` source and ``n_dst - g.n_dst`` destination nodes
+    (no edges) and ``n_pad`` padding edges (``pad_src -> pad_dst``, default the last nodes, in no row)
+    appended, never re-sorted: NumPy for a concrete graph, ``jnp`` for a traced one."""
+    traced = any(isinstance(x, jax.core.Tracer) for x in g.tree_flatten()[0])
+    xp, idx = (jnp if traced else np), g.index_dtype
+    src, dst = (xp.full(n_pad, n - 1 if node is None else node, idx)
+                for n, node in ((n_src, pad_src), (n_dst, pad_dst)))
+    new_ids = xp.arange(g.n_edges, g.n_edges + n_pad, dtype=idx)
+
+    def cat(a, b):
+        return xp.concatenate([xp.asarray(a), b])
+
+    def empty_rows(offsets, n_new):  # the new nodes' rows are empty: they end where the real edges end
+        return cat(offsets, xp.full(n_new, xp.asarray(offsets)[-1], idx))
+
+    arrays = (cat(g.src, src), cat(g.dst, dst), empty_rows(g.csc_offsets, n_dst - g.n_dst), cat(g.csc_src, src),
+              cat(g.csc_eid, new_ids), empty_rows(g.csr_offsets, n_src - g.n_src), cat(g.csr_dst, dst),
+              cat(g.csr_eid, new_ids))
+    return tuple(a if traced else jax.device_put(a) for a in arrays)
 
 
 def padding_masks(original: Graph, padded: Graph) -> tuple[jax.Array, jax.Array, jax.Array]:

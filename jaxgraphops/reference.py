@@ -10,9 +10,13 @@ precision is computed and accumulated in float32. ``docs/semantics.md`` has the 
 Each function taking a graph checks it first (:func:`jaxgraphops._checks.check_graph`): its arrays'
 shapes and dtypes always, and, when they are concrete, their values (ids in range, consistent
 groupings), raising a ValueError that names the array. Inside ``jit`` the values cannot be
-checked: there, as everywhere in JAX, an out-of-range gather is clamped and an out-of-range
-``segment_*`` scatter is dropped, so a hand-built graph with bad ids gives a wrong answer instead
-of an error (``Graph.from_edges`` and the CPU kernels check theirs at run time).
+checked: there a gather through an out-of-range id reads 0 and an out-of-range ``segment_*``
+scatter is dropped, so a hand-built graph with bad ids gives a wrong answer instead of an error
+(``Graph.from_edges`` and the CPU kernels check theirs at run time).
+
+Padding edges (:class:`jaxgraphops.Graph`) are dropped the same way: each function sees them going
+from node ``n_src`` to node ``n_dst``, one past the last (:func:`_padding_dropped`), with the
+edge-valued inputs 0 at them and the edge-valued results set to 0 there.
 """
 
 from __future__ import annotations
@@ -28,12 +32,34 @@ from ._layout import align_ranks
 
 
 def _checks_graph(f):
-    """Checks the graph argument ``g`` of a reference function (named ``reference.<name>``)."""
+    """Checks the graph argument ``g`` of a reference function (named ``reference.<name>``) and gives the function
+    :func:`_padding_dropped` of it."""
     @functools.wraps(f)
     def wrapped(g, *args, **kwargs):
         check_graph(f"reference.{f.__name__}", g)
-        return f(g, *args, **kwargs)
+        return f(_padding_dropped(g), *args, **kwargs)
     return wrapped
+
+
+def _padding_dropped(g):
+    """``g`` with each padding edge (:class:`jaxgraphops.Graph`) going from node ``n_src`` to node ``n_dst``, one
+    past the last: every ``segment_*`` over ``g.src``/``g.dst`` drops it (JAX drops out-of-range segment ids), so it
+    reaches no node, and a gather through it (:func:`_rows`) reads 0."""
+    real = g.real_edge_mask()
+    return type(g)(jnp.where(real, g.src, g.n_src), jnp.where(real, g.dst, g.n_dst), *g.tree_flatten()[0][2:],
+                   g.n_src, g.n_dst, validate=False)
+
+
+def _rows(x, ids):
+    """``x[ids]``, with 0 for an id out of range (a padding edge's, :func:`_padding_dropped`): no junk of a padding
+    row, NaN included, is read, so none is multiplied by a zero cotangent into a gradient."""
+    return jnp.asarray(x).at[ids].get(mode="fill", fill_value=0)
+
+
+def _at_real_edges(g, y):
+    """The edge-valued ``y [E, ...]`` with 0 at the padding edges."""
+    real = g.real_edge_mask().reshape((-1,) + (1,) * (y.ndim - 1))
+    return jnp.where(real, y, jnp.zeros((), y.dtype))
 
 _TARGET_INDEX = {"u": "src", "v": "dst"}
 _HALF = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
@@ -64,11 +90,11 @@ def _in_float32(fn):
 def _operands(g, u, e, op):
     """The per-edge operands of ``op`` (``u[src]`` and/or ``e``) with the library's broadcasting of feature axes."""
     if op == "copy_u":
-        return (u[g.src],)
+        return (_rows(u, g.src),)
     if op == "copy_e":
         return (e,)
     fu, fe = align_ranks(u.shape[1:], e.shape[1:], "reference.gspmm")
-    return u.reshape((u.shape[0],) + fu)[g.src], e.reshape((e.shape[0],) + fe)
+    return _rows(u.reshape((u.shape[0],) + fu), g.src), e.reshape((e.shape[0],) + fe)
 
 
 _COMBINE = {"copy_u": lambda a: a, "copy_e": lambda b: b, "u_mul_e": lambda a, b: a * b,
@@ -105,6 +131,7 @@ def _first_extreme(operands, combine, ids, n, reduce):
 @_checks_graph
 def gspmm(g, u=None, e=None, *, op="copy_u", reduce="sum"):
     """Reference of :func:`jaxgraphops.gspmm`."""
+    e = None if e is None else _at_real_edges(g, jnp.asarray(e))
     dtype = jnp.result_type(*[x for x in (u, e) if x is not None])
     operands = _operands(g, None if u is None else _wide(u), None if e is None else _wide(e), op)
     n = g.n_dst
@@ -122,6 +149,7 @@ def gspmm(g, u=None, e=None, *, op="copy_u", reduce="sum"):
 @_in_float32
 def gsddmm(g, lhs, rhs, *, op="dot", lhs_target="u", rhs_target="v"):
     """Reference of :func:`jaxgraphops.gsddmm`."""
+    lhs, rhs = (_at_real_edges(g, x) if t == "e" else x for x, t in ((lhs, lhs_target), (rhs, rhs_target)))
     def at_edges(x, target):
         return x if target == "e" else x[getattr(g, _TARGET_INDEX[target])]
 
@@ -129,8 +157,8 @@ def gsddmm(g, lhs, rhs, *, op="dot", lhs_target="u", rhs_target="v"):
     a = at_edges(lhs.reshape((lhs.shape[0],) + fl), lhs_target)
     b = at_edges(rhs.reshape((rhs.shape[0],) + fr), rhs_target)
     if op == "dot":
-        return (a * b).sum(-1)
-    return {"add": a + b, "sub": a - b, "mul": a * b, "div": a / b}[op]
+        return _at_real_edges(g, (a * b).sum(-1))
+    return _at_real_edges(g, {"add": a + b, "sub": a - b, "mul": a * b, "div": a / b}[op])
 
 
 @_checks_graph
@@ -138,11 +166,12 @@ def gsddmm(g, lhs, rhs, *, op="dot", lhs_target="u", rhs_target="v"):
 def edge_softmax(g, logits):
     """Reference of :func:`jaxgraphops.edge_softmax`: ``scipy.special.softmax`` per destination (a NaN or ``+inf``
     logit makes its row NaN), except that a ``-inf`` logit weighs 0 even where the whole row is ``-inf``."""
+    logits = _at_real_edges(g, logits)
     m = jax.lax.stop_gradient(jax.ops.segment_max(logits, g.dst, num_segments=g.n_dst))
     m = jnp.where(jnp.isneginf(m), 0, m)  # a row of only -inf logits: every exp(-inf - 0) is 0
-    z = jnp.exp(logits - m[g.dst])
-    total = jax.ops.segment_sum(z, g.dst, num_segments=g.n_dst)[g.dst]
-    return z / jnp.where(total == 0, 1, total)  # a NaN total (a NaN or +inf logit) stays NaN
+    z = jnp.exp(logits - _rows(m, g.dst))
+    total = _rows(jax.ops.segment_sum(z, g.dst, num_segments=g.n_dst), g.dst)
+    return _at_real_edges(g, z / jnp.where(total == 0, 1, total))  # a NaN total (a NaN or +inf logit) stays NaN
 
 
 def _segment_reduce(msg, ids, n, reduce):
@@ -161,7 +190,8 @@ def _segment_reduce(msg, ids, n, reduce):
 @_checks_graph
 def agg_simple(g, x=None, edge_feat=None, *, reduce="sum"):
     """Reference of :func:`jaxgraphops.agg_simple`."""
-    parts = [_segment_reduce(m, g.dst, g.n_dst, reduce) for m in (None if x is None else x[g.src], edge_feat)
+    edge_feat = None if edge_feat is None else _at_real_edges(g, edge_feat)
+    parts = [_segment_reduce(m, g.dst, g.n_dst, reduce) for m in (None if x is None else _rows(x, g.src), edge_feat)
              if m is not None]
     return jnp.concatenate(parts, axis=-1)
 
@@ -170,9 +200,10 @@ def agg_simple(g, x=None, edge_feat=None, *, reduce="sum"):
 @_in_float32
 def agg_weighted(g, x, edge_weight, *, reduce="sum"):
     """Reference of :func:`jaxgraphops.agg_weighted` (mean divides by the sum of incoming weights)."""
+    edge_weight = _at_real_edges(g, edge_weight)
     if reduce in ("max", "min"):
-        return _first_extreme((edge_weight[:, None], x[g.src]), jnp.multiply, g.dst, g.n_dst, reduce)
-    msg = edge_weight[:, None] * x[g.src]
+        return _first_extreme((edge_weight[:, None], _rows(x, g.src)), jnp.multiply, g.dst, g.n_dst, reduce)
+    msg = edge_weight[:, None] * _rows(x, g.src)
     if reduce == "sum":
         return _segment_reduce(msg, g.dst, g.n_dst, reduce)
     total = jax.ops.segment_sum(msg, g.dst, num_segments=g.n_dst)
@@ -202,17 +233,18 @@ def mha_gat(g, x_src, attn_weights, *, x_dst=None, num_heads=1, concat_heads=Tru
             edge_feat=None, return_attention=False, dropout_rate=0.0, dropout_key=None):
     """Reference of :func:`jaxgraphops.mha_gat`: per-node scores, gathered logits, segment softmax, segment sum;
     with ``dropout_rate``, the weights times :func:`attention_dropout_factor` of ``dropout_key`` (uint32[2])."""
+    edge_feat = None if edge_feat is None else _at_real_edges(g, edge_feat)
     h = num_heads
     c = x_src.shape[1] // h
     xs = x_src.reshape(x_src.shape[0], h, c)
     xd = (x_src[: g.n_dst] if x_dst is None else x_dst).reshape(g.n_dst, h, c)
     a = attn_weights.reshape(-1, h, c)
-    p = jnp.einsum("nhc,hc->nh", xs, a[0])[g.src] + jnp.einsum("nhc,hc->nh", xd, a[1])[g.dst]
+    p = _rows(jnp.einsum("nhc,hc->nh", xs, a[0]), g.src) + _rows(jnp.einsum("nhc,hc->nh", xd, a[1]), g.dst)
     if edge_feat is not None:
         p = p + jnp.einsum("ehc,hc->eh", edge_feat.reshape(-1, h, c), a[2])
     z = jnp.where(p > 0, p, negative_slope * p)
-    alpha = _dropped(edge_softmax(g, z), dropout_rate, dropout_key)
-    out = jax.ops.segment_sum(alpha[..., None] * xs[g.src], g.dst, num_segments=g.n_dst)
+    alpha = _dropped(edge_softmax(g, z), dropout_rate, dropout_key)  # 0 at padding edges
+    out = jax.ops.segment_sum(alpha[..., None] * _rows(xs, g.src), g.dst, num_segments=g.n_dst)
     out = out.reshape(g.n_dst, h * c) if concat_heads else out.mean(axis=1)
     return (out, alpha) if return_attention else out
 
@@ -223,17 +255,18 @@ def mha_gat_v2(g, x_src, x_dst, attn_weights, *, num_heads=1, concat_heads=True,
                edge_feat=None, return_attention=False, dropout_rate=0.0, dropout_key=None):
     """Reference of :func:`jaxgraphops.mha_gat_v2`: gathered per-edge vectors, segment softmax, segment sum
     (dropout as :func:`mha_gat`)."""
+    edge_feat = None if edge_feat is None else _at_real_edges(g, edge_feat)
     h = num_heads
     c = x_src.shape[1] // h
     xs = x_src.reshape(x_src.shape[0], h, c)
     xd = (x_src[: g.n_dst] if x_dst is None else x_dst).reshape(g.n_dst, h, c)
-    t = xs[g.src] + xd[g.dst]
+    t = _rows(xs, g.src) + _rows(xd, g.dst)
     if edge_feat is not None:
         t = t + edge_feat.reshape(-1, h, c)
     u = jnp.where(t > 0, t, negative_slope * t)
     z = jnp.einsum("ehc,hc->eh", u, attn_weights.reshape(h, c))
-    alpha = _dropped(edge_softmax(g, z), dropout_rate, dropout_key)
-    out = jax.ops.segment_sum(alpha[..., None] * xs[g.src], g.dst, num_segments=g.n_dst)
+    alpha = _dropped(edge_softmax(g, z), dropout_rate, dropout_key)  # 0 at padding edges
+    out = jax.ops.segment_sum(alpha[..., None] * _rows(xs, g.src), g.dst, num_segments=g.n_dst)
     out = out.reshape(g.n_dst, h * c) if concat_heads else out.mean(axis=1)
     return (out, alpha) if return_attention else out
 
@@ -244,16 +277,17 @@ def mha_simple(g, query, key, value, *, num_heads=1, concat_heads=True, edge_fea
                dropout_rate=0.0, dropout_key=None):
     """Reference of :func:`jaxgraphops.mha_simple`: gathered queries, keys and values, segment softmax, segment sum
     (dropout as :func:`mha_gat`)."""
+    edge_feat = None if edge_feat is None else _at_real_edges(g, edge_feat)
     h = num_heads
     c = key.shape[1] // h
-    q = query.reshape(g.n_dst, h, c)[g.dst]
-    k = key.reshape(-1, h, c)[g.src]
-    v = value.reshape(-1, h, c)[g.src]
+    q = _rows(query.reshape(g.n_dst, h, c), g.dst)
+    k = _rows(key.reshape(-1, h, c), g.src)
+    v = _rows(value.reshape(-1, h, c), g.src)
     if edge_feat is not None:
         e = edge_feat.reshape(-1, h, c)
         k, v = k + e, v + e
     z = jnp.sum(q * k, axis=-1) / jnp.sqrt(jnp.asarray(c, q.dtype))
-    alpha = _dropped(edge_softmax(g, z), dropout_rate, dropout_key)
+    alpha = _dropped(edge_softmax(g, z), dropout_rate, dropout_key)  # 0 at padding edges
     out = jax.ops.segment_sum(alpha[..., None] * v, g.dst, num_segments=g.n_dst)
     out = out.reshape(g.n_dst, h * c) if concat_heads else out.mean(axis=1)
     return (out, alpha) if return_attention else out
@@ -262,16 +296,17 @@ def mha_simple(g, query, key, value, *, num_heads=1, concat_heads=True, edge_fea
 @_checks_graph
 def edge_vectors(g, pos_src, pos_dst):
     """Reference of :func:`jaxgraphops.edge_vectors`: ``pos_dst[dst] - pos_src[src]``."""
-    return pos_dst[g.dst] - pos_src[g.src]
+    return _at_real_edges(g, _rows(pos_dst, g.dst) - _rows(pos_src, g.src))
 
 
 @_checks_graph
 @_in_float32
 def gno_conv(g, f_src, dx, U, b_u, V, b_v, *, kernel="matrix", reduce="mean", edge_weight=None):
     """Reference of :func:`jaxgraphops.gno_conv`: materialises kappa ``[E, c_out * c_in]`` (or ``[E, c]``)."""
+    dx, edge_weight = _at_real_edges(g, dx), None if edge_weight is None else _at_real_edges(g, edge_weight)
     hi = jax.lax.Precision.HIGHEST
     kappa = jnp.matmul(jax.nn.relu(jnp.matmul(dx, U.T, precision=hi) + b_u), V.T, precision=hi) + b_v
-    f_j = f_src[g.src]
+    f_j = _rows(f_src, g.src)
     if kernel == "diagonal":
         msg = kappa * f_j
     else:
@@ -294,19 +329,20 @@ def gno_conv(g, f_src, dx, U, b_u, V, b_v, *, kernel="matrix", reduce="mean", ed
 def update_efeat(g, edge_feat=None, x_src=None, x_dst=None, *, mode="concat"):
     """Reference of :func:`jaxgraphops.update_efeat`: the present parts of
     ``[edge_feat[e], x_src[src_e], x_dst[dst_e]]``, concatenated or added left to right."""
+    edge_feat = None if edge_feat is None else _at_real_edges(g, edge_feat)
     parts = []
     if edge_feat is not None:
         parts.append(edge_feat)
     if x_src is not None:
-        parts.append(x_src[g.src])
+        parts.append(_rows(x_src, g.src))
     if x_dst is not None:
-        parts.append(x_dst[g.dst])
+        parts.append(_rows(x_dst, g.dst))
     if mode == "concat":
-        return jnp.concatenate(parts, axis=1)
+        return _at_real_edges(g, jnp.concatenate(parts, axis=1))
     out = parts[0]
     for part in parts[1:]:
         out = out + part
-    return out
+    return _at_real_edges(g, out)
 
 
 @_checks_graph
@@ -317,13 +353,15 @@ def agg_dmpnn(g, h, rev_edge_ids, *, concat_own=False):
     The node sums (``segment_sum`` over the destinations) gathered at each edge's source, minus the
     reverse edge's row where ``rev_edge_ids[e] != -1``; differentiated by JAX, for any ``rev``.
     """
+    h = _at_real_edges(g, h)
     rev = jnp.asarray(rev_edge_ids)
-    into_source = jax.ops.segment_sum(h, g.dst, num_segments=g.n_dst)[g.src]
+    into_source = _rows(jax.ops.segment_sum(h, g.dst, num_segments=g.n_dst), g.src)
     reverse = jnp.take(h, jnp.maximum(rev, 0), axis=0)
     m = jnp.where((rev >= 0)[:, None], into_source - reverse, into_source)
-    return jnp.concatenate([m, h], axis=1) if concat_own else m
+    return _at_real_edges(g, jnp.concatenate([m, h], axis=1) if concat_own else m)
 
 
+@_checks_graph
 def agg_hg_basis(g, x, edge_types, comp=None, *, n_edge_types, x_dst=None, concat_own=False,
                  norm_by_dst_degree=False):
     """Reference of :func:`jaxgraphops.agg_hg_basis`, term by term from the definition: the per-(dst, type) edge
@@ -334,7 +372,7 @@ def agg_hg_basis(g, x, edge_types, comp=None, *, n_edge_types, x_dst=None, conca
     if norm_by_dst_degree:
         count = jax.ops.segment_sum(jnp.ones((g.n_edges,), x.dtype), key, num_segments=n_dst * r)
         norm = 1 / count[key]
-    x_j = x[g.src] * norm[:, None]
+    x_j = _rows(x, g.src) * norm[:, None]
     if comp is None:
         out = jax.ops.segment_sum(x_j, key, num_segments=n_dst * r).reshape(n_dst, r * d)
     else:

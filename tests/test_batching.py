@@ -142,8 +142,12 @@ def test_pad_batch_table():
     assert p.node_mask.tolist() == [True] * 8 + [False] * 3
     assert p.src_node_mask.tolist() == p.node_mask.tolist()
     assert p.edge_mask.tolist() == [True] * 5 + [False] * 3
-    np.testing.assert_array_equal(p.graph.csc_offsets, [0, 1, 2, 3, 3, 3, 5, 5, 5, 8, 8, 8])
-    assert_same_graph(p.graph, Graph.from_edges(p.graph.src, p.graph.dst, 11))  # groupings of a fresh build
+    # the padding edges are the graph's padding edges: in no row, after the real ones in both groupings
+    np.testing.assert_array_equal(p.graph.csc_offsets, [0, 1, 2, 3, 3, 3, 5, 5, 5, 5, 5, 5])
+    assert int(p.graph.csr_offsets[-1]) == 5
+    fresh = Graph.from_edges(p.graph.src, p.graph.dst, 11)  # the groupings of a fresh build, ended at 5 edges
+    for name in ("csc_src", "csc_eid", "csr_dst", "csr_eid"):
+        np.testing.assert_array_equal(getattr(p.graph, name), getattr(fresh, name), err_msg=name)
     assert_same_batch(bg.pad(11, 8, 5), p)
     # no padding edges: the padding graph owns nodes only
     q = pad_batch(bg, 9, 5, 4)
@@ -158,7 +162,8 @@ def test_pad_batch_bipartite():
     assert edge_list(p.graph)[6:] == [(4, 6), (4, 6)]  # first padding source -> first padding destination
     np.testing.assert_array_equal(p.src_graph_ids, [0, 0, 1, 1, 2, 2])
     np.testing.assert_array_equal(p.dst_graph_ids, [0, 0, 0, 1, 1, 1, 2])
-    assert_same_graph(p.graph, Graph.from_edges(p.graph.src, p.graph.dst, 6, 7))
+    assert int(p.graph.csc_offsets[-1]) == int(p.graph.csr_offsets[-1]) == 6  # the 2 padding edges in no row
+    assert_same_graph(jgo.Graph(*p.graph.tree_flatten()[0], 6, 7), p.graph)  # valid
     x_src = p.pad_nodes(jnp.ones((4, 2)), side="src")
     assert x_src.shape == (6, 2) and x_src[4:].sum() == 0
 
@@ -363,7 +368,8 @@ def test_graph_from_jraph_inside_jit(jraph):
     rng = np.random.default_rng(6)
     graphs = random_graphs(rng, [4, 3])
     t = jraph.pad_with_graphs(jraph_batch(jraph, graphs, rng), n_node=9, n_edge=20, n_graph=3)
-    expected = pad_batch(batch(graphs), 9, 20, 3).graph
+    padded = pad_batch(batch(graphs), 9, 20, 3).graph
+    expected = Graph.from_edges(padded.src, padded.dst, 9)  # Graph.from_jraph knows no padding: ordinary edges
     assert_same_graph(jax.jit(lambda t: Graph.from_jraph(t))(t), expected)  # node count from t.nodes' shape
     no_nodes = t._replace(nodes=None, edges=None, globals=None)
     assert_same_graph(jax.jit(lambda t: Graph.from_jraph(t, n_nodes=9))(no_nodes), expected)

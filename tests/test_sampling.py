@@ -41,7 +41,7 @@ def _positions(block, n_stars, deg, fanout):
 
 
 def _in_edges(g):
-    src, dst = np.asarray(g.src), np.asarray(g.dst)
+    dst = np.asarray(g.dst)
     return {v: np.flatnonzero(dst == v) for v in range(g.n_dst)}
 
 

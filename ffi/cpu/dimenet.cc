@@ -294,7 +294,7 @@ ffi::Error InTyped(ffi::ThreadPool& pool, const DimenetArgs& a, const I* offsets
   // their partials are added in chunk order, so it is bitwise the same on any number of threads.
   const int64_t n_chunks = ReductionChunks(a.E + a.T, 2 * C * M, C * M);
   std::vector<T> partials(want_wb ? n_chunks * C * M : 0, T(0));
-  ForEachRowChunk(pool, n_chunks, offsets, a.E, a.T, [&](int64_t chunk, int64_t r0, int64_t r1) {
+  ForEachRowChunk(pool, n_chunks, offsets, a.E, [&](int64_t chunk, int64_t r0, int64_t r1) {
     T* pwb = want_wb ? partials.data() + chunk * C * M : nullptr;
     if (M == 8) InRowsDispatch<T, I, 8>(a, o, p, dirs.data(), offsets, nbr, pos, gvec, ga, gemb, coef, pwb, r0, r1);
     else InRowsDispatch<T, I, 0>(a, o, p, dirs.data(), offsets, nbr, pos, gvec, ga, gemb, coef, pwb, r0, r1);
@@ -317,7 +317,7 @@ ffi::Error OutTyped(ffi::ThreadPool& pool, const DimenetArgs& a, const I* offset
   const DimenetOperands<T> o = OperandsOf<T>(ops, a);
   const DimenetPlan p = MakePlan(o);
   const std::vector<EdgeDir<T>> dirs = Directions(pool, o.vec, a.E);
-  ForRowChunks(pool, offsets, a.E, a.T, gout ? a.C * a.M : 8, [&](int64_t r0, int64_t r1) {
+  ForRowChunks(pool, offsets, a.E, gout ? a.C * a.M : 8, [&](int64_t r0, int64_t r1) {
     if (a.M == 8) OutRowsDispatch<T, I, 8>(a, o, p, dirs.data(), offsets, nbr, coef, gout, gvec, r0, r1);
     else OutRowsDispatch<T, I, 0>(a, o, p, dirs.data(), offsets, nbr, coef, gout, gvec, r0, r1);
   });

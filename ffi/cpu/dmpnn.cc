@@ -112,7 +112,7 @@ ffi::Error DmpnnTyped(ffi::ThreadPool& pool, DmpnnPass pass, const DmpnnArgs& a,
   if (auto err = CheckRev(rv, a.n_edges, fn); err.failure()) return err;
   const T* xd = x.typed_data<T>();
   T* yd = y.typed_data<T>();
-  const int64_t total = 2 * a.n_edges + a.n_nodes;
+  const int64_t total = static_cast<int64_t>(io[a.n_nodes]) + static_cast<int64_t>(oo[a.n_nodes]) + a.n_nodes;
   const int64_t threads = std::max<int64_t>(1, pool.num_threads());
   const int64_t n_tasks =
       std::max<int64_t>(1, std::min<int64_t>(threads, total * std::max<int64_t>(1, a.dim) / kMinWorkPerTask));
@@ -124,6 +124,8 @@ ffi::Error DmpnnTyped(ffi::ThreadPool& pool, DmpnnPass pass, const DmpnnArgs& a,
     else if (a.concat_own) DmpnnNodes<T, I, false, true>(a, io, ie, oo, oe, rv, xd, yd, v0, v1);
     else DmpnnNodes<T, I, false, false>(a, io, ie, oo, oe, rv, xd, yd, v0, v1);
   });
+  if (a.n_edges > 0)  // the rows no node writes: the padding edges'
+    ZeroPaddingEdges(oo, oe, a.n_nodes, a.n_edges, static_cast<int64_t>(y.element_count()) / a.n_edges, yd);
   return ffi::Error::Success();
 }
 

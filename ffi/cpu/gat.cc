@@ -82,7 +82,7 @@ ffi::Error GatFwdTyped(ffi::ThreadPool& pool, const GatArgs& a, ffi::AnyBuffer o
   const T *xd = x.typed_data<T>(), *ss = s_src.typed_data<T>(), *sd = s_dst.typed_data<T>();
   const T* se = a.has_edge ? s_edge.typed_data<T>() : nullptr;
   T *od = out.typed_data<T>(), *ld = lse.typed_data<T>();
-  ForRowChunks(pool, o, a.n_rows, a.n_edges, a.heads * a.dim, [&](int64_t r0, int64_t r1) {
+  ForRowChunks(pool, o, a.n_rows, a.heads * a.dim, [&](int64_t r0, int64_t r1) {
     if (a.has_edge) GatFwdRows<T, I, true>(a, o, n, e, xd, ss, sd, se, od, ld, r0, r1);
     else GatFwdRows<T, I, false>(a, o, n, e, xd, ss, sd, se, od, ld, r0, r1);
   });
@@ -217,7 +217,7 @@ ffi::Error GatBwdTyped(ffi::ThreadPool& pool, const GatArgs& a, bool by_src, ffi
   const T* se = a.has_edge ? s_edge.typed_data<T>() : nullptr;
   T* ra = out_a.typed_data<T>();
   T* rb = (by_src || a.has_edge) ? out_b.typed_data<T>() : nullptr;
-  ForRowChunks(pool, o, a.n_rows, a.n_edges, a.heads * a.dim, [&](int64_t r0, int64_t r1) {
+  ForRowChunks(pool, o, a.n_rows, a.heads * a.dim, [&](int64_t r0, int64_t r1) {
     if (by_src) {
       if (a.has_edge) GatBwdSrcRows<T, I, true>(a, o, n, e, xd, ss, se, di, gd, ra, rb, r0, r1);
       else GatBwdSrcRows<T, I, false>(a, o, n, e, xd, ss, se, di, gd, ra, rb, r0, r1);
@@ -226,6 +226,7 @@ ffi::Error GatBwdTyped(ffi::ThreadPool& pool, const GatArgs& a, bool by_src, ffi
       else GatBwdDstRows<T, I, false>(a, o, n, e, xd, ss, se, di, gd, ra, rb, r0, r1);
     }
   });
+  if (!by_src) ZeroPaddingEdges(o, e, a.n_rows, a.n_edges, a.heads, rb);  // grad_s_edge
   return ffi::Error::Success();
 }
 

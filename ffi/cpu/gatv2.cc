@@ -199,7 +199,7 @@ ffi::Error FwdTyped(ffi::ThreadPool& pool, const GatArgs& g, ffi::AnyBuffer offs
   const T *xsd = xs.typed_data<T>(), *xdd = xd.typed_data<T>(), *ad = a.typed_data<T>();
   const T* efd = g.has_edge ? ef.typed_data<T>() : nullptr;
   T *od = out.typed_data<T>(), *ld = lse.typed_data<T>();
-  ForRowChunks(pool, o, g.n_rows, g.n_edges, g.heads * g.dim, [&](int64_t r0, int64_t r1) {
+  ForRowChunks(pool, o, g.n_rows, g.heads * g.dim, [&](int64_t r0, int64_t r1) {
     if (g.has_edge) FwdRows<T, I, true>(g, o, n, e, xsd, xdd, ad, efd, od, ld, r0, r1);
     else FwdRows<T, I, false>(g, o, n, e, xsd, xdd, ad, efd, od, ld, r0, r1);
   });
@@ -235,10 +235,11 @@ ffi::Error BwdDstTyped(ffi::ThreadPool& pool, const GatArgs& g, ffi::AnyBuffer o
   const T* efd = g.has_edge ? ef.typed_data<T>() : nullptr;
   T *gxd = grad_xd.typed_data<T>(), *gad = grad_a.typed_data<T>();
   T* gef = g.has_edge ? grad_ef.typed_data<T>() : nullptr;
-  ForRowChunks(pool, o, g.n_rows, g.n_edges, g.heads * g.dim, [&](int64_t r0, int64_t r1) {
+  ForRowChunks(pool, o, g.n_rows, g.heads * g.dim, [&](int64_t r0, int64_t r1) {
     if (g.has_edge) BwdDstRows<T, I, true>(g, o, n, e, xsd, xdd, ad, efd, inf, gd, gxd, gad, gef, r0, r1);
     else BwdDstRows<T, I, false>(g, o, n, e, xsd, xdd, ad, efd, inf, gd, gxd, gad, gef, r0, r1);
   });
+  ZeroPaddingEdges(o, e, g.n_rows, g.n_edges, g.heads * g.dim, gef);
   return ffi::Error::Success();
 }
 
@@ -276,7 +277,7 @@ ffi::Error BwdSrcTyped(ffi::ThreadPool& pool, const GatArgs& g, ffi::AnyBuffer o
   const T *inf = info.typed_data<T>(), *gd = grad.typed_data<T>();
   const T* efd = g.has_edge ? ef.typed_data<T>() : nullptr;
   T* gxs = grad_xs.typed_data<T>();
-  ForRowChunks(pool, o, g.n_rows, g.n_edges, g.heads * g.dim, [&](int64_t r0, int64_t r1) {
+  ForRowChunks(pool, o, g.n_rows, g.heads * g.dim, [&](int64_t r0, int64_t r1) {
     if (g.has_edge) BwdSrcRows<T, I, true>(g, o, n, e, xsd, xdd, ad, efd, inf, gd, gxs, r0, r1);
     else BwdSrcRows<T, I, false>(g, o, n, e, xsd, xdd, ad, efd, inf, gd, gxs, r0, r1);
   });

@@ -247,7 +247,7 @@ ffi::Error GnoFwdTyped(ffi::ThreadPool& pool, const GnoArgs& a, ffi::AnyBuffer o
   const T* wd = a.has_weight ? w.typed_data<T>() : nullptr;
   T* od = out.typed_data<T>();
   const Packed<T> p = Pack(a, GnoPass::kFwd, U.typed_data<T>(), b_u.typed_data<T>(), Vb.typed_data<T>());
-  ForRowChunks(pool, o, a.n_rows, a.n_edges, a.c_in * a.units(), [&](int64_t r0, int64_t r1) {
+  ForRowChunks(pool, o, a.n_rows, a.c_in * a.units(), [&](int64_t r0, int64_t r1) {
     DispatchDiagonal(a.diagonal, [&](auto diag) {
       RunRows<FwdRows, T, I, decltype(diag)::value>(&a, &p, o, n, e, fd, xd, wd, od, r0, r1);
     });
@@ -402,7 +402,7 @@ ffi::Error GnoBwdTyped(ffi::ThreadPool& pool, const GnoArgs& a, bool by_src, ffi
   const int64_t part_len = by_src ? a.c_in * GradVbRow(a, p) : (a.dim + 1) * p.Hp;
   const int64_t chunks = ReductionChunks(a.n_rows + a.n_edges, row_len, part_len);
   std::vector<T> partial(chunks * part_len, T(0));
-  ForEachRowChunk(pool, chunks, o, a.n_rows, a.n_edges, [&](int64_t chunk, int64_t r0, int64_t r1) {
+  ForEachRowChunk(pool, chunks, o, a.n_rows, [&](int64_t chunk, int64_t r0, int64_t r1) {
     T* part = partial.data() + chunk * part_len;
     if (by_src) {
       T* gf = results[0].typed_data<T>();
@@ -423,6 +423,10 @@ ffi::Error GnoBwdTyped(ffi::ThreadPool& pool, const GnoArgs& a, bool by_src, ffi
       });
     }
   });
+  if (!by_src) {  // grad_dx [E, d] and grad_w [E]
+    ZeroPaddingEdges(o, e, a.n_rows, a.n_edges, a.dim, results[0].typed_data<T>());
+    if (a.has_weight) ZeroPaddingEdges(o, e, a.n_rows, a.n_edges, 1, results[3].typed_data<T>());
+  }
   std::vector<T> total(part_len, T(0));
   for (int64_t chunk = 0; chunk < chunks; ++chunk)
     Axpy(total.data(), T(1), partial.data() + chunk * part_len, part_len);

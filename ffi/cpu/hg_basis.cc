@@ -64,7 +64,8 @@ JGO_INLINE void PrefetchEdgeData(const I* eid, const I* types, const T* w, int64
   }
 }
 
-// The first edge whose type lies outside [0, R), as an INVALID_ARGUMENT error naming edge_types.
+// The first edge whose type lies outside [0, R), as an INVALID_ARGUMENT error naming edge_types: the real
+// edges, [0, n_edges) in input order (the padding edges after them are never read).
 template <typename I>
 ffi::Error CheckTypes(const I* types, int64_t n_edges, int64_t n_types, const char* what) {
   for (int64_t e = 0; e < n_edges; ++e) {
@@ -85,8 +86,8 @@ ffi::Error NormTyped(ffi::ThreadPool& pool, const HgBasisArgs& a, const I* o, co
                      const I* types, T* w) {
   if (auto err = CheckCompressed(pool, o, n, eid, a.n_rows, a.n_edges, 0, false, "hg_basis_norm");
       err.failure()) return err;
-  if (auto err = CheckTypes(types, a.n_edges, a.n_types, "hg_basis_norm"); err.failure()) return err;
-  ForRowChunks(pool, o, a.n_rows, a.n_edges, 1, [&](int64_t r0, int64_t r1) {
+  if (auto err = CheckTypes(types, o[a.n_rows], a.n_types, "hg_basis_norm"); err.failure()) return err;
+  ForRowChunks(pool, o, a.n_rows, 1, [&](int64_t r0, int64_t r1) {
     std::vector<int64_t> count(a.n_types, 0);
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t begin = o[r], end = o[r + 1];
@@ -98,6 +99,7 @@ ffi::Error NormTyped(ffi::ThreadPool& pool, const HgBasisArgs& a, const I* o, co
       for (int64_t k = begin; k < end; ++k) count[types[eid[k]]] = 0;
     }
   });
+  ZeroPaddingEdges(o, eid, a.n_rows, a.n_edges, 1, w);
   return ffi::Error::Success();
 }
 
@@ -186,14 +188,14 @@ ffi::Error FwdTyped(ffi::ThreadPool& pool, const HgBasisArgs& a, ffi::AnyBuffer 
   const I* ty = types.typed_data<I>();
   if (auto err = CheckCompressed(pool, o, n, e, a.n_rows, a.n_edges, a.nbr_bound, true, "hg_basis_fwd"); err.failure())
     return err;
-  if (auto err = CheckTypes(ty, a.n_edges, a.n_types, "hg_basis_fwd"); err.failure()) return err;
+  if (auto err = CheckTypes(ty, o[a.n_rows], a.n_types, "hg_basis_fwd"); err.failure()) return err;
   const T* xd = x.typed_data<T>();
   const T* cd = a.has_comp ? comp.typed_data<T>() : nullptr;
   const T* wd = a.has_norm ? w.typed_data<T>() : nullptr;
   const T* od = a.concat_own ? own.typed_data<T>() : nullptr;
   T* res = out.typed_data<T>();
   const int64_t row_work = std::max<int64_t>(1, a.has_comp ? a.n_bases * a.dim : a.dim);
-  ForRowChunks(pool, o, a.n_rows, a.n_edges, row_work, [&](int64_t r0, int64_t r1) {
+  ForRowChunks(pool, o, a.n_rows, row_work, [&](int64_t r0, int64_t r1) {
     DispatchFlags(a.has_comp, a.has_norm, [&](auto c, auto nm) {
       RunRows<FwdRowsOp, T, I, decltype(c)::value, decltype(nm)::value>(a, o, n, e, xd, ty, cd, wd, od, res, r0, r1);
     });
@@ -269,7 +271,7 @@ ffi::Error BwdSrcTyped(ffi::ThreadPool& pool, const HgBasisArgs& a, ffi::AnyBuff
   if (auto err = CheckCompressed(pool, o, n, e, a.n_rows, a.n_edges, a.nbr_bound, true, "hg_basis_bwd_src");
       err.failure())
     return err;
-  if (auto err = CheckTypes(ty, a.n_edges, a.n_types, "hg_basis_bwd_src"); err.failure()) return err;
+  if (auto err = CheckTypes(ty, o[a.n_rows], a.n_types, "hg_basis_bwd_src"); err.failure()) return err;
   const T* xd = x.typed_data<T>();
   const T* cd = a.has_comp ? comp.typed_data<T>() : nullptr;
   const T* wd = a.has_norm ? w.typed_data<T>() : nullptr;
@@ -277,7 +279,7 @@ ffi::Error BwdSrcTyped(ffi::ThreadPool& pool, const HgBasisArgs& a, ffi::AnyBuff
   T* gx = grad_x.typed_data<T>();
   const int64_t row_work = std::max<int64_t>(1, a.has_comp ? 2 * a.n_bases * a.dim : a.dim);
   if (!a.has_comp) {
-    ForRowChunks(pool, o, a.n_rows, a.n_edges, row_work, [&](int64_t r0, int64_t r1) {
+    ForRowChunks(pool, o, a.n_rows, row_work, [&](int64_t r0, int64_t r1) {
       DispatchFlags(false, a.has_norm, [&](auto c, auto nm) {
         RunRows<BwdSrcRowsOp, T, I, decltype(c)::value, decltype(nm)::value>(a, o, n, e, xd, ty, cd, wd, gd, gx,
                                                                               static_cast<T*>(nullptr), r0, r1);
@@ -290,7 +292,7 @@ ffi::Error BwdSrcTyped(ffi::ThreadPool& pool, const HgBasisArgs& a, ffi::AnyBuff
   const int64_t part_len = a.n_types * a.n_bases;
   const int64_t chunks = ReductionChunks(a.n_rows + a.n_edges, row_work, part_len);
   std::vector<T> partial(chunks * part_len, T(0));
-  ForEachRowChunk(pool, chunks, o, a.n_rows, a.n_edges, [&](int64_t chunk, int64_t r0, int64_t r1) {
+  ForEachRowChunk(pool, chunks, o, a.n_rows, [&](int64_t chunk, int64_t r0, int64_t r1) {
     T* part = partial.data() + chunk * part_len;
     DispatchFlags(true, a.has_norm, [&](auto c, auto nm) {
       RunRows<BwdSrcRowsOp, T, I, decltype(c)::value, decltype(nm)::value>(a, o, n, e, xd, ty, cd, wd, gd, gx, part,

@@ -213,7 +213,7 @@ void SpmmParallel(ffi::ThreadPool& pool, const SpmmArgs& a, const I* offsets, co
   if constexpr (M == Mask::kNone && (R == Reduce::kSum || R == Reduce::kMean) && op != Op::kAdd) {
     const RowForm form = FormOf<op>(a);
     auto sum = [&](auto k) {
-      ForRowChunks(pool, offsets, a.n_rows, a.n_edges, F, [&](int64_t r0, int64_t r1) {
+      ForRowChunks(pool, offsets, a.n_rows, F, [&](int64_t r0, int64_t r1) {
         SumRows<T, I, decltype(k)::value, R>(offsets, nbr, eid, node, edge, out, F, r0, r1);
       });
     };
@@ -225,7 +225,7 @@ void SpmmParallel(ffi::ThreadPool& pool, const SpmmArgs& a, const I* offsets, co
       case RowForm::kGeneric: case RowForm::kConsecutiveNodes: break;
     }
   }
-  ForRowChunks(pool, offsets, a.n_rows, a.n_edges, F, [&](int64_t r0, int64_t r1) {
+  ForRowChunks(pool, offsets, a.n_rows, F, [&](int64_t r0, int64_t r1) {
     SpmmRows<T, I, op, R, M>(a, offsets, nbr, eid, node, edge, mask_arg, out, arg_out, r0, r1);
   });
 }
@@ -319,7 +319,7 @@ ffi::Error PoolSortedTyped(ffi::ThreadPool& pool, const T* x, const I* ids, T* o
   });
   // ForRowChunks splits by offsets[r] + r up to offsets[G] + G: rows before offsets[0] (ids below 0) count as
   // graph 0's work, which only shifts the split
-  ForRowChunks(pool, offsets.data(), G, offsets[G], F, [&](int64_t r0, int64_t r1) {
+  ForRowChunks(pool, offsets.data(), G, F, [&](int64_t r0, int64_t r1) {
     if (mean) SumRows<T, int64_t, RowForm::kConsecutiveNodes, Reduce::kMean>(offsets.data(), nullptr, nullptr, x,
                                                                               nullptr, out, F, r0, r1);
     else SumRows<T, int64_t, RowForm::kConsecutiveNodes, Reduce::kSum>(offsets.data(), nullptr, nullptr, x, nullptr,
@@ -396,7 +396,7 @@ void SddmmRows(const SddmmArgs& s, const I* offsets, const I* nbr, const I* eid,
 template <typename T, typename I, Op op, bool kDot, Mask M>
 void SddmmParallel(ffi::ThreadPool& pool, const SddmmArgs& s, const I* offsets, const I* nbr, const I* eid,
                    const T* lhs, const T* rhs, const I* mask_arg, T* out) {
-  ForRowChunks(pool, offsets, s.n_rows, s.n_edges, s.dims.size(), [&](int64_t r0, int64_t r1) {
+  ForRowChunks(pool, offsets, s.n_rows, s.dims.size(), [&](int64_t r0, int64_t r1) {
     SddmmRows<T, I, op, kDot, M>(s, offsets, nbr, eid, lhs, rhs, mask_arg, out, r0, r1);
   });
 }
@@ -436,6 +436,7 @@ ffi::Error SddmmTyped(ffi::ThreadPool& pool, const SddmmArgs& s, ffi::AnyBuffer 
     case Mask::kByRow: SddmmDispatchOp<T, I, Mask::kByRow>(pool, s, o, n, e, a, b, m, od); break;
     case Mask::kByNbr: SddmmDispatchOp<T, I, Mask::kByNbr>(pool, s, o, n, e, a, b, m, od); break;
   }
+  ZeroPaddingEdges(o, e, s.n_rows, s.n_edges, s.dot ? s.dims.d0 * s.dims.d1 : s.dims.size(), od);
   return ffi::Error::Success();
 }
 
@@ -547,9 +548,10 @@ ffi::Error SoftmaxTyped(ffi::ThreadPool& pool, ffi::AnyBuffer offsets, ffi::AnyB
   if (auto err = CheckCompressed(pool, o, e, e, n_rows, n_edges, 0, false, "edge_softmax"); err.failure()) return err;
   const T* x = logits.typed_data<T>();
   T* y = out.typed_data<T>();
-  ForRowChunks(pool, o, n_rows, n_edges, heads, [&](int64_t r0, int64_t r1) {
+  ForRowChunks(pool, o, n_rows, heads, [&](int64_t r0, int64_t r1) {
     SoftmaxRows<T, I>(o, e, x, y, heads, r0, r1);
   });
+  ZeroPaddingEdges(o, e, n_rows, n_edges, heads, y);
   return ffi::Error::Success();
 }
 

@@ -206,13 +206,15 @@ void BwdSrcRows(const SimpleArgs& g, const I* offsets, const I* nbr, const I* ei
 // ---------------------------------------------------------------------------------------
 // Handlers
 
+// The row walk `rows` over chunks of the rows; `edge_out` (if any): the pass's edge-valued result
+// [E, H, C], 0 at the padding edges.
 template <typename T, typename I, typename Rows>
 ffi::Error RunRows(ffi::ThreadPool& pool, const SimpleArgs& g, const char* fn, ffi::AnyBuffer offsets,
-                   ffi::AnyBuffer nbr, ffi::AnyBuffer eid, Rows rows) {
+                   ffi::AnyBuffer nbr, ffi::AnyBuffer eid, Rows rows, T* edge_out = nullptr) {
   const I *o = offsets.typed_data<I>(), *n = nbr.typed_data<I>(), *e = eid.typed_data<I>();
   if (auto err = CheckCompressed(pool, o, n, e, g.n_rows, g.n_edges, g.nbr_bound, true, fn); err.failure()) return err;
-  ForRowChunks(pool, o, g.n_rows, g.n_edges, g.heads * g.dim,
-               [&](int64_t r0, int64_t r1) { rows(o, n, e, r0, r1); });
+  ForRowChunks(pool, o, g.n_rows, g.heads * g.dim, [&](int64_t r0, int64_t r1) { rows(o, n, e, r0, r1); });
+  ZeroPaddingEdges(o, e, g.n_rows, g.n_edges, g.heads * g.dim, edge_out);
   return ffi::Error::Success();
 }
 
@@ -266,7 +268,7 @@ ffi::Error BwdDstCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffe
                                                                   int64_t r1) {
       if (g.has_edge) BwdDstRows<T, I, true>(g, o, n, e, qd, kd, vd, efd, inf, gd, gqd, gef, r0, r1);
       else BwdDstRows<T, I, false>(g, o, n, e, qd, kd, vd, efd, inf, gd, gqd, gef, r0, r1);
-    });
+    }, gef);
   });
 }
 

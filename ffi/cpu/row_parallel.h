@@ -80,11 +80,11 @@ int64_t RowAtWork(const I* offsets, int64_t n_rows, int64_t target) {
 }
 
 // Runs body(chunk, r0, r1) for the n_chunks chunks of equal work (edges + rows) of a compressed
-// structure, on the pool and the calling thread.
+// structure, on the pool and the calling thread. The work is that of the edges in rows (a padding edge
+// after the last row costs nothing).
 template <typename I, typename Body>
-void ForEachRowChunk(ffi::ThreadPool& pool, int64_t n_chunks, const I* offsets, int64_t n_rows, int64_t n_edges,
-                     Body&& body) {
-  const int64_t total = n_edges + n_rows;
+void ForEachRowChunk(ffi::ThreadPool& pool, int64_t n_chunks, const I* offsets, int64_t n_rows, Body&& body) {
+  const int64_t total = static_cast<int64_t>(offsets[n_rows]) + n_rows;
   ParallelFor(pool, n_chunks, [&](int64_t t) {
     body(t, RowAtWork(offsets, n_rows, total * t / n_chunks), RowAtWork(offsets, n_rows, total * (t + 1) / n_chunks));
   });
@@ -94,12 +94,11 @@ void ForEachRowChunk(ffi::ThreadPool& pool, int64_t n_chunks, const I* offsets, 
 // compressed structure, one chunk per pool thread. Only for outputs owned by rows: where the
 // split lands does not change a bit of them (a reduction over rows uses ReductionChunks).
 template <typename I, typename Rows>
-void ForRowChunks(ffi::ThreadPool& pool, const I* offsets, int64_t n_rows, int64_t n_edges, int64_t row_len,
-                  Rows&& rows) {
-  const int64_t total = n_edges + n_rows;
+void ForRowChunks(ffi::ThreadPool& pool, const I* offsets, int64_t n_rows, int64_t row_len, Rows&& rows) {
+  const int64_t total = static_cast<int64_t>(offsets[n_rows]) + n_rows;
   const int64_t threads = std::max<int64_t>(1, pool.num_threads());
   const int64_t n_tasks = std::max<int64_t>(1, std::min<int64_t>(threads, total * std::max<int64_t>(1, row_len) / kMinWorkPerTask));
-  ForEachRowChunk(pool, n_tasks, offsets, n_rows, n_edges, [&](int64_t, int64_t r0, int64_t r1) { rows(r0, r1); });
+  ForEachRowChunk(pool, n_tasks, offsets, n_rows, [&](int64_t, int64_t r0, int64_t r1) { rows(r0, r1); });
 }
 
 // The number of chunks of a reduction over rows (parameter gradients): `units` rows and edges of
@@ -121,14 +120,18 @@ inline std::string Range(int64_t lo, int64_t hi) {
 }
 
 // Validates a compressed neighbourhood structure, one position at a time, naming the first defect:
-// offsets start at 0, never decrease and end at n_edges; if check_eid, the edge ids are a permutation of
-// [0, n_edges) (so every edge-valued output element is written exactly once, by one task) and, if
-// check_nbr, every neighbour lies in [0, n_nbr). The error path of CheckCompressed.
+// offsets start at 0, never decrease and end at most at n_edges (the positions after it hold the padding
+// edges, in no row: jaxgraphops.Graph); if check_eid, the edge ids are a permutation of [0, n_edges) (so
+// every edge-valued output element is written exactly once, by one task: a row's or ZeroPaddingEdges')
+// and, if check_nbr, the neighbour of every position in a row lies in [0, n_nbr). The error path of
+// CheckCompressed.
 template <typename I>
 ffi::Error FirstCompressedDefect(const I* offsets, const I* nbr, const I* eid, int64_t n_rows, int64_t n_edges,
                                  int64_t n_nbr, bool check_nbr, const char* what, bool check_eid) {
-  if (offsets[0] != 0 || static_cast<int64_t>(offsets[n_rows]) != n_edges)
-    return InvalidArgument(std::string(what) + ": offsets must start at 0 and end at n_edges=" + std::to_string(n_edges));
+  if (offsets[0] != 0 || offsets[n_rows] < 0 || static_cast<int64_t>(offsets[n_rows]) > n_edges)
+    return InvalidArgument(std::string(what) + ": offsets must start at 0 and end at most at n_edges=" +
+                           std::to_string(n_edges));
+  const int64_t in_rows = offsets[n_rows];
   for (int64_t r = 0; r < n_rows; ++r) {
     if (offsets[r + 1] < offsets[r])
       return InvalidArgument(std::string(what) + ": offsets decrease at row " + std::to_string(r));
@@ -144,7 +147,7 @@ ffi::Error FirstCompressedDefect(const I* offsets, const I* nbr, const I* eid, i
                              "position " + std::to_string(k) + "): csc_eid and csr_eid must be permutations of " +
                              Range(0, n_edges));
     if (check_eid) seen[e] = true;
-    if (check_nbr) {
+    if (check_nbr && k < in_rows) {
       const int64_t j = nbr[k];
       if (j < 0 || j >= n_nbr)
         return InvalidArgument(std::string(what) + ": edge " + std::to_string(e) + " has node index " +
@@ -169,7 +172,8 @@ ffi::Error CheckCompressed(ffi::ThreadPool& pool, const I* offsets, const I* nbr
   auto defect = [&] {
     return FirstCompressedDefect(offsets, nbr, eid, n_rows, n_edges, n_nbr, check_nbr, what, check_eid);
   };
-  if (offsets[0] != 0 || static_cast<int64_t>(offsets[n_rows]) != n_edges) return defect();
+  if (offsets[0] != 0 || offsets[n_rows] < 0 || static_cast<int64_t>(offsets[n_rows]) > n_edges) return defect();
+  const int64_t in_rows = offsets[n_rows];
   const int64_t threads = std::max<int64_t>(1, pool.num_threads());
   const int64_t n_tasks =
       std::clamp<int64_t>((n_rows + n_edges) / kMinWorkPerTask, 1, std::min(kMaxCheckBitmaps, threads));
@@ -188,7 +192,7 @@ ffi::Error CheckCompressed(ffi::ThreadPool& pool, const I* offsets, const I* nbr
       ok = e < static_cast<uint64_t>(n_edges) && (mine[e / 64] & bit) == 0;
       if (ok) mine[e / 64] |= bit;
     }
-    for (int64_t k = k0; k < k1 && check_nbr; ++k)
+    for (int64_t k = k0; k < std::min(k1, in_rows) && check_nbr; ++k)
       ok &= static_cast<uint64_t>(static_cast<int64_t>(nbr[k])) < static_cast<uint64_t>(n_nbr);
     if (!ok) bad.store(true, std::memory_order_relaxed);
   });
@@ -209,6 +213,15 @@ ffi::Error CheckCompressed(ffi::ThreadPool& pool, const I* offsets, const I* nbr
     if (!ok) bad.store(true, std::memory_order_relaxed);
   });
   return bad.load() ? defect() : ffi::Error::Success();
+}
+
+// Zeroes the rows of an edge-valued output [n_edges, width] at the padding edges: the positions from
+// offsets[n_rows] on (after CheckCompressed), which no row walk visits.
+template <typename T, typename I>
+void ZeroPaddingEdges(const I* offsets, const I* eid, int64_t n_rows, int64_t n_edges, int64_t width, T* out) {
+  if (out == nullptr) return;
+  for (int64_t k = offsets[n_rows]; k < n_edges; ++k)
+    std::fill_n(out + static_cast<int64_t>(eid[k]) * width, width, T(0));
 }
 
 }  // namespace jgo

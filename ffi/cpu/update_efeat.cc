@@ -63,15 +63,20 @@ int64_t FirstBadEdge(const EfeatArgs& a, const I* src, const I* dst, int64_t e0,
 }
 
 template <typename T, typename I>
-ffi::Error EfeatFwdTyped(ffi::ThreadPool& pool, const EfeatArgs& a, ffi::AnyBuffer src, ffi::AnyBuffer dst,
-                         ffi::AnyBuffer edge_feat, ffi::AnyBuffer x_src, ffi::AnyBuffer x_dst, ffi::AnyBuffer out) {
+ffi::Error EfeatFwdTyped(ffi::ThreadPool& pool, const EfeatArgs& a, ffi::AnyBuffer offsets, ffi::AnyBuffer src,
+                         ffi::AnyBuffer dst, ffi::AnyBuffer edge_feat, ffi::AnyBuffer x_src, ffi::AnyBuffer x_dst,
+                         ffi::AnyBuffer out) {
+  const int64_t real = offsets.typed_data<I>()[a.n_rows];  // the edges from here on are padding: rows of 0
+  if (real < 0 || real > a.n_edges)
+    return InvalidArgument("update_efeat_fwd: the offsets end at " + std::to_string(real) + ", outside " +
+                           Range(0, a.n_edges + 1));
   const I* s = src.typed_data<I>();
   const I* d = dst.typed_data<I>();
   const T* ef = (a.parts & kEfeatEdge) ? edge_feat.typed_data<T>() : nullptr;
   const T* xs = (a.parts & kEfeatSrc) ? x_src.typed_data<T>() : nullptr;
   const T* xd = (a.parts & kEfeatDst) ? x_dst.typed_data<T>() : nullptr;
   T* od = out.typed_data<T>();
-  const int64_t E = a.n_edges;
+  const int64_t E = real;
   const int64_t threads = std::max<int64_t>(1, pool.num_threads());
   const int64_t n_tasks =
       std::max<int64_t>(1, std::min<int64_t>(threads, E * std::max<int64_t>(1, a.width) / kMinWorkPerTask));
@@ -85,6 +90,7 @@ ffi::Error EfeatFwdTyped(ffi::ThreadPool& pool, const EfeatArgs& a, ffi::AnyBuff
       else EfeatFwdEdges<T, I, decltype(parts)::value, false>(a, s, d, ef, xs, xd, od, e0, e1);
     });
   });
+  std::fill(od + real * a.width, od + a.n_edges * a.width, T(0));
   for (int64_t e : bad) {
     if (e < 0) continue;  // the ranges are in edge order: the first bad range holds the first bad edge
     const bool src_bad = (a.parts & kEfeatSrc) && (s[e] < 0 || static_cast<int64_t>(s[e]) >= a.n_src_rows);
@@ -96,13 +102,13 @@ ffi::Error EfeatFwdTyped(ffi::ThreadPool& pool, const EfeatArgs& a, ffi::AnyBuff
   return ffi::Error::Success();
 }
 
-ffi::Error EfeatFwdCpu(ffi::ThreadPool pool, ffi::AnyBuffer src, ffi::AnyBuffer dst, ffi::AnyBuffer edge_feat,
-                       ffi::AnyBuffer x_src, ffi::AnyBuffer x_dst, ffi::Result<ffi::AnyBuffer> out, bool sum,
-                       bool has_edge, bool has_src, bool has_dst) {
-  auto args = CheckEfeatFwd(src, dst, edge_feat, x_src, x_dst, *out, sum, has_edge, has_src, has_dst);
+ffi::Error EfeatFwdCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer src, ffi::AnyBuffer dst,
+                       ffi::AnyBuffer edge_feat, ffi::AnyBuffer x_src, ffi::AnyBuffer x_dst,
+                       ffi::Result<ffi::AnyBuffer> out, bool sum, bool has_edge, bool has_src, bool has_dst) {
+  auto args = CheckEfeatFwd(offsets, src, dst, edge_feat, x_src, x_dst, *out, sum, has_edge, has_src, has_dst);
   if (args.has_error()) return args.error();
   return DispatchTypes(out->element_type(), src.element_type(), [&](auto t, auto i) {
-    return EfeatFwdTyped<decltype(t), decltype(i)>(pool, *args, src, dst, edge_feat, x_src, x_dst, *out);
+    return EfeatFwdTyped<decltype(t), decltype(i)>(pool, *args, offsets, src, dst, edge_feat, x_src, x_dst, *out);
   });
 }
 
@@ -136,7 +142,7 @@ ffi::Error EfeatBwdTyped(ffi::ThreadPool& pool, const char* name, const EfeatBwd
     return err;
   const T* gd = G.typed_data<T>();
   T* out = grad.typed_data<T>();
-  ForRowChunks(pool, o, a.n_rows, a.n_edges, a.width,
+  ForRowChunks(pool, o, a.n_rows, a.width,
                [&](int64_t r0, int64_t r1) { EfeatBwdRows<T, I>(a, o, e, gd, out, r0, r1); });
   return ffi::Error::Success();
 }

@@ -31,12 +31,17 @@ namespace {
 // jgo_update_efeat_fwd
 
 template <typename T, typename I, int kParts, bool kSum>
-__global__ void EfeatFwdKernel(EfeatArgs a, const I* src, const I* dst, const T* ef, const T* xs, const T* xd,
-                               T* out, int group) {
+__global__ void EfeatFwdKernel(EfeatArgs a, const I* offsets, const I* src, const I* dst, const T* ef, const T* xs,
+                               const T* xd, T* out, int group) {
   constexpr bool kE = (kParts & kEfeatEdge) != 0, kS = (kParts & kEfeatSrc) != 0, kD = (kParts & kEfeatDst) != 0;
   const int64_t W = a.width, Fe = a.f_edge, Fs = a.f_src, Fd = a.f_dst;
   const int lane = threadIdx.x % group;
+  const int64_t real = Clamp(offsets[a.n_rows], 0, a.n_edges);  // the edges from here on are padding: rows of 0
   for (int64_t e = ThreadIndex() / group; e < a.n_edges; e += ThreadCount() / group) {
+    if (e >= real) {
+      for (int64_t c = lane; c < W; c += group) out[e * W + c] = T(0);
+      continue;
+    }
     const int64_t j = kS ? static_cast<int64_t>(src[e]) : 0;
     const int64_t v = kD ? static_cast<int64_t>(dst[e]) : 0;
     const bool s_ok = !kS || InRange(j, a.n_src_rows), d_ok = !kD || InRange(v, a.n_dst_rows);
@@ -64,8 +69,9 @@ __global__ void EfeatFwdKernel(EfeatArgs a, const I* src, const I* dst, const T*
 }
 
 template <typename T, typename I>
-ffi::Error EfeatFwdTyped(cudaStream_t stream, const EfeatArgs& a, ffi::AnyBuffer src, ffi::AnyBuffer dst,
-                         ffi::AnyBuffer edge_feat, ffi::AnyBuffer x_src, ffi::AnyBuffer x_dst, ffi::AnyBuffer out) {
+ffi::Error EfeatFwdTyped(cudaStream_t stream, const EfeatArgs& a, ffi::AnyBuffer offsets, ffi::AnyBuffer src,
+                         ffi::AnyBuffer dst, ffi::AnyBuffer edge_feat, ffi::AnyBuffer x_src, ffi::AnyBuffer x_dst,
+                         ffi::AnyBuffer out) {
   const T* ef = (a.parts & kEfeatEdge) ? edge_feat.typed_data<T>() : nullptr;
   const T* xs = (a.parts & kEfeatSrc) ? x_src.typed_data<T>() : nullptr;
   const T* xd = (a.parts & kEfeatDst) ? x_dst.typed_data<T>() : nullptr;
@@ -74,17 +80,18 @@ ffi::Error EfeatFwdTyped(cudaStream_t stream, const EfeatArgs& a, ffi::AnyBuffer
     auto kernel = a.sum ? EfeatFwdKernel<T, I, P, true> : EfeatFwdKernel<T, I, P, false>;
     const int group = GroupWidth(a.width);
     return Launch("jgo_update_efeat_fwd", kernel, a.width == 0 ? 0 : a.n_edges * group, stream, a,
-                  src.typed_data<I>(), dst.typed_data<I>(), ef, xs, xd, out.typed_data<T>(), group);
+                  offsets.typed_data<I>(), src.typed_data<I>(), dst.typed_data<I>(), ef, xs, xd, out.typed_data<T>(),
+                  group);
   });
 }
 
-ffi::Error EfeatFwdCuda(cudaStream_t stream, ffi::AnyBuffer src, ffi::AnyBuffer dst, ffi::AnyBuffer edge_feat,
-                        ffi::AnyBuffer x_src, ffi::AnyBuffer x_dst, ffi::Result<ffi::AnyBuffer> out, bool sum,
-                        bool has_edge, bool has_src, bool has_dst) {
-  auto args = CheckEfeatFwd(src, dst, edge_feat, x_src, x_dst, *out, sum, has_edge, has_src, has_dst);
+ffi::Error EfeatFwdCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer src, ffi::AnyBuffer dst,
+                        ffi::AnyBuffer edge_feat, ffi::AnyBuffer x_src, ffi::AnyBuffer x_dst,
+                        ffi::Result<ffi::AnyBuffer> out, bool sum, bool has_edge, bool has_src, bool has_dst) {
+  auto args = CheckEfeatFwd(offsets, src, dst, edge_feat, x_src, x_dst, *out, sum, has_edge, has_src, has_dst);
   if (args.has_error()) return args.error();
   return DispatchTypes(out->element_type(), src.element_type(), [&](auto t, auto i) {
-    return EfeatFwdTyped<decltype(t), decltype(i)>(stream, *args, src, dst, edge_feat, x_src, x_dst, *out);
+    return EfeatFwdTyped<decltype(t), decltype(i)>(stream, *args, offsets, src, dst, edge_feat, x_src, x_dst, *out);
   });
 }
 

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import reference
-from ._primitive_utils import empty
+from ._primitive_utils import empty, rows
 from ._primitives import spmm
 
 
@@ -33,7 +33,7 @@ def segment_lse(z, dst, n_dst):
     in-edges, 0 for a destination without any (what the fused forward kernels return)."""
     m = jax.ops.segment_max(z, dst, num_segments=n_dst)
     m = jnp.where(jnp.isfinite(m), m, 0)
-    total = jax.ops.segment_sum(jnp.exp(z - m[dst]), dst, num_segments=n_dst)
+    total = jax.ops.segment_sum(jnp.exp(z - rows(m, dst)), dst, num_segments=n_dst)
     nonempty = total > 0
     return jnp.where(nonempty, m + jnp.log(jnp.where(nonempty, total, 1)), 0)
 
@@ -68,7 +68,7 @@ def softmax_aggregate(ga, z, values, factors=None):
     in-edges (:func:`segment_lse`) and the sum of ``values [E, H, C]`` it weighs, times the dropout
     ``factors [E, H]`` if given (the attention forward in pure JAX)."""
     lse = segment_lse(z, ga.dst, ga.n_dst)
-    alpha = times(jnp.exp(z - lse[ga.dst]), factors)
+    alpha = times(jnp.exp(z - rows(lse, ga.dst)), factors)
     return jax.ops.segment_sum(alpha[..., None] * values, ga.dst, num_segments=ga.n_dst), lse
 
 

@@ -43,6 +43,7 @@ import jax
 import jax.numpy as jnp
 
 from ._primitive_kit import FusedOp, fused_op
+from ._primitive_utils import rows
 
 
 def _fwd_abstract(ga, h, rev, *, concat_own):
@@ -63,7 +64,7 @@ def _messages(ga, h, rev):
     """``m [E, D]``: the node sums over the in-edges gathered at each source, minus the reverse."""
     sums = jax.ops.segment_sum(h, ga.dst, num_segments=ga.n_dst)
     back = _rows_of_rev(h, rev)
-    return jnp.where((rev >= 0)[:, None], sums[ga.src] - back, sums[ga.src])
+    return jnp.where((rev >= 0)[:, None], rows(sums, ga.src) - back, rows(sums, ga.src))
 
 
 def _fwd_xla(ga, h, rev, *, concat_own):
@@ -101,7 +102,8 @@ def _vjp_ffi(ga, h, rev, G, *, concat_own, part):
 
 
 DMPNN = fused_op(FusedOp(
-    name="dmpnn", inputs=("h", "rev"), outputs=("out",), parts={"edges": ("h",)}, cotangent_operands=("ct_out",),
+    name="dmpnn", inputs=("h", "rev"), outputs=("out",), edge_arrays=("h", "out"), parts={"edges": ("h",)},
+    cotangent_operands=("ct_out",),
     forward_abstract=_fwd_abstract, forward=_fwd_xla, forward_ffi=_fwd_ffi, jvp=_jvp_composed,
     cotangents=_cotangents, vjp=_vjp_composed, vjp_ffi=_vjp_ffi, batch="graphs"))
 

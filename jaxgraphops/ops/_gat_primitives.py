@@ -46,7 +46,7 @@ from ._attention_math import (
     times,
 )
 from ._primitive_kit import FusedOp, fused_op
-from ._primitive_utils import empty, shape_dtype
+from ._primitive_utils import empty, rows, shape_dtype
 from ._primitives import sddmm, spmm
 
 
@@ -60,7 +60,7 @@ def _fwd_abstract(ga, key, x, s_src, s_dst, s_edge, *, negative_slope, has_edge,
 
 
 def _edge_logits(ga, s_src, s_dst, s_edge, has_edge, slope):
-    p = s_src[ga.src] + s_dst[ga.dst]
+    p = rows(s_src, ga.src) + rows(s_dst, ga.dst)
     if has_edge:
         p = p + s_edge
     return p, leaky_relu(p, slope)
@@ -68,14 +68,14 @@ def _edge_logits(ga, s_src, s_dst, s_edge, has_edge, slope):
 
 def _fwd_xla(ga, key, x, s_src, s_dst, s_edge, *, negative_slope, has_edge, dropout_rate):
     _, z = _edge_logits(ga, s_src, s_dst, s_edge, has_edge, negative_slope)
-    return softmax_aggregate(ga, z, x[ga.src], dropout_factors(ga, key, z.shape[1], dropout_rate, z.dtype))
+    return softmax_aggregate(ga, z, rows(x, ga.src), dropout_factors(ga, key, z.shape[1], dropout_rate, z.dtype))
 
 
 def _jvp_composed(ga, key, x, s_src, s_dst, s_edge, out, lse, dx, ds_src, ds_dst, ds_edge, *, negative_slope,
                   has_edge, dropout_rate):
     p, z = _edge_logits(ga, s_src, s_dst, s_edge, has_edge, negative_slope)
-    alpha = jnp.exp(z - lse[ga.dst])
-    dp = ds_src[ga.src] + ds_dst[ga.dst]
+    alpha = jnp.exp(z - rows(lse, ga.dst))
+    dp = rows(ds_src, ga.src) + rows(ds_dst, ga.dst)
     if has_edge:
         dp = dp + ds_edge
     return softmax_aggregate_jvp(ga, x, dx, alpha, alpha * leaky_relu_slope(p, negative_slope) * dp, out,
@@ -86,10 +86,10 @@ def _vjp_composed(ga, key, x, s_src, s_dst, s_edge, lse, grad, delta, *, negativ
                   part):
     hc = tuple(x.shape[1:])
     p, z = _edge_logits(ga, s_src, s_dst, s_edge, has_edge, negative_slope)
-    alpha = jnp.exp(z - lse[ga.dst])
+    alpha = jnp.exp(z - rows(lse, ga.dst))
     f = dropout_factors(ga, key, z.shape[1], dropout_rate, z.dtype)
     dalpha = times(sddmm(ga, grad, x, op="mul", lhs_target="dst", rhs_target="src", out_shape=hc, dot=True), f)
-    gp = alpha * (dalpha - delta[ga.dst]) * leaky_relu_slope(p, negative_slope)
+    gp = alpha * (dalpha - rows(delta, ga.dst)) * leaky_relu_slope(p, negative_slope)
     if part == "src":
         gx = spmm(ga, grad, times(alpha, f)[..., None], op="mul", reverse=True, out_shape=hc)[0]
         return gx, spmm(ga, None, gp, op="copy_rhs", reverse=True, out_shape=hc[:1])[0]
@@ -120,7 +120,8 @@ def _vjp_ffi(ga, key, x, s_src, s_dst, s_edge, lse, grad, delta, *, negative_slo
 
 
 GAT = fused_op(FusedOp(
-    name="gat", inputs=("x", "s_src", "s_dst", "s_edge"), parts={"src": ("x", "s_src"), "dst": ("s_dst", "s_edge")},
+    name="gat", inputs=("x", "s_src", "s_dst", "s_edge"), edge_arrays=("s_edge",),
+    parts={"src": ("x", "s_src"), "dst": ("s_dst", "s_edge")},
     forward_abstract=_fwd_abstract, forward=_fwd_xla, forward_ffi=_fwd_ffi, jvp=_jvp_composed, vjp=_vjp_composed,
     vjp_ffi=_vjp_ffi, keyed=True, **SOFTMAX_ATTENTION))
 
@@ -136,6 +137,9 @@ def gat(ga, x, s_src, s_dst, s_edge, *, negative_slope, dropout_rate=0.0, dropou
 
 def attention_weights(ga, s_src, s_dst, s_edge, lse, *, negative_slope, dropout_rate=0.0, dropout_key=None):
     """``alpha [E, H]`` in input edge order (times the dropout factors), from the scores and the forward's
-    log-sum-exp."""
+    log-sum-exp; 0 at the padding edges, whose scores are never read."""
+    ga = ga.padding_dropped()
+    s_edge = None if s_edge is None else ga.at_real_edges(s_edge)
     _, z = _edge_logits(ga, s_src, s_dst, s_edge, s_edge is not None, negative_slope)
-    return times(jnp.exp(z - lse[ga.dst]), dropout_factors(ga, dropout_key, z.shape[1], dropout_rate, z.dtype))
+    alpha = jnp.exp(z - rows(lse, ga.dst))
+    return ga.at_real_edges(times(alpha, dropout_factors(ga, dropout_key, z.shape[1], dropout_rate, z.dtype)))

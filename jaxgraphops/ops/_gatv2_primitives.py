@@ -49,7 +49,7 @@ from ._attention_math import (
     times,
 )
 from ._primitive_kit import FusedOp, fused_op
-from ._primitive_utils import empty, shape_dtype
+from ._primitive_utils import empty, rows, shape_dtype
 from ._primitives import sddmm, spmm
 from ._rows_primitives import rows_dot
 
@@ -71,7 +71,7 @@ def _pre(ga, xs, xd, ef, has_edge):
 
 def edge_logits_xla(ga, xs, xd, a, ef, has_edge, slope):
     """``(t, z)`` with plain gathers: ``t [E, H, C]``, ``z [E, H]``."""
-    t = xs[ga.src] + xd[ga.dst]
+    t = rows(xs, ga.src) + rows(xd, ga.dst)
     if has_edge:
         t = t + ef
     return t, jnp.sum(a * leaky_relu(t, slope), axis=-1)
@@ -79,13 +79,13 @@ def edge_logits_xla(ga, xs, xd, a, ef, has_edge, slope):
 
 def _fwd_xla(ga, key, xs, xd, a, ef, *, negative_slope, has_edge, dropout_rate):
     _, z = edge_logits_xla(ga, xs, xd, a, ef, has_edge, negative_slope)
-    return softmax_aggregate(ga, z, xs[ga.src], dropout_factors(ga, key, z.shape[1], dropout_rate, z.dtype))
+    return softmax_aggregate(ga, z, rows(xs, ga.src), dropout_factors(ga, key, z.shape[1], dropout_rate, z.dtype))
 
 
 def _jvp_composed(ga, key, xs, xd, a, ef, out, lse, dxs, dxd, da, def_, *, negative_slope, has_edge, dropout_rate):
     t = _pre(ga, xs, xd, ef, has_edge)
     u = leaky_relu(t, negative_slope)
-    alpha = jnp.exp(jnp.sum(a * u, axis=-1) - lse[ga.dst])
+    alpha = jnp.exp(jnp.sum(a * u, axis=-1) - rows(lse, ga.dst))
     dt = _pre(ga, dxs, dxd, def_, has_edge)
     dz = jnp.sum(da * u, axis=-1) + jnp.sum(a * leaky_relu_slope(t, negative_slope) * dt, axis=-1)
     return softmax_aggregate_jvp(ga, xs, dxs, alpha, alpha * dz, out,
@@ -96,10 +96,10 @@ def _vjp_composed(ga, key, xs, xd, a, ef, lse, grad, delta, *, negative_slope, h
     hc = tuple(xs.shape[1:])
     t = _pre(ga, xs, xd, ef, has_edge)
     u = leaky_relu(t, negative_slope)
-    alpha = jnp.exp(jnp.sum(a * u, axis=-1) - lse[ga.dst])
+    alpha = jnp.exp(jnp.sum(a * u, axis=-1) - rows(lse, ga.dst))
     f = dropout_factors(ga, key, alpha.shape[1], dropout_rate, alpha.dtype)
     dalpha = times(sddmm(ga, grad, xs, op="mul", lhs_target="dst", rhs_target="src", out_shape=hc, dot=True), f)
-    dz = alpha * (dalpha - delta[ga.dst])
+    dz = alpha * (dalpha - rows(delta, ga.dst))
     dt = dz[..., None] * a * leaky_relu_slope(t, negative_slope)
     if part == "src":
         gxs = (spmm(ga, grad, times(alpha, f)[..., None], op="mul", reverse=True, out_shape=hc)[0]
@@ -136,7 +136,8 @@ def _vjp_ffi(ga, key, xs, xd, a, ef, lse, grad, delta, *, negative_slope, has_ed
 
 
 GATV2 = fused_op(FusedOp(
-    name="gatv2", inputs=("x_src", "x_dst", "attn_weights", "edge_feat"), head_leading=("attn_weights",),
+    name="gatv2", inputs=("x_src", "x_dst", "attn_weights", "edge_feat"), edge_arrays=("edge_feat",),
+    head_leading=("attn_weights",),
     parts={"src": ("x_src",), "dst": ("x_dst", "attn_weights", "edge_feat")}, forward_abstract=_fwd_abstract,
     forward=_fwd_xla, forward_ffi=_fwd_ffi, jvp=_jvp_composed, vjp=_vjp_composed, vjp_ffi=_vjp_ffi,
     keyed=True, **SOFTMAX_ATTENTION))
@@ -153,7 +154,10 @@ def gatv2(ga, xs, xd, a, ef, *, negative_slope, dropout_rate=0.0, dropout_key=No
 
 def attention_weights_v2(ga, xs, xd, a, ef, lse, *, negative_slope, dropout_rate=0.0, dropout_key=None):
     """``alpha [E, H]`` in input edge order (times the dropout factors), from the features and the forward's
-    log-sum-exp."""
+    log-sum-exp; 0 at the padding edges, whose features are never read."""
+    ga = ga.padding_dropped()
     xs, xd, ef = (None if x is None else x.astype(lse.dtype) for x in (xs, xd, ef))
+    ef = None if ef is None else ga.at_real_edges(ef)
     _, z = edge_logits_xla(ga, xs, xd, a, ef, ef is not None, negative_slope)
-    return times(jnp.exp(z - lse[ga.dst]), dropout_factors(ga, dropout_key, z.shape[1], dropout_rate, z.dtype))
+    alpha = jnp.exp(z - rows(lse, ga.dst))
+    return ga.at_real_edges(times(alpha, dropout_factors(ga, dropout_key, z.shape[1], dropout_rate, z.dtype)))

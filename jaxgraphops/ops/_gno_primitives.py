@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 
 from ._primitive_kit import FusedOp, fused_op
-from ._primitive_utils import empty, shape_dtype
+from ._primitive_utils import empty, rows, shape_dtype
 
 _HIGHEST = jax.lax.Precision.HIGHEST
 
@@ -60,7 +60,7 @@ def edge_messages(f_j, kappa, diagonal):
 
 
 def _fwd_xla(ga, f, dx, U, b_u, V, b_v, w, *, diagonal, has_weight):
-    f_j = f[ga.src]
+    f_j = rows(f, ga.src)
     if has_weight:
         f_j = f_j * w[:, None]
     msg = edge_messages(f_j, kernel_values(dx, U, b_u, V, b_v), diagonal)
@@ -121,7 +121,7 @@ def _vjp_ffi(ga, f, dx, U, b_u, V, b_v, w, G, *, diagonal, has_weight, part):
 
 
 GNO = fused_op(FusedOp(
-    name="gno", inputs=("f", "dx", "U", "b_u", "V", "b_v", "w"), outputs=("out",),
+    name="gno", inputs=("f", "dx", "U", "b_u", "V", "b_v", "w"), outputs=("out",), edge_arrays=("dx", "w"),
     parts={"src": ("f", "V", "b_v"), "dst": ("dx", "U", "b_u", "w")}, cotangent_operands=("ct_out",),
     forward_abstract=_fwd_abstract, forward=_fwd_xla, forward_ffi=_fwd_ffi, jvp=_jvp_composed,
     cotangents=_cotangents, vjp=_vjp_composed, vjp_ffi=_vjp_ffi, batch="graphs"))

@@ -34,7 +34,7 @@ from jax.interpreters import ad, batching, xla
 
 from ._primitive_kit import FusedOp, fused_op
 from ._primitive_utils import (N_GRAPH, GraphArrays, KernelPrimitive, batch_over_graphs, empty, register_lowerings,
-                               shape_dtype, zero_tangent)
+                               rows, shape_dtype, zero_tangent)
 
 
 def n_blocks(comp, n_edge_types, has_comp):
@@ -64,7 +64,7 @@ def _fwd_xla(ga, x, comp, own, w, types, *, n_edge_types, has_comp, has_norm, co
     scale = valid.astype(x.dtype)
     if has_norm:
         scale = scale * w
-    x_j = x[ga.src] * scale[:, None]  # [E, D]
+    x_j = rows(x, ga.src) * scale[:, None]  # [E, D]
     if has_comp:
         coef = comp[jnp.clip(types, 0, n_edge_types - 1)]  # [E, B]
         msg = (coef[:, :, None] * x_j[:, None, :]).reshape(x_j.shape[0], comp.shape[1] * d)
@@ -145,7 +145,7 @@ def _norm_abstract(*args, n_edge_types, dtype):
 
 def _norm_xla(*args, n_edge_types, dtype):
     """Sorts the edges by (dst, type) and counts the runs: O(E log E), no [n_dst, R] table."""
-    ga, types = GraphArrays(*args[:N_GRAPH]), args[N_GRAPH]
+    ga, types = GraphArrays(*args[:N_GRAPH]).padding_dropped(), args[N_GRAPH]
     n = types.shape[0]
     if n == 0:
         return jnp.zeros((0,), dtype)
@@ -154,7 +154,7 @@ def _norm_xla(*args, n_edge_types, dtype):
     run = jnp.cumsum(starts) - 1
     count = jax.ops.segment_sum(jnp.ones((n,), dtype), run, num_segments=n)[run]
     w = jnp.zeros((n,), dtype).at[order].set(1 / count, unique_indices=True)
-    return jnp.where(_valid(types, n_edge_types), w, 0)
+    return ga.at_real_edges(jnp.where(_valid(types, n_edge_types), w, 0))
 
 
 def _norm_ffi(*args, n_edge_types, dtype):

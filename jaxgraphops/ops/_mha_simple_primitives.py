@@ -46,7 +46,7 @@ from ._attention_math import (
     times,
 )
 from ._primitive_kit import FusedOp, fused_op
-from ._primitive_utils import HALF_TYPES, empty, shape_dtype
+from ._primitive_utils import HALF_TYPES, empty, rows, shape_dtype
 from ._primitives import sddmm, spmm
 
 
@@ -70,18 +70,18 @@ def _edge_dot(ga, node_dst, node_src, ef, has_edge):
 
 def _attention(ga, q, k, ef, lse, has_edge, scale):
     """``alpha [E, H]`` from the features and the log-sum-exp (composition path)."""
-    return jnp.exp(scale * _edge_dot(ga, q, k, ef, has_edge) - lse[ga.dst])
+    return jnp.exp(scale * _edge_dot(ga, q, k, ef, has_edge) - rows(lse, ga.dst))
 
 
 def _logits_xla(ga, q, k, ef, has_edge, scale):
     """``z [E, H] = scale <q[i], k[j] (+ ef[e])>`` with plain gathers, as the kernels form it (one dot with the
     sum: an infinite query meets ``k + ef``, never ``k`` and ``ef`` apart)."""
-    kp = k[ga.src] + ef if has_edge else k[ga.src]
-    return scale * jnp.sum(q[ga.dst] * kp, axis=-1)
+    kp = rows(k, ga.src) + ef if has_edge else rows(k, ga.src)
+    return scale * jnp.sum(rows(q, ga.dst) * kp, axis=-1)
 
 
 def _fwd_xla(ga, key, q, k, v, ef, *, scale, has_edge, dropout_rate):
-    vp = v[ga.src] + ef if has_edge else v[ga.src]
+    vp = rows(v, ga.src) + ef if has_edge else rows(v, ga.src)
     z = _logits_xla(ga, q, k, ef, has_edge, scale)
     return softmax_aggregate(ga, z, vp, dropout_factors(ga, key, z.shape[1], dropout_rate, z.dtype))
 
@@ -103,7 +103,7 @@ def _vjp_composed(ga, key, q, k, v, ef, lse, grad, delta, *, scale, has_edge, dr
     hc = tuple(k.shape[1:])
     alpha = _attention(ga, q, k, ef, lse, has_edge, scale)
     f = dropout_factors(ga, key, alpha.shape[1], dropout_rate, alpha.dtype)
-    sds = scale * alpha * (times(_edge_dot(ga, grad, v, ef, has_edge), f) - delta[ga.dst])
+    sds = scale * alpha * (times(_edge_dot(ga, grad, v, ef, has_edge), f) - rows(delta, ga.dst))
     alpha = times(alpha, f)  # the weight of G in grad_v and grad_ef
     if part == "src":
         gk = spmm(ga, q, sds[..., None], op="mul", reverse=True, out_shape=hc)[0]
@@ -140,7 +140,7 @@ def _vjp_ffi(ga, key, q, k, v, ef, lse, grad, delta, *, scale, has_edge, dropout
 
 
 MHA_SIMPLE = fused_op(FusedOp(
-    name="mha_simple", inputs=("query", "key", "value", "edge_feat"),
+    name="mha_simple", inputs=("query", "key", "value", "edge_feat"), edge_arrays=("edge_feat",),
     parts={"src": ("key", "value"), "dst": ("query", "edge_feat")}, forward_abstract=_fwd_abstract,
     forward=_fwd_xla, forward_ffi=_fwd_ffi, jvp=_jvp_composed, vjp=_vjp_composed, vjp_ffi=_vjp_ffi,
     keyed=True, **SOFTMAX_ATTENTION))
@@ -157,7 +157,10 @@ def mha_simple_core(ga, q, k, v, ef, *, scale, dropout_rate=0.0, dropout_key=Non
 
 def attention_weights_simple(ga, q, k, ef, lse, *, scale, dropout_rate=0.0, dropout_key=None):
     """``alpha [E, H]`` in input edge order (times the dropout factors), from the features and the forward's
-    log-sum-exp."""
+    log-sum-exp; 0 at the padding edges, whose features are never read."""
+    ga = ga.padding_dropped()
     q, k, ef = (None if x is None else x.astype(lse.dtype) for x in (q, k, ef))
+    ef = None if ef is None else ga.at_real_edges(ef)
     z = _logits_xla(ga, q, k, ef, ef is not None, scale)
-    return times(jnp.exp(z - lse[ga.dst]), dropout_factors(ga, dropout_key, z.shape[1], dropout_rate, z.dtype))
+    alpha = jnp.exp(z - rows(lse, ga.dst))
+    return ga.at_real_edges(times(alpha, dropout_factors(ga, dropout_key, z.shape[1], dropout_rate, z.dtype)))

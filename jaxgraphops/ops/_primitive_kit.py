@@ -29,6 +29,11 @@ kernels), the forward JVP, the transpose, and batching (``batch="heads"``: a bat
 head axis; ``"graphs"``, and any batch over graphs: the batch elements run one after another). An
 absent optional operand is an empty ``[0]`` array (:func:`~._primitive_utils.empty`).
 
+Padding edges (:class:`~jaxgraphops.Graph`): the kernels skip them and write 0 at them; the compositions
+get the graph arrays :meth:`~._primitive_utils.GraphArrays.padding_dropped` and their results named in
+``edge_arrays`` (the edge-valued inputs and outputs: their gradients and tangents are edge-valued too)
+masked with 0 at the padding edges, so both paths agree.
+
 A ``keyed`` family (the attention ops, for dropout) takes one more non-differentiable operand after
 the graph arrays, a ``uint32`` key (``[2]``, or empty without dropout), which every function above
 receives right after ``ga``; its primitives have a static ``dropout_rate`` parameter, and while it
@@ -68,7 +73,8 @@ class FusedOp:
     ``cotangent_operands``: the names of what :attr:`cotangents` computes for the backward;
     ``head_leading``: the inputs laid out ``[H, ...]`` (the others are ``[rows, H, ...]``);
     ``batch``: ``"heads"`` (independent heads: a batch folds into them) or ``"graphs"``;
-    ``keyed``: a key operand follows the graph arrays (see the module docstring).
+    ``keyed``: a key operand follows the graph arrays (see the module docstring);
+    ``edge_arrays``: the inputs and outputs that are edge-valued ``[E, ...]`` (0 at padding edges).
     """
 
     name: str
@@ -86,6 +92,7 @@ class FusedOp:
     head_leading: tuple[str, ...] = ()
     batch: str = "heads"
     keyed: bool = False
+    edge_arrays: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +111,26 @@ class FusedPrimitives:
 def _graph_first(fn):
     """``fn(ga, *operands, **params)`` as a rule over the flat operands of a primitive."""
     return lambda *args, **params: fn(GraphArrays(*args[:N_GRAPH]), *args[N_GRAPH:], **params)
+
+
+def _composition(fn, edge_operands, edge_results):
+    """A pure-JAX composition ``fn(ga, *operands, **params) -> results`` as a rule over the flat operands: ``ga``
+    with the padding edges dropped, the operands at the positions ``edge_operands`` and the results at the
+    positions ``edge_results(params)`` 0 at them (so a padding edge's junk, NaN included, is never even
+    multiplied by a zero cotangent)."""
+    def at_real_edges(ga, x):
+        return ga.at_real_edges(x) if x.shape[:1] == (ga.n_edges,) else x  # not an absent operand's [0]
+
+    def rule(*args, **params):
+        ga = GraphArrays(*args[:N_GRAPH]).padding_dropped()
+        operands = list(args[N_GRAPH:])
+        for k in edge_operands:
+            operands[k] = at_real_edges(ga, operands[k])
+        results = list(fn(ga, *operands, **params))
+        for k in edge_results(params):
+            results[k] = at_real_edges(ga, results[k])
+        return results
+    return rule
 
 
 def _fixed(avals):
@@ -130,11 +157,19 @@ def fused_op(op: FusedOp) -> FusedPrimitives:
         avals = dict(zip(op.inputs, args[pre:pre + n_in]))
         return _fixed(avals[name] for name in op.parts[part])
 
-    jvp_composed = _graph_first(op.jvp)
+    # the positions of the edge-valued operands after the graph arrays: (key,) inputs (, outputs, tangents)
+    edge_inputs = tuple(int(op.keyed) + k for k, name in enumerate(op.inputs) if name in op.edge_arrays)
+    edge_outputs = tuple(k for k, name in enumerate(op.outputs) if name in op.edge_arrays)
+    jvp_operands = (edge_inputs + tuple(int(op.keyed) + n_in + k for k in edge_outputs)
+                    + tuple(k + n_out + n_in for k in edge_inputs))
+    forward = _composition(op.forward, edge_inputs, lambda params: edge_outputs)
+    jvp_composed = _composition(op.jvp, jvp_operands, lambda params: edge_outputs)
+    vjp_composed = _composition(op.vjp, edge_inputs, lambda params: tuple(
+        k for k, name in enumerate(op.parts[params["part"]]) if name in op.edge_arrays))
     for p, abstract, composed, ffi, cuda_half in (
-            (prims.fwd, fwd_abstract, _graph_first(op.forward), _graph_first(op.forward_ffi), True),
+            (prims.fwd, fwd_abstract, forward, _graph_first(op.forward_ffi), True),
             (prims.jvp, jvp_abstract, jvp_composed, jvp_composed, False),
-            (prims.vjp, vjp_abstract, _graph_first(op.vjp), _graph_first(op.vjp_ffi), True)):
+            (prims.vjp, vjp_abstract, vjp_composed, _graph_first(op.vjp_ffi), True)):
         p.def_abstract_eval(abstract)
         register_lowerings(p, composed, ffi, multiple_results=True, abstract=abstract, cuda_half=cuda_half)
 
@@ -172,7 +207,7 @@ def fused_op(op: FusedOp) -> FusedPrimitives:
     ad.primitive_jvps[prims.fwd] = fwd_jvp
     ad.primitive_jvps[prims.jvp] = composed_jvp(in_float32(jvp_composed, jvp_abstract), prims.jvp, pre)
     ad.primitive_transposes[prims.jvp] = jvp_transpose
-    ad.primitive_jvps[prims.vjp] = composed_jvp(in_float32(_graph_first(op.vjp), vjp_abstract), prims.vjp, pre)
+    ad.primitive_jvps[prims.vjp] = composed_jvp(in_float32(vjp_composed, vjp_abstract), prims.vjp, pre)
 
     if op.batch == "graphs":
         for p in (prims.fwd, prims.jvp, prims.vjp):

@@ -55,6 +55,31 @@ class GraphArrays(NamedTuple):
     def n_edges(self) -> int:
         return self.src.shape[0]
 
+    def real_edges(self):
+        """``[E]`` bool: False for the padding edges (positions from ``csc_offsets[-1]`` on; see
+        :class:`~jaxgraphops.Graph`)."""
+        return jnp.arange(self.n_edges, dtype=self.csc_offsets.dtype) < self.csc_offsets[-1]
+
+    def padding_dropped(self) -> GraphArrays:
+        """For the pure-JAX compositions: each padding edge going from node ``n_src`` to node ``n_dst``, one
+        past the last, so that every ``segment_*`` over ``src``/``dst`` drops it (a gather through it clamps:
+        mask edge-valued results with :meth:`at_real_edges`). Never for a kernel: they read the groupings,
+        and the few that read ``src``/``dst`` check them."""
+        real = self.real_edges()
+        return self._replace(src=jnp.where(real, self.src, self.n_src), dst=jnp.where(real, self.dst, self.n_dst))
+
+    def at_real_edges(self, y):
+        """The edge-valued ``y [E, ...]`` with 0 at the padding edges."""
+        real = self.real_edges().reshape((-1,) + (1,) * (y.ndim - 1))
+        return jnp.where(real, y, jnp.zeros((), y.dtype))
+
+
+def rows(x, ids):
+    """``x[ids]`` with 0 for an id out of range (a padding edge's, :meth:`GraphArrays.padding_dropped`): the
+    compositions read no junk of a padding row, NaN included, so none is multiplied by a zero cotangent into a
+    gradient; the transpose drops such ids too."""
+    return jnp.asarray(x).at[ids].get(mode="fill", fill_value=0)
+
 
 def graph_arrays(g) -> GraphArrays:
     """The index arrays of a Graph in the order every primitive takes them."""

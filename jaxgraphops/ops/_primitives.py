@@ -35,7 +35,8 @@ import numpy as np
 from jax.interpreters import ad, batching, xla
 
 from .._layout import strided_view, sum_to_shape
-from ._primitive_utils import N_GRAPH, GraphArrays, KernelPrimitive, map_over_graphs, register_lowerings, zero_tangent
+from ._primitive_utils import (N_GRAPH, GraphArrays, KernelPrimitive, map_over_graphs, register_lowerings, rows,
+                               zero_tangent)
 
 OPS = ("copy_lhs", "copy_rhs", "add", "mul")  # copy_lhs = node / lhs only, copy_rhs = edge / rhs only
 _OP_CODE = {"copy_lhs": 0, "copy_rhs": 1, "add": 2, "mul": 3}
@@ -150,16 +151,17 @@ def _softmax_ffi(*args):
 
 
 # ---------------------------------------------------------------------------------------
-# Pure-JAX implementations (lowering where no handler exists; same semantics as the kernels)
+# Pure-JAX implementations (lowering where no handler exists; same semantics as the kernels: padding
+# edges dropped from every segment, 0 at every edge-valued result)
 
 
 def _gather_rows(x, target: str, ga):
-    return x if target == "edge" else x[ga.src if target == "src" else ga.dst]
+    return x if target == "edge" else rows(x, ga.src if target == "src" else ga.dst)
 
 
 def _mask(ga, mask_arg, shape):
     eid = jnp.arange(ga.n_edges, dtype=ga.src.dtype).reshape((-1,) + (1,) * (len(shape) - 1))
-    return mask_arg[ga.dst] == eid
+    return rows(mask_arg, ga.dst) == eid
 
 
 def _combine(op, a, b):
@@ -175,7 +177,7 @@ def _edge_messages(ga, lhs, rhs, op, lhs_target, rhs_target, out_shape):
 
 
 def spmm_xla(*args, op, reduce, reverse, masked, out_shape):
-    ga, (node, edge, mask_arg) = GraphArrays(*args[:N_GRAPH]), args[N_GRAPH:]
+    ga, (node, edge, mask_arg) = GraphArrays(*args[:N_GRAPH]).padding_dropped(), args[N_GRAPH:]
     nbr_target, row_ids = ("dst", ga.src) if reverse else ("src", ga.dst)
     rows = ga.n_src if reverse else ga.n_dst
     msg = _edge_messages(ga, node, edge, op, nbr_target, "edge", out_shape)
@@ -202,20 +204,21 @@ def spmm_xla(*args, op, reduce, reverse, masked, out_shape):
 
 
 def sddmm_xla(*args, op, lhs_target, rhs_target, dot, masked, out_shape):
-    ga, (lhs, rhs, mask_arg) = GraphArrays(*args[:N_GRAPH]), args[N_GRAPH:]
+    ga, (lhs, rhs, mask_arg) = GraphArrays(*args[:N_GRAPH]).padding_dropped(), args[N_GRAPH:]
     msg = _edge_messages(ga, lhs, rhs, op, lhs_target, rhs_target, out_shape)
     if masked:
         msg = jnp.where(_mask(ga, mask_arg, msg.shape), msg, 0)
-    return msg.sum(-1) if dot else msg
+    return ga.at_real_edges(msg.sum(-1) if dot else msg)
 
 
 def softmax_xla(*args):
-    ga, logits = GraphArrays(*args[:N_GRAPH]), args[N_GRAPH]
+    ga, logits = GraphArrays(*args[:N_GRAPH]).padding_dropped(), args[N_GRAPH]
     dst, n = ga.dst, ga.n_dst
     m = jax.ops.segment_max(logits, dst, num_segments=n)
-    z = jnp.exp(logits - jnp.where(jnp.isneginf(m), 0, m)[dst])  # a row of only -inf logits gets 0
-    total = jax.ops.segment_sum(z, dst, num_segments=n)[dst]
-    return z / jnp.where(total == 0, 1, total)  # a NaN total (a NaN or +inf logit) stays NaN, as in NumPy
+    z = jnp.exp(logits - rows(jnp.where(jnp.isneginf(m), 0, m), dst))  # a row of only -inf logits gets 0
+    total = rows(jax.ops.segment_sum(z, dst, num_segments=n), dst)
+    # a NaN total (a NaN or +inf logit) stays NaN, as in NumPy
+    return ga.at_real_edges(z / jnp.where(total == 0, 1, total))
 
 
 for _prim, _ref, _ffi, _multi in ((spmm_p, spmm_xla, _spmm_ffi, True), (sddmm_p, sddmm_xla, _sddmm_ffi, False),

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._primitive_kit import FusedOp, fused_op
-from ._primitive_utils import empty
+from ._primitive_utils import empty, rows
 
 
 def _flags(has_edge, has_src, has_dst):
@@ -59,7 +59,7 @@ def _fwd_abstract(ga, ef, xs, xd, **params):
 
 
 def _fwd_xla(ga, ef, xs, xd, *, summed, has_edge, has_src, has_dst):
-    parts = ([ef] if has_edge else []) + ([xs[ga.src]] if has_src else []) + ([xd[ga.dst]] if has_dst else [])
+    parts = ([ef] if has_edge else []) + ([rows(xs, ga.src)] if has_src else []) + ([rows(xd, ga.dst)] if has_dst else [])
     if not summed:
         return (jnp.concatenate(parts, axis=1),)
     out = parts[0]
@@ -76,15 +76,16 @@ def _cotangents(ef, xs, xd, out, ct_out, **params):
     return (ct_out,)
 
 
-def _edge_block(ef, G, col, has_edge):
-    """``grad_edge_feat``: G's edge block, a slice (part ``"edge"``, no kernel on any platform)."""
-    return (G[:, col:col + ef.shape[1]] if has_edge else empty(G.dtype),)
+def _edge_block(ga, ef, G, col, has_edge):
+    """``grad_edge_feat``: G's edge block, a slice (part ``"edge"``, no kernel on any platform), 0 at the padding
+    edges (XLA fuses the mask into the slice)."""
+    return (ga.at_real_edges(G[:, col:col + ef.shape[1]]) if has_edge else empty(G.dtype),)
 
 
 def _vjp_composed(ga, ef, xs, xd, G, *, part, **params):
     c_edge, c_src, c_dst = _columns(ef, xs, xd, **params)
     if part == "edge":
-        return _edge_block(ef, G, c_edge, params["has_edge"])
+        return _edge_block(ga, ef, G, c_edge, params["has_edge"])
     x, has, col, ids, n = ((xs, params["has_src"], c_src, ga.src, ga.n_src) if part == "src"
                            else (xd, params["has_dst"], c_dst, ga.dst, ga.n_dst))
     if not has:
@@ -99,7 +100,8 @@ def _vjp_composed(ga, ef, xs, xd, G, *, part, **params):
 def _fwd_ffi(ga, ef, xs, xd, *, summed, has_edge, has_src, has_dst):
     (aval,) = _fwd_abstract(ga, ef, xs, xd, summed=summed, has_edge=has_edge, has_src=has_src, has_dst=has_dst)
     call = jax.ffi.ffi_call("jgo_update_efeat_fwd", jax.ShapeDtypeStruct(aval.shape, aval.dtype))
-    return (call(ga.src, ga.dst, ef, xs, xd, sum=bool(summed), **_flags(has_edge, has_src, has_dst)),)
+    return (call(ga.csc_offsets, ga.src, ga.dst, ef, xs, xd, sum=bool(summed),
+                 **_flags(has_edge, has_src, has_dst)),)
 
 
 def _node_grad(target, offsets, eid, G, x, col):
@@ -110,7 +112,7 @@ def _node_grad(target, offsets, eid, G, x, col):
 def _vjp_ffi(ga, ef, xs, xd, G, *, part, **params):
     c_edge, c_src, c_dst = _columns(ef, xs, xd, **params)
     if part == "edge":
-        return _edge_block(ef, G, c_edge, params["has_edge"])
+        return _edge_block(ga, ef, G, c_edge, params["has_edge"])
     if part == "src":
         if not params["has_src"]:
             return (empty(G.dtype),)
@@ -122,6 +124,7 @@ def _vjp_ffi(ga, ef, xs, xd, G, *, part, **params):
 
 UPDATE_EFEAT = fused_op(FusedOp(
     name="update_efeat", inputs=("edge_feat", "x_src", "x_dst"), outputs=("out",),
+    edge_arrays=("edge_feat", "out"),
     parts={"src": ("x_src",), "dst": ("x_dst",), "edge": ("edge_feat",)}, cotangent_operands=("ct_out",),
     forward_abstract=_fwd_abstract, forward=_fwd_xla, forward_ffi=_fwd_ffi, jvp=_jvp_composed,
     cotangents=_cotangents, vjp=_vjp_composed, vjp_ffi=_vjp_ffi, batch="graphs"))

@@ -34,6 +34,7 @@ enum EfeatPart : int { kEfeatEdge = 1, kEfeatSrc = 2, kEfeatDst = 4 };
 
 struct EfeatArgs {
   int64_t n_edges, f_edge, f_src, f_dst, width;  // width: the output row length
+  int64_t n_rows;                                 // rows of the CSC whose offsets end where the real edges do
   int64_t n_src_rows, n_dst_rows;                 // rows of x_src / x_dst (0 when absent)
   int parts;                                      // EfeatPart bits
   bool sum;
@@ -70,7 +71,8 @@ decltype(auto) DispatchEfeatParts(int parts, Fn&& fn) {
 }
 
 // Checks the forward's operands and result.
-inline ffi::ErrorOr<EfeatArgs> CheckEfeatFwd(const ffi::AnyBuffer& src, const ffi::AnyBuffer& dst,
+inline ffi::ErrorOr<EfeatArgs> CheckEfeatFwd(const ffi::AnyBuffer& offsets, const ffi::AnyBuffer& src,
+                                             const ffi::AnyBuffer& dst,
                                              const ffi::AnyBuffer& edge_feat, const ffi::AnyBuffer& x_src,
                                              const ffi::AnyBuffer& x_dst, const ffi::AnyBuffer& out, bool sum,
                                              bool has_edge, bool has_src, bool has_dst) {
@@ -81,7 +83,11 @@ inline ffi::ErrorOr<EfeatArgs> CheckEfeatFwd(const ffi::AnyBuffer& src, const ff
   a.parts = (has_edge ? kEfeatEdge : 0) | (has_src ? kEfeatSrc : 0) | (has_dst ? kEfeatDst : 0);
   if (a.parts == 0) return Fail(name + ": at least one of edge_feat, x_src, x_dst must be present");
   const auto it = src.element_type();
-  if (!IsIndexType(it) || dst.element_type() != it) return Fail(name + ": src and dst must share an int32/int64 dtype");
+  if (!IsIndexType(it) || dst.element_type() != it || offsets.element_type() != it)
+    return Fail(name + ": offsets, src and dst must share an int32/int64 dtype");
+  if (offsets.dimensions().size() != 1 || offsets.element_count() < 1)
+    return Fail(name + ": offsets must be [n_dst + 1]; got " + detail::ShapeOf(offsets));
+  a.n_rows = static_cast<int64_t>(offsets.element_count()) - 1;
   const auto ft = out.element_type();
   if (!IsFloatType(ft) || edge_feat.element_type() != ft || x_src.element_type() != ft ||
       x_dst.element_type() != ft)
@@ -118,6 +124,7 @@ inline ffi::ErrorOr<EfeatArgs> CheckEfeatFwd(const ffi::AnyBuffer& src, const ff
 template <typename... Ctx>
 auto BindEfeatFwd() {
   return BindWith<Ctx...>()
+      .template Arg<ffi::AnyBuffer>()  // CSC offsets [n_dst + 1]: the edges from offsets[n_dst] on are padding
       .template Arg<ffi::AnyBuffer>()  // src [E]
       .template Arg<ffi::AnyBuffer>()  // dst [E]
       .template Arg<ffi::AnyBuffer>()  // edge_feat [E, Fe] or [0]

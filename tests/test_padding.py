@@ -1,0 +1,207 @@
+"""Padding edges (jaxgraphops.Graph): every op on a padded graph equals the op on the graph itself.
+
+A graph padded with random numbers of nodes and edges (``jgo.pad``, ``jgo.pad_batch``) and features whose
+padding rows hold large values, infinities and NaN: every op family, forward and gradients, through the
+kernels and the pure-JAX reference, under ``jit`` and ``vmap``, gives the unpadded results on the real
+nodes and edges, an empty neighbourhood's at the padding nodes, 0 at the padding edges, and zero gradients
+for every padding row. The oracle is the same op on the unpadded graph.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import random_graph
+
+import jaxgraphops as jgo
+
+F, H = 4, 2
+
+
+def _padded_rows(rng, real, n, width):
+    """``real [r, width]`` followed by ``n - r`` rows of junk: huge values, infinities and NaN."""
+    junk = rng.choice(np.array([1e30, -np.inf, np.inf, np.nan, 3.0]), size=(n - real.shape[0],) + real.shape[1:])
+    return np.concatenate([real, junk]).astype(real.dtype)
+
+
+def _families(rng, g):
+    """``{name: (fn(g, xs, xd, ef) -> tuple of outputs, kinds)}`` with kinds "node", "edge" per output."""
+    a3, a1 = rng.normal(size=3 * F) / 2, rng.normal(size=F) / 2
+    types = rng.integers(0, 3, g.n_edges)
+    gno = [jnp.asarray(rng.normal(size=s) / 2, jnp.float32) for s in ((3, 2), (3,), (F * F, 3), (F * F,))]
+    rev = np.full(g.n_edges, -1)  # pairs (2k, 2k + 1) as reverse bonds where they are
+    for k in range(0, g.n_edges - 1, 2):
+        if np.asarray(g.src)[k] == np.asarray(g.dst)[k + 1] and np.asarray(g.dst)[k] == np.asarray(g.src)[k + 1]:
+            rev[k], rev[k + 1] = k + 1, k
+
+    def t(fn, *kinds):
+        return fn, kinds
+
+    return {
+        "gspmm u_mul_e sum": t(lambda g, xs, xd, ef, impl: (jgo.gspmm(g, xs, ef, op="u_mul_e", reduce="sum",
+                                                                       impl=impl),), "node"),
+        "gspmm u_add_e max": t(lambda g, xs, xd, ef, impl: (jgo.gspmm(g, xs, ef, op="u_add_e", reduce="max",
+                                                                       impl=impl),), "node"),
+        "gspmm copy_u mean": t(lambda g, xs, xd, ef, impl: (jgo.gspmm(g, xs, reduce="mean", impl=impl),), "node"),
+        "gsddmm dot": t(lambda g, xs, xd, ef, impl: (jgo.gsddmm(g, xs, xd, op="dot", impl=impl),), "edge"),
+        "edge_softmax": t(lambda g, xs, xd, ef, impl: (jgo.edge_softmax(g, ef[:, :H], impl=impl),), "edge"),
+        "agg_concat": t(lambda g, xs, xd, ef, impl: (jgo.agg_concat(g, xs, x_dst=xd, edge_feat=ef, reduce="mean",
+                                                                    impl=impl),), "node"),
+        "mha_gat": t(lambda g, xs, xd, ef, impl: jgo.mha_gat(g, xs, a3, x_dst=xd, num_heads=H, edge_feat=ef,
+                                                             return_attention=True, impl=impl), "node", "edge"),
+        "mha_gat_v2": t(lambda g, xs, xd, ef, impl: jgo.mha_gat_v2(g, xs, xd, a1, num_heads=H, edge_feat=ef,
+                                                                   return_attention=True, impl=impl), "node", "edge"),
+        "mha_simple": t(lambda g, xs, xd, ef, impl: jgo.mha_simple(g, xd, xs, xs, num_heads=H, edge_feat=ef,
+                                                                   return_attention=True, impl=impl), "node", "edge"),
+        "gno_conv": t(lambda g, xs, xd, ef, impl: (jgo.gno_conv(g, xs, ef[:, :2], *gno, edge_weight=ef[:, 2],
+                                                                reduce="mean", impl=impl),), "node"),
+        "agg_hg_basis": t(lambda g, xs, xd, ef, impl: (jgo.agg_hg_basis(g, xs, _fit(types, g.n_edges), n_edge_types=3,
+                                                                        norm_by_dst_degree=True, impl=impl),), "node"),
+        "update_efeat": t(lambda g, xs, xd, ef, impl: (jgo.update_efeat(g, ef, xs, xd, impl=impl),), "edge"),
+        "agg_dmpnn": t(lambda g, xs, xd, ef, impl: (jgo.agg_dmpnn(g, ef, _fit(rev, g.n_edges, -1), impl=impl),),
+                       "edge"),
+        "edge_vectors": t(lambda g, xs, xd, ef, impl: (jgo.edge_vectors(g, xs[:, :3], xd[:, :3]),), "edge"),
+    }
+
+
+def _fit(a, n, fill=0):
+    """An edge array of the real graph extended to ``n`` edges (padding entries ``fill``)."""
+    return jnp.asarray(np.concatenate([a, np.full(n - len(a), fill, a.dtype)]))
+
+
+def _case(seed, square=True):
+    rng = np.random.default_rng(seed)
+    g = random_graph(rng, 7, 7 if square else 5, 30)
+    ps, pd, pe = (int(v) for v in rng.integers(1, 6, 3))
+    pd = ps if square else pd
+    padded = jgo.pad(g, g.n_src + ps, g.n_dst + pd, g.n_edges + pe)
+    xs, xd, ef = (rng.normal(size=(n, F)).astype(np.float32) for n in (g.n_src, g.n_dst, g.n_edges))
+    if square:
+        xd = xs
+    real = (xs, xd, ef)
+    pad = (_padded_rows(rng, xs, padded.n_src, F), _padded_rows(rng, xd, padded.n_dst, F),
+           _padded_rows(rng, ef, padded.n_edges, F))
+    if square:
+        pad = (pad[0], pad[0], pad[2])
+    return rng, g, padded, real, pad
+
+
+def _check_outputs(name, kinds, got, want, g, padded):
+    for k, (kind, a, b) in enumerate(zip(kinds, got, want)):
+        n_real = g.n_dst if kind == "node" else g.n_edges
+        np.testing.assert_allclose(a[:n_real], b, rtol=2e-5, atol=2e-5, err_msg=f"{name} output {k}")
+        if kind == "edge":
+            np.testing.assert_array_equal(a[n_real:], 0, err_msg=f"{name} output {k} at the padding edges")
+        elif name != "agg_concat":  # agg_concat's x_dst block copies the padding rows
+            np.testing.assert_array_equal(a[n_real:], 0, err_msg=f"{name} output {k} at the padding nodes")
+
+
+@pytest.mark.parametrize("impl", [None, "xla"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_every_op_on_a_padded_graph_equals_the_graph_itself(seed, impl):
+    rng, g, padded, real, pad = _case(seed)
+    for name, (fn, kinds) in _families(rng, g).items():
+        want = [np.asarray(o) for o in fn(g, *real, impl)]
+        got = [np.asarray(o) for o in jax.jit(fn, static_argnums=4)(padded, *pad, impl)]
+        _check_outputs(name, kinds, got, want, g, padded)
+
+
+@pytest.mark.parametrize("impl", [None, "xla"])
+def test_gradients_on_a_padded_graph(impl):
+    """Every input's gradient: the unpadded one on the real rows, 0 on every padding row (the junk in them,
+    NaN included, reaches nothing)."""
+    rng, g, padded, real, pad = _case(2)
+    for name, (fn, kinds) in _families(rng, g).items():
+        if name == "edge_vectors":
+            continue
+        cot = [rng.normal(size=(o.shape[0] if kind == "edge" else g.n_dst,) + o.shape[1:]).astype(np.float32)
+               for o, kind in zip(fn(g, *real, impl), kinds)]
+
+        def loss(gr, xs, xd, ef, cots):
+            outs = fn(gr, xs, xd, ef, impl)
+            return sum(jnp.sum(jnp.where(jnp.isfinite(c), o[: c.shape[0]] * c, 0)) for o, c in zip(outs, cots))
+
+        want = jax.grad(loss, (1, 2, 3))(g, *real, cot)
+        got = jax.jit(jax.grad(loss, (1, 2, 3)))(padded, *pad, cot)
+        for k, (a, b, n) in enumerate(zip(got, want, (g.n_src, g.n_dst, g.n_edges))):
+            np.testing.assert_allclose(a[:n], b, rtol=2e-4, atol=2e-5, err_msg=f"{name} gradient {k}")
+            np.testing.assert_array_equal(a[n:], 0, err_msg=f"{name} gradient {k} at padding rows")
+
+
+def test_vmap_and_the_bipartite_case():
+    rng, g, padded, real, pad = _case(3, square=False)
+    xs, xd, ef = real
+    pxs, pxd, pef = pad
+    f = lambda gr, x, e: jgo.gspmm(gr, x, e[:, 0], op="u_mul_e", reduce="sum")  # noqa: E731
+    got = jax.jit(jax.vmap(f, (None, 0, None)))(padded, np.stack([pxs, 2 * pxs]), pef)
+    want = jax.vmap(f, (None, 0, None))(g, np.stack([xs, 2 * xs]), ef)
+    np.testing.assert_allclose(got[:, : g.n_dst], want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(got[:, g.n_dst:], 0)
+    att = jax.jit(lambda gr, s, d: jgo.mha_gat_v2(gr, s, d, jnp.ones(F) / 4, num_heads=H))
+    np.testing.assert_allclose(att(padded, pxs, pxd)[: g.n_dst], att(g, xs, xd), rtol=1e-5, atol=1e-6)
+
+
+def test_padded_batches_share_a_compilation_and_match_the_unpadded_batch():
+    """A stream of batches of different real sizes padded to one size: one compilation, each batch's GAT
+    layer and readout equal to the unpadded batch's (the real sizes travel in the graph's arrays)."""
+    rng = np.random.default_rng(4)
+    traces = []
+
+    @jax.jit
+    def step(bg, x, w):
+        traces.append(1)
+        h = jgo.mha_gat(bg.graph, x, w, num_heads=1)
+        return bg.pool(jnp.tanh(h), reduce="sum"), jax.grad(lambda w: jnp.sum(jgo.mha_gat(bg.graph, x, w) ** 2))(w)
+
+    w = jnp.asarray(rng.normal(size=2 * F), jnp.float32)
+    for sizes in ([3, 5], [4, 2, 6], [7]):
+        graphs = [jgo.Graph.from_edges(rng.integers(0, n, 2 * n), rng.integers(0, n, 2 * n), n) for n in sizes]
+        bg = jgo.batch(graphs)
+        x = rng.normal(size=(bg.graph.n_dst, F)).astype(np.float32)
+        padded = jgo.pad_batch(bg, n_nodes=20, n_edges=40, n_graphs=4)
+        assert int(padded.graph.csc_offsets[-1]) == bg.graph.n_edges
+        readout, grad = step(padded, padded.pad_nodes(x), w)
+        want_readout, want_grad = step.__wrapped__(bg, x, w)
+        np.testing.assert_allclose(readout[: bg.n_graphs], want_readout, rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(readout[bg.n_graphs:], 0)
+        np.testing.assert_allclose(grad, want_grad, rtol=1e-4, atol=1e-6)
+    assert len(traces) == 1 + 3  # one compilation for the padded stream (the unpadded calls trace each time)
+
+
+def test_padded_graph_validation_and_pad_of_a_padded_graph():
+    rng = np.random.default_rng(5)
+    g = random_graph(rng, 5, 5, 12)
+    p = jgo.pad(jgo.pad(g, 7, 7, 15), 9, 8, 20)  # padding twice keeps every padding edge last
+    assert int(p.csc_offsets[-1]) == int(p.csr_offsets[-1]) == 12
+    np.testing.assert_array_equal(p.real_edge_mask(), np.arange(20) < 12)
+    jgo._checks.check_graph("test", jgo.Graph(*p.tree_flatten()[0], 9, 8))  # valid
+    x = rng.normal(size=(9, 3)).astype(np.float32)
+    np.testing.assert_allclose(jgo.gspmm(p, x)[:5], jgo.gspmm(g, x[:5]), rtol=1e-6)
+    arrays = list(p.tree_flatten()[0])
+    swapped = arrays[4].at[14].set(15).at[15].set(14)  # two padding edges swapped in the CSC tail: still valid
+    jgo.Graph(*arrays[:4], swapped, *arrays[5:], 9, 8)
+    k = int(np.flatnonzero(np.asarray(arrays[4]) == 3)[0])
+    arrays[4] = arrays[4].at[14].set(3).at[k].set(14)  # a real edge's id in the tail, a padding edge's in a row
+    with pytest.raises(ValueError, match=r"padding edges must come last: the groupings end at 12 of 20 edges, so "
+                                         r"g.csc_eid\[14:\] must hold the edge ids 12..19; g.csc_eid\[14\] = 3"):
+        jgo.Graph(*arrays, 9, 8)
+    arrays = list(p.tree_flatten()[0])
+    arrays[5] = arrays[5].at[-1].set(13)  # the CSR ends elsewhere than the CSC
+    with pytest.raises(ValueError, match=r"g.csr_offsets must start at 0, never decrease and end at n_edges=20 \(or"):
+        jgo.Graph(*arrays, 9, 8)
+    with pytest.raises(ValueError, match=r"batch: graphs\[0\] has padding edges"):
+        jgo.batch([p, g])
+
+
+def test_the_kernels_skip_the_padding():
+    """The kernels' own checks accept a padded graph passed into jit (no Python check), and a padding edge's
+    junk neighbour id, never read, is not an error."""
+    rng = np.random.default_rng(6)
+    g = random_graph(rng, 6, 6, 20)
+    p = jgo.pad(g, 8, 8, 30)
+    arrays = list(p.tree_flatten()[0])
+    arrays[3] = arrays[3].at[25].set(99)  # csc_src of a padding edge: out of range, but in no row
+    hand = jgo.Graph(*arrays, 8, 8, validate=False)
+    x = rng.normal(size=(8, 3)).astype(np.float32)
+    out = jax.jit(lambda gr, x: jgo.gspmm(gr, x))(hand, x)
+    np.testing.assert_allclose(out[:6], jgo.gspmm(g, x[:6]), rtol=1e-6)
