@@ -158,7 +158,10 @@ def _check_values(fn, g, arrays) -> None:
     if any, last (positions ``R:`` of both groupings, ``R`` where both end, holding ids ``R..E-1`` in order)."""
     src, dst, csc_offsets, csc_src, csc_eid, csr_offsets, csr_dst, csr_eid = (a.astype(np.int64) for a in arrays)
     n_src, n_dst, e = g.n_src, g.n_dst, src.shape[0]
-    real = int(csc_offsets[-1])  # R: the edges after it are padding, in no row
+    # R, where both groupings end: the edges after it are padding, in no row. Of groupings that end in two
+    # places, the error names the one that does not end at n_edges (csr_offsets if neither does).
+    ends = int(csc_offsets[-1]), int(csr_offsets[-1])
+    real = e if ends[0] != ends[1] and e in ends else ends[0]
     for name, x, n in (("src", src, n_src), ("dst", dst, n_dst), ("csc_src", csc_src, n_src),
                        ("csr_dst", csr_dst, n_dst), ("csc_eid", csc_eid, e), ("csr_eid", csr_eid, e)):
         bad = np.flatnonzero((x < 0) | (x >= n))
@@ -170,9 +173,11 @@ def _check_values(fn, g, arrays) -> None:
             ("csr", csr_offsets, src, csr_dst, dst, csr_eid, n_src)):
         nbr_name = "csc_src" if side == "csc" else "csr_dst"
         key_name, other_name = ("dst", "src") if side == "csc" else ("src", "dst")
+        other_end = (csr_offsets if side == "csc" else csc_offsets)[-1]
         if offsets[0] != 0 or not 0 <= offsets[-1] <= e or offsets[-1] != real or np.any(np.diff(offsets) < 0):
             raise ValueError(f"{fn}: g.{side}_offsets must start at 0, never decrease and end at n_edges={e} (or, "
-                             f"with padding edges, where g.csc_offsets ends); got {_preview(offsets)} {_HINT}")
+                             f"with padding edges, where the other grouping ends: {other_end}); got "
+                             f"{_preview(offsets)} {_HINT}")
         seen = np.bincount(eid, minlength=e)
         if np.any(seen != 1):
             twice = int(np.flatnonzero(seen > 1)[0])

@@ -205,3 +205,52 @@ def test_the_kernels_skip_the_padding():
     x = rng.normal(size=(8, 3)).astype(np.float32)
     out = jax.jit(lambda gr, x: jgo.gspmm(gr, x))(hand, x)
     np.testing.assert_allclose(out[:6], jgo.gspmm(g, x[:6]), rtol=1e-6)
+
+
+@pytest.mark.parametrize("layer", ["GCNConv", "GATConv", "GATv2Conv"])
+def test_layers_that_add_self_loops_on_a_padded_batch(layer):
+    """GCN's ``add_self_loops`` keeps the padding edges last (valid graph, the loops real); GAT's and GATv2's
+    PyG graph sends them into its dropped extra row: on a padded batch the layers give the unpadded batch's
+    values and gradients on the real nodes (found by the fuzzer: a padded graph broke both groupings)."""
+    nn = pytest.importorskip("jaxgraphops.nn.flax", reason="the layers need flax")
+    rng = np.random.default_rng(7)
+    parts = [random_graph(rng, n, n, 2 * n) for n in (4, 6)]
+    bg = jgo.batch(parts)
+    padded = jgo.pad_batch(bg, 14, 24, 3)
+    loops = jgo.nn.add_self_loops(padded.graph)
+    jgo._checks.check_graph("test", jgo.Graph(*map(np.asarray, loops.tree_flatten()[0]), 14, 14))  # valid
+    assert int(loops.csc_offsets[-1]) == bg.graph.n_edges + 14  # padding edges still last, loops real
+    module = {"GCNConv": lambda: nn.GCNConv(3), "GATConv": lambda: nn.GATConv(3, heads=2),
+              "GATv2Conv": lambda: nn.GATv2Conv(3, heads=2)}[layer]()
+    x = rng.normal(size=(10, 5)).astype(np.float32)
+    xp = _padded_rows(rng, x, 14, 5)
+    xp[10:] = 0.0  # the layers' linear maps mix features: keep the padding rows finite for the gradient check
+    variables = module.init(jax.random.key(0), bg.graph, x)
+
+    def loss(graph, x, rows):
+        return jnp.sum(module.apply(variables, graph, x)[:rows] ** 2)
+
+    np.testing.assert_allclose(module.apply(variables, padded.graph, xp)[:10], module.apply(variables, bg.graph, x),
+                               rtol=1e-5, atol=1e-6)
+    grad = jax.jit(jax.grad(loss, argnums=1), static_argnums=2)
+    np.testing.assert_allclose(grad(padded.graph, xp, 10)[:10], grad(bg.graph, x, 10), rtol=1e-4, atol=1e-6)
+
+
+def test_gcn_norm_of_a_padded_graph():
+    """gcn_norm's weights follow add_self_loops' order (loops before the padding edges): on the real edges and
+    loops they equal the unpadded graph's, with and without edge weights."""
+    rng = np.random.default_rng(8)
+    g = random_graph(rng, 6, 6, 14)
+    p = jgo.pad(g, 8, 8, 20)
+    w = rng.uniform(0.5, 2, 14).astype(np.float32)
+    wp = _padded_rows(rng, w[:, None], 20, 1)[:, 0]
+    for args in ((None, None), (w, wp)):
+        g_hat, w_hat = jgo.nn.gcn_norm(g, args[0])
+        p_hat, pw_hat = jgo.nn.gcn_norm(p, args[1])
+        real = np.asarray(p_hat.real_edge_mask())
+        assert real.sum() == 14 + 8
+        np.testing.assert_array_equal(np.asarray(p_hat.src)[:20], np.r_[np.asarray(g_hat.src)[:14], np.arange(6)])
+        np.testing.assert_allclose(np.asarray(pw_hat)[:20], np.asarray(w_hat), rtol=1e-6)
+        x = rng.normal(size=(8, 3)).astype(np.float32)
+        np.testing.assert_allclose(jgo.agg_weighted(p_hat, x, pw_hat)[:6], jgo.agg_weighted(g_hat, x[:6], w_hat),
+                                   rtol=1e-5, atol=1e-6)

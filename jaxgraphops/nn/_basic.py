@@ -22,6 +22,7 @@ from ..ops.aggregation import _membership_graph, agg_simple, agg_weighted, pool
 from ..ops.message_passing import edge_softmax, gspmm
 from ..ops.update_efeat import update_efeat
 from ._graph_utils import add_self_loops as append_self_loops
+from ._graph_utils import with_loop_rows
 
 EDGE_CONV_AGGRS = ("max", "sum", "mean")
 
@@ -83,7 +84,8 @@ def gcn_norm(g: Graph, edge_weight=None, *, improved: bool = False, add_self_loo
 
     Returns:
       ``(g_hat, w_hat)``: the graph (``n_edges + n`` edges with loops, the added loops last, in node
-      order) and its normalised weights ``[g_hat.n_edges]`` in ``g_hat``'s edge order.
+      order; with padding edges, before them) and its normalised weights ``[g_hat.n_edges]`` in
+      ``g_hat``'s edge order.
 
     >>> import numpy as np, jaxgraphops as jgo
     >>> from jaxgraphops.nn import gcn_norm
@@ -99,7 +101,7 @@ def gcn_norm(g: Graph, edge_weight=None, *, improved: bool = False, add_self_loo
 def normalized_gcn_graph(fn: str, g: Graph, edge_weight, *, improved: bool, add_self_loops: bool, dtype):
     """:func:`gcn_norm` with errors naming ``fn``."""
     w, w_loops = gcn_weights(fn, g, edge_weight, improved=improved, add_self_loops=add_self_loops, dtype=dtype)
-    return (g, w) if w_loops is None else (append_self_loops(g), jnp.concatenate([w, w_loops]))
+    return (g, w) if w_loops is None else (append_self_loops(g), with_loop_rows(g, w, w_loops))
 
 
 def gcn_weights(fn: str, g: Graph, edge_weight, *, improved: bool, add_self_loops: bool, dtype):
@@ -122,7 +124,7 @@ def gcn_weights(fn: str, g: Graph, edge_weight, *, improved: bool, add_self_loop
     loop_w = None
     if add_self_loops:
         n, fill = g.n_dst, 2.0 if improved else 1.0
-        is_loop = g.src == g.dst
+        is_loop = (g.src == g.dst) & g.real_edge_mask()
         loop_w = jnp.full(n, fill, w.dtype)
         if edge_weight is not None:  # the last loop of each node (a scatter-max of edge ids: deterministic)
             eids = jnp.arange(g.n_edges, dtype=jnp.int32)

@@ -150,18 +150,24 @@ def gat_graph(g: Graph) -> Graph:
     Returns a graph with ``n_src`` sources, ``n_dst + 1`` destinations and ``E + m`` edges,
     ``m = min(n_src, n_dst)``: edge ``e < E`` is edge ``e`` of ``g``, except that a self loop of
     ``g`` is redirected to the extra destination ``n_dst`` (where it no longer takes part in any
-    real node's softmax: PyG removes it); edge ``E + i`` is the new loop ``i -> i``. No sorting:
-    the groupings are moved with prefix sums.
+    real node's softmax: PyG removes it); edge ``E + i`` is the new loop ``i -> i``. A padding edge
+    of ``g`` (:class:`~jaxgraphops.Graph`) becomes an edge from the last source into the extra
+    destination too, so the result has none. No sorting: the groupings are moved with prefix sums.
     """
     idx = g.index_dtype
     n_e, n_dst, m = g.n_edges, g.n_dst, min(g.n_src, g.n_dst)
     nodes = jnp.arange(m, dtype=idx)
     loop_eids = (n_e + nodes).astype(idx)
+    # padding edges (jaxgraphops.Graph: the ids and grouping positions from R on) become edges of the extra
+    # destination too, from the last source (the end of its CSR group): the result has no padding edges
+    k = jnp.arange(n_e, dtype=idx)
+    padding = k >= g.csc_offsets[-1]
+    last_src = jnp.asarray(g.n_src - 1, idx)
 
     # CSC: drop the self loops from their groups, append the new loop to groups < m, and move
     # the dropped entries into the new last group n_dst.
     grp = _group_of_entry(g.csc_offsets, n_e)
-    keep = g.csc_src != grp
+    keep = (g.csc_src != grp) & ~padding
     keep_i = keep.astype(idx)
     kept_before = jnp.cumsum(keep_i) - keep_i  # exclusive prefix count of kept entries
     dropped_before = jnp.arange(n_e, dtype=idx) - kept_before
@@ -177,21 +183,21 @@ def gat_graph(g: Graph) -> Graph:
     def scatter(values, extra):
         return jnp.zeros(n_e + m, idx).at[pos].set(values).at[loop_pos].set(extra)
 
-    csc = (csc_offsets, scatter(g.csc_src, nodes), scatter(g.csc_eid, loop_eids))
+    csc = (csc_offsets, scatter(jnp.where(padding, last_src, g.csc_src), nodes), scatter(g.csc_eid, loop_eids))
 
     # CSR: the groups keep their entries (self loops now point at n_dst); the new loop is appended
-    # to the groups < m.
+    # to the groups < m; the padding entries, after every group, join the last one.
     grp = _group_of_entry(g.csr_offsets, n_e)
-    csr_dst = jnp.where(g.csr_dst == grp, jnp.asarray(n_dst, idx), g.csr_dst)
+    csr_dst = jnp.where((g.csr_dst == grp) | padding, jnp.asarray(n_dst, idx), g.csr_dst)
     shift = jnp.minimum(jnp.arange(g.n_src + 1, dtype=idx), m)
-    old_pos = jnp.arange(n_e, dtype=idx) + shift[grp]
+    old_pos = k + jnp.where(padding, m, shift[grp])
     loop_pos = g.csr_offsets[1:m + 1] + nodes
     new = jnp.zeros(n_e + m, idx)
-    csr = (g.csr_offsets + shift, new.at[old_pos].set(csr_dst).at[loop_pos].set(nodes),
+    csr = ((g.csr_offsets + shift).at[-1].set(n_e + m), new.at[old_pos].set(csr_dst).at[loop_pos].set(nodes),
            new.at[old_pos].set(g.csr_eid).at[loop_pos].set(loop_eids))
 
-    src = jnp.concatenate([g.src, nodes])
-    dst = jnp.concatenate([jnp.where(g.src == g.dst, jnp.asarray(n_dst, idx), g.dst), nodes])
+    src = jnp.concatenate([jnp.where(padding, last_src, g.src), nodes])
+    dst = jnp.concatenate([jnp.where((g.src == g.dst) | padding, jnp.asarray(n_dst, idx), g.dst), nodes])
     out = Graph(src, dst, *csc, *csr, g.n_src, n_dst + 1, validate=False)
     out._checked = g._checked  # valid if g is
     return out
@@ -202,7 +208,7 @@ def gat_loop_attr(g: Graph, edge_attr, fill_value):
     attributes of each node's incoming non-loop edges, 0 without any), or a constant."""
     m = min(g.n_src, g.n_dst)
     if isinstance(fill_value, str):
-        not_loop = (g.src != g.dst) & (g.dst < m)
+        not_loop = (g.src != g.dst) & (g.dst < m) & g.real_edge_mask()
         seg = jnp.where(not_loop, g.dst, m)  # loops and edges into nodes >= m go to a dropped segment
         total = jax.ops.segment_sum(edge_attr, seg, m + 1)[:m]
         count = jax.ops.segment_sum(not_loop.astype(edge_attr.dtype), seg, m + 1)[:m]
