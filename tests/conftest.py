@@ -39,8 +39,22 @@ sys.path.append(str(Path(__file__).resolve().parent.parent))
 
 if PROFILE not in PROFILES:
     raise pytest.UsageError(f"JGO_TESTS={PROFILE!r} is not one of {', '.join(PROFILES)}")
+if jax.default_backend() == "gpu":
+    # float32 dots in the references and the layers, as the kernels compute them: XLA's default on a GPU
+    # since Ampere is TF32 (about 1e-3 relative), which the tests' tolerances are not written for
+    # (docs/semantics.md, "Matrix products on a GPU")
+    jax.config.update("jax_default_matmul_precision", "highest")
 QUICK_PARAMETRIZATIONS = 3
 HIGHER_ORDER = re.compile(r"check_grads|hessian|second_order|third_order|grad_of_grad")
+
+
+def pytest_runtest_logreport(report):
+    """With ``JGO_TEST_FAILURES=PATH``, appends each failure's report to PATH as it happens, so that a run
+    stopped by a time limit (tools/gpu_runbook.sh) still says why its tests failed."""
+    path = os.environ.get("JGO_TEST_FAILURES")
+    if path and report.failed and "PYTEST_XDIST_WORKER" not in os.environ:  # xdist: the controller writes
+        with open(path, "a") as f:
+            f.write(f"===== {report.nodeid} ({report.when})\n{report.longreprtext}\n\n")
 
 
 def pytest_report_header(config):
@@ -102,6 +116,16 @@ def kernel_index_error(match):
             yield
     else:
         yield
+
+
+def hub_graph(rng, n=40, hub_in=700, hub_out=600, extra=300):
+    """``(g, src, dst)``: node 5 has ``hub_in`` in-edges and node 3 ``hub_out`` out-edges among ``extra``
+    random ones, in shuffled input order: rows longer than the CUDA kernels' 256 edges per lane group
+    (or thread), which they reduce with a block per row (``ffi/cuda/message_passing.cu``)."""
+    src = np.concatenate([rng.integers(0, n, hub_in), np.full(hub_out, 3), rng.integers(0, n, extra)])
+    dst = np.concatenate([np.full(hub_in, 5), rng.integers(0, n, hub_out), rng.integers(0, n, extra)])
+    perm = rng.permutation(len(src))
+    return jgo.Graph.from_edges(src[perm], dst[perm], n, n), src[perm], dst[perm]
 
 
 def random_graph(rng, n_src=7, n_dst=6, n_edges=24, index_dtype=None):
