@@ -30,6 +30,9 @@ import numpy as np
 from ._checks import check_graph
 from ._layout import align_ranks
 
+# every product in float32, as the kernels compute it (XLA's default on a GPU is TF32)
+_HIGHEST = jax.lax.Precision.HIGHEST
+
 
 def _checks_graph(f):
     """Checks the graph argument ``g`` of a reference function (named ``reference.<name>``) and gives the function
@@ -239,9 +242,10 @@ def mha_gat(g, x_src, attn_weights, *, x_dst=None, num_heads=1, concat_heads=Tru
     xs = x_src.reshape(x_src.shape[0], h, c)
     xd = (x_src[: g.n_dst] if x_dst is None else x_dst).reshape(g.n_dst, h, c)
     a = attn_weights.reshape(-1, h, c)
-    p = _rows(jnp.einsum("nhc,hc->nh", xs, a[0]), g.src) + _rows(jnp.einsum("nhc,hc->nh", xd, a[1]), g.dst)
+    p = (_rows(jnp.einsum("nhc,hc->nh", xs, a[0], precision=_HIGHEST), g.src)
+         + _rows(jnp.einsum("nhc,hc->nh", xd, a[1], precision=_HIGHEST), g.dst))
     if edge_feat is not None:
-        p = p + jnp.einsum("ehc,hc->eh", edge_feat.reshape(-1, h, c), a[2])
+        p = p + jnp.einsum("ehc,hc->eh", edge_feat.reshape(-1, h, c), a[2], precision=_HIGHEST)
     z = jnp.where(p > 0, p, negative_slope * p)
     alpha = _dropped(edge_softmax(g, z), dropout_rate, dropout_key)  # 0 at padding edges
     out = jax.ops.segment_sum(alpha[..., None] * _rows(xs, g.src), g.dst, num_segments=g.n_dst)
@@ -264,7 +268,7 @@ def mha_gat_v2(g, x_src, x_dst, attn_weights, *, num_heads=1, concat_heads=True,
     if edge_feat is not None:
         t = t + edge_feat.reshape(-1, h, c)
     u = jnp.where(t > 0, t, negative_slope * t)
-    z = jnp.einsum("ehc,hc->eh", u, attn_weights.reshape(h, c))
+    z = jnp.einsum("ehc,hc->eh", u, attn_weights.reshape(h, c), precision=_HIGHEST)
     alpha = _dropped(edge_softmax(g, z), dropout_rate, dropout_key)  # 0 at padding edges
     out = jax.ops.segment_sum(alpha[..., None] * _rows(xs, g.src), g.dst, num_segments=g.n_dst)
     out = out.reshape(g.n_dst, h * c) if concat_heads else out.mean(axis=1)
@@ -304,15 +308,14 @@ def edge_vectors(g, pos_src, pos_dst):
 def gno_conv(g, f_src, dx, U, b_u, V, b_v, *, kernel="matrix", reduce="mean", edge_weight=None):
     """Reference of :func:`jaxgraphops.gno_conv`: materialises kappa ``[E, c_out * c_in]`` (or ``[E, c]``)."""
     dx, edge_weight = _at_real_edges(g, dx), None if edge_weight is None else _at_real_edges(g, edge_weight)
-    hi = jax.lax.Precision.HIGHEST
-    kappa = jnp.matmul(jax.nn.relu(jnp.matmul(dx, U.T, precision=hi) + b_u), V.T, precision=hi) + b_v
+    kappa = jnp.matmul(jax.nn.relu(jnp.matmul(dx, U.T, precision=_HIGHEST) + b_u), V.T, precision=_HIGHEST) + b_v
     f_j = _rows(f_src, g.src)
     if kernel == "diagonal":
         msg = kappa * f_j
     else:
         c_in = f_src.shape[1]
         c_out = V.shape[0] // c_in  # c_in >= 1 for the matrix kernel (gno_conv checks it)
-        msg = jnp.einsum("eoc,ec->eo", kappa.reshape(g.n_edges, c_out, c_in), f_j, precision=hi)
+        msg = jnp.einsum("eoc,ec->eo", kappa.reshape(g.n_edges, c_out, c_in), f_j, precision=_HIGHEST)
     if edge_weight is None:
         return _segment_reduce(msg, g.dst, g.n_dst, reduce)
     total = jax.ops.segment_sum(edge_weight[:, None] * msg, g.dst, num_segments=g.n_dst)
@@ -376,7 +379,7 @@ def agg_hg_basis(g, x, edge_types, comp=None, *, n_edge_types, x_dst=None, conca
     if comp is None:
         out = jax.ops.segment_sum(x_j, key, num_segments=n_dst * r).reshape(n_dst, r * d)
     else:
-        terms = jnp.einsum("eb,ed->ebd", comp[edge_types], x_j, precision=jax.lax.Precision.HIGHEST)
+        terms = jnp.einsum("eb,ed->ebd", comp[edge_types], x_j, precision=_HIGHEST)
         out = jax.ops.segment_sum(terms.reshape(g.n_edges, comp.shape[1] * d), g.dst, num_segments=n_dst)
     if concat_own:
         out = jnp.concatenate([out, x[:n_dst] if x_dst is None else x_dst], axis=1)
