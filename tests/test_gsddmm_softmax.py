@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import check_grads, kernel_index_error, random_graph, repeated_edge_id
+from conftest import check_grads, hub_graph, kernel_index_error, random_graph, repeated_edge_id
 
 import jaxgraphops as jgo
 
@@ -69,6 +69,26 @@ def test_gsddmm_errors(rng):
         jgo.gsddmm(g, x, x, op="max", rhs_target="u")
     with pytest.raises(ValueError, match="needs a feature axis"):
         jgo.gsddmm(g, x[:, 0], x[:, 0], op="dot", rhs_target="u")
+
+
+@pytest.mark.parametrize("case", ["finite", "-inf", "nan", "all -inf"])
+@pytest.mark.parametrize("heads", [(), (3,)])
+def test_edge_softmax_of_a_heavy_row(rng, case, heads):
+    g, _, dst = hub_graph(rng)  # node 5: 700 in-edges, a block's slices in the CUDA kernel
+    logits = 4 * rng.normal(size=(g.n_edges,) + heads).astype(np.float32)
+    hub = np.flatnonzero(dst == 5)
+    if case == "-inf":
+        logits[hub[1::3]] = -np.inf  # weight 0
+    elif case == "nan":
+        logits[hub[600]] = np.nan  # late in the row: the whole row is NaN
+    elif case == "all -inf":
+        logits[hub] = -np.inf  # an empty row: 0
+    y = jgo.edge_softmax(g, logits)
+    np.testing.assert_allclose(y, jgo.edge_softmax(g, logits, impl="xla"), rtol=1e-5, atol=1e-7)
+    if case in ("finite", "-inf"):
+        ct = rng.normal(size=logits.shape).astype(np.float32)
+        grad = lambda impl: jax.vjp(lambda z: jgo.edge_softmax(g, z, impl=impl), logits)[1](ct)[0]  # noqa: E731
+        np.testing.assert_allclose(grad(None), grad("xla"), rtol=1e-5, atol=1e-7)
 
 
 @pytest.mark.parametrize("shape", [(), (3,), (2, 3)])

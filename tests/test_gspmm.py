@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import check_grads, jit_jacfwd, jit_jacrev, kernel_index_error, kernel_only, random_graph
+from conftest import check_grads, hub_graph, jit_jacfwd, jit_jacrev, kernel_index_error, kernel_only, random_graph
 
 import jaxgraphops as jgo
 
@@ -139,6 +139,44 @@ def test_zero_edge_graph(reduce):
     gu, ge = jax.grad(lambda a, b: jgo.gspmm(g, a, b, op="u_mul_e", reduce=reduce).sum(), (0, 1))(u, jnp.ones((0,)))
     assert gu.shape == (3, 4) and ge.shape == (0,)
     np.testing.assert_array_equal(gu, 0)
+
+
+@pytest.mark.parametrize("reduce", REDUCES)
+@pytest.mark.parametrize("features", [(5,), (2, 20)])
+def test_heavy_rows_match_reference(rng, reduce, features):
+    g, _, _ = hub_graph(rng)
+    u, e = operands(rng, g, "u_mul_e", fu=features, fe=features)
+    close = lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)  # noqa: E731
+    for op, args in (("copy_u", (u, None)), ("u_mul_e", (u, e))):
+        f = lambda a, b: jgo.gspmm(g, a, b, op=op, reduce=reduce)  # noqa: E731
+        r = lambda a, b: jgo.gspmm(g, a, b, op=op, reduce=reduce, impl="xla")  # noqa: E731
+        close(f(*args), r(*args))
+        # the gradient in u walks the sources' rows (node 3's 600 edges); max/min route it through masks
+        ct = rng.normal(size=(g.n_dst,) + features).astype(np.float32)
+        grads = lambda fn: jax.vjp(fn, *args)[1](ct)[: 1 if op == "copy_u" else 2]  # noqa: E731
+        jax.tree_util.tree_map(close, grads(f), grads(r))
+
+
+@pytest.mark.parametrize("reduce", ["max", "min"])
+def test_heavy_row_ties_and_nans_follow_the_input_order(rng, reduce):
+    g, _, dst = hub_graph(rng)
+    e = rng.integers(0, 3, (g.n_edges, 2)).astype(np.float32)  # ties everywhere
+    hub = np.flatnonzero(dst == 5)
+    e[hub[[500, 650]], 0] = np.nan  # the first NaN wins, from any slice of the row
+    e[hub[100], 1] = np.nan
+    out, vjp = jax.vjp(lambda b: jgo.gspmm(g, None, b, op="copy_e", reduce=reduce), e)
+    (grad,) = vjp(jnp.ones_like(out))
+    want, want_grad = np.zeros((g.n_dst, 2), np.float32), np.zeros_like(e)
+    pick = np.argmax if reduce == "max" else np.argmin
+    for v in range(g.n_dst):
+        ids = np.flatnonzero(dst == v)  # in input order
+        for f in range(2):
+            if len(ids):
+                vals = e[ids, f]
+                w = ids[np.argmax(np.isnan(vals))] if np.isnan(vals).any() else ids[pick(vals)]
+                want[v, f], want_grad[w, f] = e[w, f], 1
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(grad, want_grad)
 
 
 def test_bipartite_matches_reference(rng):
