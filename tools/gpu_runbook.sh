@@ -56,8 +56,8 @@ results=()
 failed=0
 n=0
 
-# step NAME COMMAND...: runs COMMAND with its output in LOG_DIR/NN-NAME.log (and on the terminal),
-# unless SKIP names it.
+# step NAME COMMAND...: runs COMMAND with its output in LOG_DIR/NN-NAME.log (its last TAIL_LINES lines,
+# default 30, on the terminal), unless SKIP names it.
 step() {
   local name=$1 start=$SECONDS rc
   shift
