@@ -40,6 +40,16 @@ inline int64_t HeavyBlocks(int64_t n_rows, int64_t n_edges) {
   return std::min({n_rows, n_edges / (kHeavyRow + 1), int64_t{2048}});
 }
 
+// Launches `light` over `threads` threads (the rows of at most kHeavyRow edges), then, unless there are
+// no threads, `heavy` over HeavyBlocks blocks with `heavy_shared` bytes of shared memory; same arguments.
+template <typename... Params, typename... Args>
+ffi::Error LaunchRowsAndHeavyRows(const char* name, void (*light)(Params...), void (*heavy)(Params...),
+                                  int64_t threads, int64_t n_rows, int64_t n_edges, size_t heavy_shared,
+                                  cudaStream_t stream, Args... args) {
+  if (auto err = Launch(name, light, threads, stream, args...); err.failure()) return err;
+  return LaunchBlocks(name, heavy, threads == 0 ? 0 : HeavyBlocks(n_rows, n_edges), heavy_shared, stream, args...);
+}
+
 // The reduction of feature f over positions [lo, hi) of row r into (acc, arg), edges skipped as
 // described at the top of the file.
 template <typename T, typename I, Op op, Reduce R, Mask M>
@@ -156,18 +166,10 @@ ffi::Error SpmmTyped(cudaStream_t stream, const SpmmArgs& a, ffi::AnyBuffer offs
   const int group = GroupWidth(F);
   const I* m = a.mask == Mask::kNone ? nullptr : mask_arg.typed_data<I>();
   I* arg = (a.reduce == Reduce::kMax || a.reduce == Reduce::kMin) ? arg_out.typed_data<I>() : nullptr;
-  const I* off = offsets.typed_data<I>();
-  const I* nb = nbr.typed_data<I>();
-  const I* ei = eid.typed_data<I>();
-  const T* nd = node.typed_data<T>();
-  const T* ed = edge.typed_data<T>();
-  T* o = out.typed_data<T>();
-  if (auto err = Launch("jgo_spmm", PickSpmm<T, I, false>(a), F == 0 ? 0 : a.n_rows * group, stream, a, off, nb, ei,
-                        nd, ed, m, o, arg, group);
-      err.failure())
-    return err;
-  return LaunchBlocks("jgo_spmm", PickSpmm<T, I, true>(a), F == 0 ? 0 : HeavyBlocks(a.n_rows, a.n_edges),
-                      kBlock * (sizeof(T) + sizeof(I)), stream, a, off, nb, ei, nd, ed, m, o, arg, group);
+  return LaunchRowsAndHeavyRows("jgo_spmm", PickSpmm<T, I, false>(a), PickSpmm<T, I, true>(a),
+                                F == 0 ? 0 : a.n_rows * group, a.n_rows, a.n_edges, kBlock * (sizeof(T) + sizeof(I)),
+                                stream, a, offsets.typed_data<I>(), nbr.typed_data<I>(), eid.typed_data<I>(),
+                                node.typed_data<T>(), edge.typed_data<T>(), m, out.typed_data<T>(), arg, group);
 }
 
 ffi::Error SpmmCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
@@ -282,18 +284,10 @@ ffi::Error SddmmTyped(cudaStream_t stream, const SddmmArgs& s, ffi::AnyBuffer of
   const int group = GroupWidth(s.dot ? s.dims.d2 : F);
   const I* m = s.mask == Mask::kNone ? nullptr : mask_arg.typed_data<I>();
   if (auto err = ZeroFill("jgo_sddmm", out.untyped_data(), out.size_bytes(), stream); err.failure()) return err;
-  const I* off = offsets.typed_data<I>();
-  const I* nb = nbr.typed_data<I>();
-  const I* ei = eid.typed_data<I>();
-  const T* l = lhs.typed_data<T>();
-  const T* rh = rhs.typed_data<T>();
-  T* o = out.typed_data<T>();
-  if (auto err = Launch("jgo_sddmm", PickSddmm<T, I, false>(s), F == 0 ? 0 : s.n_rows * group, stream, s, off, nb, ei,
-                        l, rh, m, o, group);
-      err.failure())
-    return err;
-  return LaunchBlocks("jgo_sddmm", PickSddmm<T, I, true>(s), F == 0 ? 0 : HeavyBlocks(s.n_rows, s.n_edges), 0, stream,
-                      s, off, nb, ei, l, rh, m, o, group);
+  return LaunchRowsAndHeavyRows("jgo_sddmm", PickSddmm<T, I, false>(s), PickSddmm<T, I, true>(s),
+                                F == 0 ? 0 : s.n_rows * group, s.n_rows, s.n_edges, 0, stream, s,
+                                offsets.typed_data<I>(), nbr.typed_data<I>(), eid.typed_data<I>(), lhs.typed_data<T>(),
+                                rhs.typed_data<T>(), m, out.typed_data<T>(), group);
 }
 
 ffi::Error SddmmCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
@@ -345,9 +339,10 @@ __device__ V MergeInBlock(V* part, V mine, Merge merge) {
   return total;
 }
 
-// A block per heavy row: for each head, the threads take contiguous slices of the row; their
-// maxima (each slice started at its first logit, so the row's first logit starts the merge, as in
-// SegmentSoftmax) and then their sums are merged in thread order, and each thread writes its slice.
+// A block per heavy row: for each head, the threads take contiguous slices of the row and run
+// SegmentSoftmax's three passes (jgo/math.h) over them; the maxima (each slice started at its first
+// logit, so the row's first logit starts the merge, as in SegmentSoftmax) and then the sums are
+// merged in thread order.
 // Shared memory: kBlock values of T and kBlock ints.
 template <typename T, typename I>
 __global__ void HeavyEdgeSoftmaxKernel(const I* offsets, const I* eid, const T* logits, T* out, int64_t n_rows,
@@ -364,14 +359,11 @@ __global__ void HeavyEdgeSoftmaxKernel(const I* offsets, const I* eid, const T* 
     for (int64_t k = lo; k < hi; ++k) ok &= InRange(eid[k], n_edges) ? 1 : 0;
     if (!MergeInBlock(flags, ok, [](int a, int b) { return a & b; })) continue;
     for (int64_t h = 0; h < n_heads; ++h) {
-      const auto logit = [&](int64_t k) { return logits[static_cast<int64_t>(eid[k]) * n_heads + h]; };
-      T m = lo < hi ? logit(lo) : -Infinity<T>();
-      for (int64_t k = lo + 1; k < hi; ++k) m = SoftmaxMax(m, logit(k));
+      const T m = lo < hi ? SoftmaxSliceMax<T, T, I>(logits, eid, lo, hi, h, n_heads) : -Infinity<T>();
       const T shift = SoftmaxShift(MergeInBlock(part, m, [](T a, T b) { return SoftmaxMax(a, b); }));
-      T total = T(0);
-      for (int64_t k = lo; k < hi; ++k) total += Exp(logit(k) - shift);
+      const T total = SoftmaxSliceSum<T, T, I>(logits, eid, lo, hi, h, n_heads, shift);
       const T inv = SoftmaxInverse(MergeInBlock(part, total, [](T a, T b) { return a + b; }));
-      for (int64_t k = lo; k < hi; ++k) out[static_cast<int64_t>(eid[k]) * n_heads + h] = Exp(logit(k) - shift) * inv;
+      SoftmaxSliceWrite<T, T, I>(logits, eid, lo, hi, h, n_heads, shift, inv, out);
     }
   }
 }
@@ -383,16 +375,10 @@ ffi::Error SoftmaxTyped(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuf
   const int64_t n_edges = static_cast<int64_t>(eid.element_count());
   const int64_t heads = n_edges == 0 ? 1 : static_cast<int64_t>(logits.element_count()) / n_edges;
   if (auto err = ZeroFill("jgo_edge_softmax", out.untyped_data(), out.size_bytes(), stream); err.failure()) return err;
-  const I* off = offsets.typed_data<I>();
-  const I* ei = eid.typed_data<I>();
-  const T* z = logits.typed_data<T>();
-  T* o = out.typed_data<T>();
-  if (auto err = Launch("jgo_edge_softmax", EdgeSoftmaxKernel<T, I>, n_edges == 0 ? 0 : n_rows * heads, stream, off, ei,
-                        z, o, n_rows, n_edges, heads);
-      err.failure())
-    return err;
-  return LaunchBlocks("jgo_edge_softmax", HeavyEdgeSoftmaxKernel<T, I>, HeavyBlocks(n_rows, n_edges),
-                      kBlock * (sizeof(T) + sizeof(int)), stream, off, ei, z, o, n_rows, n_edges, heads);
+  return LaunchRowsAndHeavyRows("jgo_edge_softmax", EdgeSoftmaxKernel<T, I>, HeavyEdgeSoftmaxKernel<T, I>,
+                                n_edges == 0 ? 0 : n_rows * heads, n_rows, n_edges, kBlock * (sizeof(T) + sizeof(int)),
+                                stream, offsets.typed_data<I>(), eid.typed_data<I>(), logits.typed_data<T>(),
+                                out.typed_data<T>(), n_rows, n_edges, heads);
 }
 
 ffi::Error EdgeSoftmaxCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer eid, ffi::AnyBuffer logits,

@@ -183,6 +183,36 @@ JGO_HD T SoftmaxInverse(T l) {
   return l != T(0) ? T(1) / l : T(0);
 }
 
+// The three passes of a softmax of logits[eid[k], h] over positions k in [lo, hi) of a row, in Acc:
+// the running maximum from the first logit (lo < hi), the sum of the weights given the shift, and the
+// writes given the shift and the inverse sum. SegmentSoftmax runs them over a whole row; a kernel
+// that splits a row runs them over slices and merges the maxima and the sums in slice order.
+template <typename T, typename Acc, typename I>
+JGO_HD Acc SoftmaxSliceMax(const T* logits, const I* eid, int64_t lo, int64_t hi, int64_t h, int64_t n_heads) {
+  Acc m = static_cast<Acc>(logits[static_cast<int64_t>(eid[lo]) * n_heads + h]);
+  for (int64_t k = lo + 1; k < hi; ++k) {
+    m = SoftmaxMax(m, static_cast<Acc>(logits[static_cast<int64_t>(eid[k]) * n_heads + h]));
+  }
+  return m;
+}
+template <typename T, typename Acc, typename I>
+JGO_HD Acc SoftmaxSliceSum(const T* logits, const I* eid, int64_t lo, int64_t hi, int64_t h, int64_t n_heads,
+                           Acc shift) {
+  Acc total = Acc(0);
+  for (int64_t k = lo; k < hi; ++k) {
+    total += Exp(static_cast<Acc>(logits[static_cast<int64_t>(eid[k]) * n_heads + h]) - shift);
+  }
+  return total;
+}
+template <typename T, typename Acc, typename I>
+JGO_HD void SoftmaxSliceWrite(const T* logits, const I* eid, int64_t lo, int64_t hi, int64_t h, int64_t n_heads,
+                              Acc shift, Acc inv, T* out) {
+  for (int64_t k = lo; k < hi; ++k) {
+    const int64_t i = static_cast<int64_t>(eid[k]) * n_heads + h;
+    out[i] = static_cast<T>(Exp(static_cast<Acc>(logits[i]) - shift) * inv);
+  }
+}
+
 // Numerically stable softmax of logits[eid[k], h] over k in [begin, end), written to
 // out[eid[k], h]. Accumulates in Acc. A -inf logit gets weight 0; a row of only -inf logits
 // gets 0 everywhere (as a row without edges), not exp(-inf - -inf) = NaN.
@@ -190,21 +220,9 @@ template <typename T, typename Acc, typename I>
 JGO_HD void SegmentSoftmax(const T* logits, const I* eid, int64_t begin, int64_t end, int64_t h,
                            int64_t n_heads, T* out) {
   if (begin >= end) return;
-  Acc m = static_cast<Acc>(logits[static_cast<int64_t>(eid[begin]) * n_heads + h]);
-  for (int64_t k = begin + 1; k < end; ++k) {
-    const Acc v = static_cast<Acc>(logits[static_cast<int64_t>(eid[k]) * n_heads + h]);
-    m = SoftmaxMax(m, v);
-  }
-  m = SoftmaxShift(m);
-  Acc total = Acc(0);
-  for (int64_t k = begin; k < end; ++k) {
-    total += Exp(static_cast<Acc>(logits[static_cast<int64_t>(eid[k]) * n_heads + h]) - m);
-  }
-  const Acc inv = SoftmaxInverse(total);
-  for (int64_t k = begin; k < end; ++k) {
-    const int64_t i = static_cast<int64_t>(eid[k]) * n_heads + h;
-    out[i] = static_cast<T>(Exp(static_cast<Acc>(logits[i]) - m) * inv);
-  }
+  const Acc shift = SoftmaxShift(SoftmaxSliceMax<T, Acc, I>(logits, eid, begin, end, h, n_heads));
+  const Acc inv = SoftmaxInverse(SoftmaxSliceSum<T, Acc, I>(logits, eid, begin, end, h, n_heads, shift));
+  SoftmaxSliceWrite<T, Acc, I>(logits, eid, begin, end, h, n_heads, shift, inv, out);
 }
 
 }  // namespace jgo
