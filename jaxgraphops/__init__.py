@@ -35,6 +35,7 @@ from .reorder import Permutation, reorder  # noqa: E402
 from .ops._primitive_utils import PartitionedJitWarning  # noqa: E402
 from .sampling import SampledBlock, sample_blocks, sample_neighbors  # noqa: E402
 from ._versions import UntestedVersionWarning  # noqa: E402
+from . import nn  # noqa: E402  (jgo.nn.gcn_norm etc.; its flax/equinox/nnx modules stay opt-in imports)
 
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
     "mha_gat",
     "mha_gat_v2",
     "mha_simple",
+    "nn",
     "pad",
     "pad_batch",
     "padded_batches",

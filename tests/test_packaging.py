@@ -84,10 +84,12 @@ g = jgo.Graph.from_edges(jnp.array([0, 1, 2]), jnp.array([1, 2, 0]))
 print(jgo.with_cuda(), jgo.kernel_platform(), jgo.gspmm(g, jnp.arange(3.0)[:, None], op="copy_u").ravel().tolist())
 f = jax.jit(lambda x: jgo.gspmm(g, x, op="copy_u"))
 print("jgo_spmm" in f.trace(jnp.ones((3, 2))).lower(lowering_platforms=("cuda",)).as_text())
+# jgo.nn comes with the package (the README's jgo.nn.gcn_norm), its layer flavours stay opt-in imports
+print([round(w, 6) for w in jgo.nn.gcn_norm(g)[1].tolist()], [m for m in ("flax", "equinox") if m in sys.modules])
 """
     run = run_python(code, tmp_path)
     assert run.returncode == 0, run.stderr
-    assert run.stdout.splitlines()[-2:] == ["False cpu [2.0, 0.0, 1.0]", "False"]
+    assert run.stdout.splitlines()[-3:] == ["False cpu [2.0, 0.0, 1.0]", "False", f"{[0.5] * 6} []"]
 
 
 def test_required_cuda_without_the_plugin_says_how_to_install_it(tmp_path):
