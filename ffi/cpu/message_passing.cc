@@ -24,9 +24,10 @@ namespace {
 // ---------------------------------------------------------------------------------------
 // jgo_spmm
 
+// mean (with R = kSum): the sums divided by the row's edge count (one compiled walk for both).
 template <typename T, typename I, Op op, Reduce R, Mask M>
 void SpmmRows(const SpmmArgs& a, const I* offsets, const I* nbr, const I* eid, const T* node, const T* edge,
-              const I* mask_arg, T* out, I* arg_out, int64_t r0, int64_t r1) {
+              const I* mask_arg, T* out, I* arg_out, bool mean, int64_t r0, int64_t r1) {
   using Red = Reducer<T, R>;
   using Msg = Message<op>;
   const Dims3 d = a.dims;
@@ -80,7 +81,9 @@ void SpmmRows(const SpmmArgs& a, const I* offsets, const I* nbr, const I* eid, c
       }
     }
     T* out_row = out + r * F;
-    for (int64_t g = 0; g < F; ++g) out_row[g] = Red::finalize(acc[g], Red::kArg ? arg[g] : I(-1), end - begin);
+    for (int64_t g = 0; g < F; ++g)
+      out_row[g] = mean ? Reducer<T, Reduce::kMean>::finalize(acc[g], I(-1), end - begin)
+                        : Red::finalize(acc[g], Red::kArg ? arg[g] : I(-1), end - begin);
     if (Red::kArg) std::copy(arg.begin(), arg.end(), arg_out + r * F);
   }
 }
@@ -111,10 +114,11 @@ RowForm FormOf(const SpmmArgs& a) {
 
 // Sums (or means) of rows r0..r1 over kRegs vectors of kBytes (kRegs * kBytes / sizeof(T) features) from
 // feature f0, of a message of form K; the accumulators are vector registers (GCC's vector extensions,
-// compiled for the ISA of the calling clone). kBytes == sizeof(T): one feature.
-template <typename T, typename I, RowForm K, Reduce R, int kBytes, int kRegs>
+// compiled for the ISA of the calling clone). kBytes == sizeof(T): one feature. mean: the sums divided by
+// the row's edge count.
+template <typename T, typename I, RowForm K, int kBytes, int kRegs>
 JGO_INLINE void SumBlock(const I* offsets, const I* nbr, const I* eid, const T* node, const T* edge, T* out,
-                         int64_t F, int64_t f0, int64_t r0, int64_t r1) {
+                         int64_t F, int64_t f0, bool mean, int64_t r0, int64_t r1) {
   typedef T V __attribute__((vector_size(kBytes)));
   constexpr int64_t kLanes = kBytes / sizeof(T), kF = kLanes * kRegs;
   const int64_t last = offsets[r1];
@@ -147,74 +151,86 @@ JGO_INLINE void SumBlock(const I* offsets, const I* nbr, const I* eid, const T* 
     }
     T* o = out + r * F + f0;
     for (int q = 0; q < kRegs; ++q)
-      for (int64_t i = 0; i < kLanes; ++i) o[q * kLanes + i] = Reducer<T, R>::finalize(acc[q][i], I(-1), end - begin);
+      for (int64_t i = 0; i < kLanes; ++i)
+        o[q * kLanes + i] = mean ? Reducer<T, Reduce::kMean>::finalize(acc[q][i], I(-1), end - begin) : acc[q][i];
+  }
+}
+
+// The last features [f0, F) of rows r0..r1, fewer than two vectors of kVecBytes: one vector of kVecBytes if
+// they fill it, then the rest with vectors of half the size.
+template <typename T, typename I, RowForm K, int kVecBytes>
+JGO_INLINE void SumRowsTail(const I* offsets, const I* nbr, const I* eid, const T* node, const T* edge, T* out,
+                            int64_t F, int64_t f0, bool mean, int64_t r0, int64_t r1) {
+  constexpr int64_t kVec = kVecBytes / sizeof(T);
+  if (f0 + kVec <= F) {
+    SumBlock<T, I, K, kVecBytes, 1>(offsets, nbr, eid, node, edge, out, F, f0, mean, r0, r1);
+    f0 += kVec;
+  }
+  if constexpr (kVecBytes > static_cast<int>(sizeof(T))) {
+    if (f0 < F) SumRowsTail<T, I, K, kVecBytes / 2>(offsets, nbr, eid, node, edge, out, F, f0, mean, r0, r1);
   }
 }
 
 // Features [f0, F) of rows r0..r1 in as few passes over the rows as the registers allow: blocks of 8, 4, 2
 // and 1 vectors of kVecBytes, then the rest (fewer features than a vector) with vectors of half the size.
 // (No lambdas in code compiled per ISA: a lambda is a function of its own, compiled for the baseline.)
-template <typename T, typename I, RowForm K, Reduce R, int kVecBytes>
+template <typename T, typename I, RowForm K, int kVecBytes>
 JGO_INLINE void SumRowsBlocked(const I* offsets, const I* nbr, const I* eid, const T* node, const T* edge, T* out,
-                               int64_t F, int64_t f0, int64_t r0, int64_t r1) {
+                               int64_t F, int64_t f0, bool mean, int64_t r0, int64_t r1) {
   constexpr int64_t kVec = kVecBytes / sizeof(T);
   for (; f0 + 8 * kVec <= F; f0 += 8 * kVec)
-    SumBlock<T, I, K, R, kVecBytes, 8>(offsets, nbr, eid, node, edge, out, F, f0, r0, r1);
+    SumBlock<T, I, K, kVecBytes, 8>(offsets, nbr, eid, node, edge, out, F, f0, mean, r0, r1);
   if (f0 + 4 * kVec <= F) {
-    SumBlock<T, I, K, R, kVecBytes, 4>(offsets, nbr, eid, node, edge, out, F, f0, r0, r1);
+    SumBlock<T, I, K, kVecBytes, 4>(offsets, nbr, eid, node, edge, out, F, f0, mean, r0, r1);
     f0 += 4 * kVec;
   }
   if (f0 + 2 * kVec <= F) {
-    SumBlock<T, I, K, R, kVecBytes, 2>(offsets, nbr, eid, node, edge, out, F, f0, r0, r1);
+    SumBlock<T, I, K, kVecBytes, 2>(offsets, nbr, eid, node, edge, out, F, f0, mean, r0, r1);
     f0 += 2 * kVec;
   }
-  if (f0 + kVec <= F) {
-    SumBlock<T, I, K, R, kVecBytes, 1>(offsets, nbr, eid, node, edge, out, F, f0, r0, r1);
-    f0 += kVec;
-  }
-  if constexpr (kVecBytes > static_cast<int>(sizeof(T))) {
-    if (f0 < F) SumRowsBlocked<T, I, K, R, kVecBytes / 2>(offsets, nbr, eid, node, edge, out, F, f0, r0, r1);
-  }
+  if (f0 < F) SumRowsTail<T, I, K, kVecBytes>(offsets, nbr, eid, node, edge, out, F, f0, mean, r0, r1);
 }
 
-template <typename T, typename I, RowForm K, Reduce R>
+template <typename T, typename I, RowForm K>
 void SumRowsBaseline(const I* offsets, const I* nbr, const I* eid, const T* node, const T* edge, T* out, int64_t F,
-                     int64_t r0, int64_t r1) {
-  SumRowsBlocked<T, I, K, R, 16>(offsets, nbr, eid, node, edge, out, F, 0, r0, r1);
+                     bool mean, int64_t r0, int64_t r1) {
+  SumRowsBlocked<T, I, K, 16>(offsets, nbr, eid, node, edge, out, F, 0, mean, r0, r1);
 }
 #ifdef JGO_AVX2_CLONES
-template <typename T, typename I, RowForm K, Reduce R>
+template <typename T, typename I, RowForm K>
 JGO_AVX2_TARGET void SumRowsAvx2(const I* offsets, const I* nbr, const I* eid, const T* node, const T* edge, T* out,
-                                 int64_t F, int64_t r0, int64_t r1) {
-  SumRowsBlocked<T, I, K, R, 32>(offsets, nbr, eid, node, edge, out, F, 0, r0, r1);
+                                 int64_t F, bool mean, int64_t r0, int64_t r1) {
+  SumRowsBlocked<T, I, K, 32>(offsets, nbr, eid, node, edge, out, F, 0, mean, r0, r1);
 }
-template <typename T, typename I, RowForm K, Reduce R>
+template <typename T, typename I, RowForm K>
 JGO_AVX512_TARGET void SumRowsAvx512(const I* offsets, const I* nbr, const I* eid, const T* node, const T* edge,
-                                     T* out, int64_t F, int64_t r0, int64_t r1) {
-  SumRowsBlocked<T, I, K, R, 64>(offsets, nbr, eid, node, edge, out, F, 0, r0, r1);
+                                     T* out, int64_t F, bool mean, int64_t r0, int64_t r1) {
+  SumRowsBlocked<T, I, K, 64>(offsets, nbr, eid, node, edge, out, F, 0, mean, r0, r1);
 }
 #endif
 
-// The row walk for the CPU it runs on: AVX-512, AVX2 + FMA or the x86-64 baseline.
-template <typename T, typename I, RowForm K, Reduce R>
+// The row walk for the CPU it runs on: AVX-512, AVX2 + FMA or the x86-64 baseline. mean: the sums
+// divided by the row's edge count.
+template <typename T, typename I, RowForm K>
 void SumRows(const I* offsets, const I* nbr, const I* eid, const T* node, const T* edge, T* out, int64_t F,
-             int64_t r0, int64_t r1) {
+             bool mean, int64_t r0, int64_t r1) {
 #ifdef JGO_AVX2_CLONES
-  if (HasAvx512()) return SumRowsAvx512<T, I, K, R>(offsets, nbr, eid, node, edge, out, F, r0, r1);
-  if (HasAvx2Fma()) return SumRowsAvx2<T, I, K, R>(offsets, nbr, eid, node, edge, out, F, r0, r1);
+  if (HasAvx512()) return SumRowsAvx512<T, I, K>(offsets, nbr, eid, node, edge, out, F, mean, r0, r1);
+  if (HasAvx2Fma()) return SumRowsAvx2<T, I, K>(offsets, nbr, eid, node, edge, out, F, mean, r0, r1);
 #endif
-  SumRowsBaseline<T, I, K, R>(offsets, nbr, eid, node, edge, out, F, r0, r1);
+  SumRowsBaseline<T, I, K>(offsets, nbr, eid, node, edge, out, F, mean, r0, r1);
 }
 
+// mean (with R = kSum): the sums divided by the row's edge count.
 template <typename T, typename I, Op op, Reduce R, Mask M>
 void SpmmParallel(ffi::ThreadPool& pool, const SpmmArgs& a, const I* offsets, const I* nbr, const I* eid,
-                  const T* node, const T* edge, const I* mask_arg, T* out, I* arg_out) {
+                  const T* node, const T* edge, const I* mask_arg, T* out, I* arg_out, bool mean) {
   const int64_t F = a.dims.size();
-  if constexpr (M == Mask::kNone && (R == Reduce::kSum || R == Reduce::kMean) && op != Op::kAdd) {
+  if constexpr (M == Mask::kNone && R == Reduce::kSum && op != Op::kAdd) {
     const RowForm form = FormOf<op>(a);
     auto sum = [&](auto k) {
       ForRowChunks(pool, offsets, a.n_rows, F, [&](int64_t r0, int64_t r1) {
-        SumRows<T, I, decltype(k)::value, R>(offsets, nbr, eid, node, edge, out, F, r0, r1);
+        SumRows<T, I, decltype(k)::value>(offsets, nbr, eid, node, edge, out, F, mean, r0, r1);
       });
     };
     switch (form) {
@@ -226,24 +242,25 @@ void SpmmParallel(ffi::ThreadPool& pool, const SpmmArgs& a, const I* offsets, co
     }
   }
   ForRowChunks(pool, offsets, a.n_rows, F, [&](int64_t r0, int64_t r1) {
-    SpmmRows<T, I, op, R, M>(a, offsets, nbr, eid, node, edge, mask_arg, out, arg_out, r0, r1);
+    SpmmRows<T, I, op, R, M>(a, offsets, nbr, eid, node, edge, mask_arg, out, arg_out, mean, r0, r1);
   });
 }
 
 template <typename T, typename I, Op op>
 ffi::Error SpmmDispatchReduce(ffi::ThreadPool& pool, const SpmmArgs& a, const I* offsets, const I* nbr,
                               const I* eid, const T* node, const T* edge, const I* mask_arg, T* out, I* arg_out) {
-#define JGO_SPMM(R, M) SpmmParallel<T, I, op, R, M>(pool, a, offsets, nbr, eid, node, edge, mask_arg, out, arg_out)
+#define JGO_SPMM(R, M, mean) \
+  SpmmParallel<T, I, op, R, M>(pool, a, offsets, nbr, eid, node, edge, mask_arg, out, arg_out, mean)
   switch (a.mask) {
-    case Mask::kByRow: JGO_SPMM(Reduce::kSum, Mask::kByRow); return ffi::Error::Success();
-    case Mask::kByNbr: JGO_SPMM(Reduce::kSum, Mask::kByNbr); return ffi::Error::Success();
+    case Mask::kByRow: JGO_SPMM(Reduce::kSum, Mask::kByRow, false); return ffi::Error::Success();
+    case Mask::kByNbr: JGO_SPMM(Reduce::kSum, Mask::kByNbr, false); return ffi::Error::Success();
     case Mask::kNone: break;
   }
-  switch (a.reduce) {
-    case Reduce::kSum: JGO_SPMM(Reduce::kSum, Mask::kNone); break;
-    case Reduce::kMean: JGO_SPMM(Reduce::kMean, Mask::kNone); break;
-    case Reduce::kMax: JGO_SPMM(Reduce::kMax, Mask::kNone); break;
-    case Reduce::kMin: JGO_SPMM(Reduce::kMin, Mask::kNone); break;
+  switch (a.reduce) {  // a mean is a sum divided at the end: the same compiled walks
+    case Reduce::kSum: JGO_SPMM(Reduce::kSum, Mask::kNone, false); break;
+    case Reduce::kMean: JGO_SPMM(Reduce::kSum, Mask::kNone, true); break;
+    case Reduce::kMax: JGO_SPMM(Reduce::kMax, Mask::kNone, false); break;
+    case Reduce::kMin: JGO_SPMM(Reduce::kMin, Mask::kNone, false); break;
   }
 #undef JGO_SPMM
   return ffi::Error::Success();
@@ -320,10 +337,7 @@ ffi::Error PoolSortedTyped(ffi::ThreadPool& pool, const T* x, const I* ids, T* o
   // ForRowChunks splits by offsets[r] + r up to offsets[G] + G: rows before offsets[0] (ids below 0) count as
   // graph 0's work, which only shifts the split
   ForRowChunks(pool, offsets.data(), G, F, [&](int64_t r0, int64_t r1) {
-    if (mean) SumRows<T, int64_t, RowForm::kConsecutiveNodes, Reduce::kMean>(offsets.data(), nullptr, nullptr, x,
-                                                                              nullptr, out, F, r0, r1);
-    else SumRows<T, int64_t, RowForm::kConsecutiveNodes, Reduce::kSum>(offsets.data(), nullptr, nullptr, x, nullptr,
-                                                                        out, F, r0, r1);
+    SumRows<T, int64_t, RowForm::kConsecutiveNodes>(offsets.data(), nullptr, nullptr, x, nullptr, out, F, mean, r0, r1);
   });
   return ffi::Error::Success();
 }

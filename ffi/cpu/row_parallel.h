@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -33,14 +34,29 @@ inline void PrefetchRow(const T* row, int64_t len) {
   for (int64_t b = 0; b < bytes; b += kCacheLine) __builtin_prefetch(p + b, 0, 1);
 }
 
+// A non-owning reference to a callable void(int64_t) (the callable outlives the call it is passed to):
+// ParallelFor below is compiled once, not once per kernel's lambda (its pool machinery made a third of
+// a kernel file's code and compile time).
+class TaskRef {
+ public:
+  template <typename F, typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, TaskRef>>>
+  TaskRef(F&& f)  // NOLINT(google-explicit-constructor): a lambda converts at the call
+      : object_(const_cast<void*>(static_cast<const void*>(&f))),
+        call_([](void* object, int64_t t) { (*static_cast<std::remove_reference_t<F>*>(object))(t); }) {}
+  void operator()(int64_t t) const { call_(object_, t); }
+
+ private:
+  void* object_;
+  void (*call_)(void*, int64_t);
+};
+
 // Runs body(t) for t in [0, n_tasks) on the pool and the calling thread. Tasks are claimed from a
 // shared counter, and the caller claims tasks too, so it only ever waits for tasks that are already
 // running: XLA runs independent custom calls concurrently on the same pool, and a caller that waited
 // for a task still queued behind another waiting caller would deadlock (two backward passes on a
 // 2-thread pool did). Pool closures that start after every task was claimed exit at once; they share
 // the counters through `state`, and touch `body` only after claiming a task, while the caller waits.
-template <typename Body>
-void ParallelFor(ffi::ThreadPool& pool, int64_t n_tasks, Body&& body) {
+inline void ParallelFor(ffi::ThreadPool& pool, int64_t n_tasks, TaskRef body) {
   if (n_tasks <= 1) {
     if (n_tasks == 1) body(0);
     return;
@@ -52,7 +68,7 @@ void ParallelFor(ffi::ThreadPool& pool, int64_t n_tasks, Body&& body) {
     int64_t finished = 0;
   };
   auto state = std::make_shared<State>();
-  auto work = [state, n_tasks, &body] {
+  auto work = [state, n_tasks, body] {
     for (int64_t t = state->next.fetch_add(1); t < n_tasks; t = state->next.fetch_add(1)) {
       body(t);
       std::lock_guard<std::mutex> lock(state->mu);
