@@ -9,8 +9,8 @@ static and dynamic shared memory, and the theoretical occupancy on an H100 at th
 
 ``--check`` exits 1 when a kernel spills, or runs below 50% occupancy without a reason in
 ``REASONS``; ``--markdown FILE`` writes the table into FILE between ``BEGIN`` and ``END``;
-``--ffi DIR`` measures a modified copy of ffi/ instead. From the repository root (needs nvcc and jax,
-for the XLA FFI headers; about a minute on 2 cores)::
+``--ffi DIR`` measures a modified copy of ffi/ instead. From the repository root (needs nvcc; about
+a minute on 2 cores)::
 
     python -m benchmarks.gpu_resources --check --markdown BENCHMARKS.md
 """
@@ -37,6 +37,7 @@ from .tables import replace_section
 
 ROOT = Path(__file__).resolve().parent.parent
 FFI = ROOT / "ffi"
+XLA_FFI = ROOT / "third_party" / "xla_ffi"  # the XLA FFI headers every build compiles against
 ARCHS = ("sm_80", "sm_90")
 BEGIN, END = "<!-- gpu-resources:begin -->", "<!-- gpu-resources:end -->"
 MIN_OCCUPANCY = 0.5
@@ -258,9 +259,7 @@ def nvcc_command(source: Path, output: Path, include: str, ffi: Path = FFI, nvcc
 
 def compile_all(sources: list[Path], jobs: int = 2, ffi: Path = FFI, nvcc: str = "nvcc") -> dict[Path, str]:
     """ptxas's report per source file, at most ``jobs`` compilers at once (largest files first)."""
-    import jax.ffi
-
-    include = jax.ffi.include_dir()
+    include = str(XLA_FFI)
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(jobs) as pool:
         def run(source):
             cmd = nvcc_command(source, Path(tmp) / f"{source.stem}.fatbin", include, ffi, nvcc)

@@ -1,6 +1,6 @@
 # Builds the replay driver (ffi/testing/replay.cc) under a sanitizer with g++; tools/sanitize.sh
 # runs it from the repository root:
-#   make -f tools/sanitize.mk VARIANT=tsan|asan XLA_FFI_INCLUDE=<jax.ffi.include_dir()> -j2
+#   make -f tools/sanitize.mk VARIANT=tsan|asan -j2
 # Objects go to build/sanitize-<variant>/ with their header dependencies, so a re-run recompiles
 # only what changed; a change of flags recompiles everything. The driver holds the CPU handlers and
 # the emulated CUDA handlers (ffi/cuda/*.cu as host C++ on ffi/cuda_emulation). Under TSan the
@@ -8,6 +8,7 @@
 # (-DJGO_EMULATION_TSAN, see ffi/cuda_emulation/emulation.cc).
 
 VARIANT ?= tsan
+XLA_FFI_INCLUDE ?= third_party/xla_ffi
 
 BASE_FLAGS := -std=c++17 -g -O1 -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter -pthread \
               -Iffi -Iffi/common -isystem $(XLA_FFI_INCLUDE)

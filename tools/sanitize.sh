@@ -8,8 +8,7 @@
 #              JGO_KERNELS=cuda-emulation JGO_FFI_RECORD=CASE_DIR pytest -q tests
 #   options    --platform cpu|cuda-emulation|both, --threads N, --limit K (cases per target),
 #              --no-malformed (see ffi/testing/replay.cc)
-# Environment: JOBS (parallel compiles, default 2), SANITIZERS (default "tsan asan"), PYTHON (for
-# jax.ffi.include_dir(), default python), CXX (default g++).
+# Environment: JOBS (parallel compiles, default 2), SANITIZERS (default "tsan asan"), CXX (default g++).
 #
 # Builds build/sanitize-tsan/replay and build/sanitize-asan/replay (tools/sanitize.mk: -O1 -g, from
 # ffi/cpu/*.cc, ffi/testing/*.cc, ffi/cuda/*.cu as host C++ and the emulated runtime; re-runs
@@ -23,7 +22,6 @@ fi
 cases=$(cd "$1" && pwd)
 shift
 cd "$(dirname "$0")/.."
-xla_include=$("${PYTHON:-python}" -c 'import jax.ffi; print(jax.ffi.include_dir())')
 
 # TSan replays the well-formed calls (races in correct use); ASan+UBSan also the malformed variants and
 # the calls recorded on indices the CPU handlers reject (ffi/testing/replay.cc),
@@ -39,7 +37,7 @@ seconds_since() { awk -v from="$1" -v now="$EPOCHREALTIME" 'BEGIN { printf "%.1f
 status=0
 for variant in ${SANITIZERS:-tsan asan}; do
   start=$EPOCHREALTIME
-  if ! make -s -f tools/sanitize.mk -j"${JOBS:-2}" VARIANT="$variant" XLA_FFI_INCLUDE="$xla_include"; then
+  if ! make -s -f tools/sanitize.mk -j"${JOBS:-2}" VARIANT="$variant"; then
     echo "[$variant] build FAILED"
     exit 1
   fi

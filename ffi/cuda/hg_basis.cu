@@ -19,7 +19,7 @@
 // Compile check (zero warnings), from the repository root, on one line:
 //   nvcc -std=c++17 -O3 -Xcompiler -fPIC -Xcompiler -Wall,-Wextra --Werror all-warnings
 //     --generate-code=arch=compute_90,code=sm_90
-//     -Iffi -Iffi/common -isystem $(python -c 'import jax.ffi;print(jax.ffi.include_dir())')
+//     -Iffi -Iffi/common -isystem third_party/xla_ffi
 //     -DJGO_WITH_CUDA -c ffi/cuda/hg_basis.cu
 #include <cuda_runtime.h>
 
