@@ -125,7 +125,7 @@ def test_the_vendored_xla_ffi_headers_are_jaxlibs():
     vendored = ROOT / "third_party/xla_ffi/xla/ffi/api"
     assert "#define XLA_FFI_API_MAJOR 0\n" in (vendored / "c_api.h").read_text()
     assert "#define XLA_FFI_API_MINOR 3\n" in (vendored / "c_api.h").read_text()
-    assert 'set(XLA_FFI_INCLUDE_DIR "${CMAKE_CURRENT_SOURCE_DIR}/third_party/xla_ffi"' in (
+    assert '  set(XLA_FFI_INCLUDE_DIR "${CMAKE_CURRENT_SOURCE_DIR}/third_party/xla_ffi")' in (
         ROOT / "CMakeLists.txt").read_text()
     import jax.ffi
     import jaxlib
