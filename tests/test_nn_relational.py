@@ -581,13 +581,15 @@ def test_training_steps_run_the_fused_kernels(rng):
         assert "scatter" not in hlo
         return {t for t in ("jgo_hg_basis_fwd", "jgo_hg_basis_norm", "jgo_hg_basis_bwd_src", "jgo_dmpnn_fwd",
                             "jgo_dmpnn_bwd", "jgo_update_efeat_fwd", "jgo_update_efeat_bwd_src",
-                            "jgo_update_efeat_bwd_dst") if f'custom_call_target = "{t}"' in hlo or f"@{t}" in hlo}
+                            "jgo_update_efeat_bwd_dst", "jgo_update_efeat_bwd_edge")
+                if f'custom_call_target = "{t}"' in hlo or f"@{t}" in hlo}
 
     g, rev = bond_graph(rng)
     atoms, bonds = features(rng, 9, 5), features(rng, g.n_edges, 3)
     apply, params, _ = dmpnn_layer("flax", chemprop_state_dict(rng, 5, 3, 8))
     assert targets(lambda p, v, e: jnp.sum(apply(p, g, v, e, rev) ** 2), params, atoms, bonds) == {
-        "jgo_dmpnn_fwd", "jgo_dmpnn_bwd", "jgo_update_efeat_fwd", "jgo_update_efeat_bwd_src"}
+        "jgo_dmpnn_fwd", "jgo_dmpnn_bwd", "jgo_update_efeat_fwd", "jgo_update_efeat_bwd_src",
+        "jgo_update_efeat_bwd_edge"}
 
     g, types = relational_graph(rng)
     x = features(rng, 9, 6)
@@ -599,4 +601,4 @@ def test_training_steps_run_the_fused_kernels(rng):
     nodes, edges = features(rng, 9, 5), features(rng, g.n_edges, 4)
     apply, params, _, _ = interaction_layer("flax", rng, 4, 5, 5, 4, 5, True)
     assert targets(lambda p, x, e: sum(jnp.sum(o ** 2) for o in apply(p, g, x, e)), params, nodes, edges) == {
-        "jgo_update_efeat_fwd", "jgo_update_efeat_bwd_src", "jgo_update_efeat_bwd_dst"}
+        "jgo_update_efeat_fwd", "jgo_update_efeat_bwd_src", "jgo_update_efeat_bwd_dst", "jgo_update_efeat_bwd_edge"}

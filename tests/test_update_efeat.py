@@ -285,17 +285,17 @@ def test_reverse_mode_runs_the_fused_backward_kernels(rng, mode):
 
     def targets(fn):
         hlo = jax.jit(fn).lower(*args).as_text()
-        return {t for t in ("jgo_update_efeat_fwd", "jgo_update_efeat_bwd_src", "jgo_update_efeat_bwd_dst")
-                if f'custom_call_target = "{t}"' in hlo or f"@{t}" in hlo}
+        return {t for t in ("jgo_update_efeat_fwd", "jgo_update_efeat_bwd_src", "jgo_update_efeat_bwd_dst",
+                            "jgo_update_efeat_bwd_edge") if f'custom_call_target = "{t}"' in hlo or f"@{t}" in hlo}
 
     assert targets(jax.grad(loss, (0, 1, 2))) == {"jgo_update_efeat_fwd", "jgo_update_efeat_bwd_src",
-                                                   "jgo_update_efeat_bwd_dst"}
+                                                   "jgo_update_efeat_bwd_dst", "jgo_update_efeat_bwd_edge"}
     # no scatter in the backward: the node gradients are the kernels' reductions
     assert "scatter" not in jax.jit(jax.grad(loss, (0, 1, 2))).lower(*args).as_text()
     # only the passes needed run
     assert targets(jax.grad(loss, 1)) == {"jgo_update_efeat_fwd", "jgo_update_efeat_bwd_src"}
     assert targets(jax.grad(loss, 2)) == {"jgo_update_efeat_fwd", "jgo_update_efeat_bwd_dst"}
-    assert targets(jax.grad(loss, 0)) == {"jgo_update_efeat_fwd"}  # G's edge block: a slice
+    assert targets(jax.grad(loss, 0)) == {"jgo_update_efeat_fwd", "jgo_update_efeat_bwd_edge"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -404,3 +404,29 @@ def test_out_of_range_index_reaching_the_kernel_is_an_error(rng):
     bad_csc = graph(csc_offsets=arrays["csc_offsets"].at[2].set(30))
     with kernel_index_error(".*update_efeat_bwd_dst.*offsets"):
         jax.grad(lambda x: jnp.sum(jgo.update_efeat(bad_csc, ef, xs, x)))(xd).block_until_ready()
+
+
+def test_edge_pass_copies_g_block_and_checks_where_the_real_edges_end(rng):
+    """The edge pass (``jgo_update_efeat_bwd_edge``, grad edge_feat), called as the backward calls it: G's block
+    at ``col`` for the edges before ``offsets[-1]``, 0 after; offsets ending outside ``[0, E]`` are rejected by
+    the CPU kernel (the CUDA kernel clamps them to E)."""
+    if jgo.kernel_platform() == "xla":
+        pytest.skip("no fused kernels on this platform (JGO_KERNELS=xla)")
+    G = jnp.asarray(rng.normal(size=(11, 7)).astype(np.float32))
+
+    def edge_pass(offsets, col=2, width=3):
+        call = jax.ffi.ffi_call("jgo_update_efeat_bwd_edge", jax.ShapeDtypeStruct((11, width), jnp.float32))
+        return np.asarray(call(jnp.asarray(offsets, jnp.int32), G, col=np.int64(col)))
+
+    expected = np.asarray(G)[:, 2:5].copy()
+    np.testing.assert_array_equal(edge_pass([0, 4, 11]), expected)
+    expected[8:] = 0  # the last three edges are padding
+    np.testing.assert_array_equal(edge_pass([0, 3, 8]), expected)
+    rejected = (ValueError, jax.errors.JaxRuntimeError)  # eager calls raise the former, compiled ones the latter
+    if jgo.kernel_platform() == "cpu":
+        with pytest.raises(rejected, match="update_efeat_bwd_edge: the offsets end at 12, out of range \\[0, 12\\)"):
+            edge_pass([0, 4, 12])
+    else:
+        np.testing.assert_array_equal(edge_pass([0, 4, 12]), np.asarray(G)[:, 2:5])
+    with pytest.raises(rejected, match="update_efeat_bwd_edge: columns \\[5, 8\\) do not fit in G's 7"):
+        edge_pass([0, 4, 11], col=5)

@@ -1,7 +1,8 @@
 // CPU handlers of the edge-update input (update_efeat): the fused forward jgo_update_efeat_fwd, one
 // pass over the edges in input order writing whole output rows, and the two atomic-free backward
 // passes, jgo_update_efeat_bwd_src over the reverse CSR (grad x_src) and jgo_update_efeat_bwd_dst
-// over the CSC (grad x_dst). Math, checks and bindings: jgo/update_efeat.h.
+// over the CSC (grad x_dst), and jgo_update_efeat_bwd_edge, G's edge block (grad edge_feat). Math,
+// checks and bindings: jgo/update_efeat.h.
 //
 // The forward splits the edges into contiguous ranges, one per pool thread; the gathered node rows
 // are prefetched kPrefetchDistance edges ahead (the edge features stream in order). Each range
@@ -166,9 +167,42 @@ ffi::Error EfeatBwdDstCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::Any
   return EfeatBwd(pool, "update_efeat_bwd_dst", offsets, eid, G, *grad, col);
 }
 
+// ---------------------------------------------------------------------------------------
+// jgo_update_efeat_bwd_edge: grad[e] = G[e, col : col + width] for the real edges, 0 at the padding edges
+
+template <typename T, typename I>
+ffi::Error EfeatBwdEdgeTyped(ffi::ThreadPool& pool, const EfeatBwdArgs& a, ffi::AnyBuffer offsets, ffi::AnyBuffer G,
+                             ffi::AnyBuffer grad) {
+  const int64_t real = offsets.typed_data<I>()[a.n_rows];
+  if (real < 0 || real > a.n_edges)
+    return InvalidArgument("update_efeat_bwd_edge: the offsets end at " + std::to_string(real) + ", out of range " +
+                           Range(0, a.n_edges + 1));
+  const T* gd = G.typed_data<T>() + a.col;
+  T* out = grad.typed_data<T>();
+  const int64_t W = a.width, F = a.g_width;
+  const int64_t threads = std::max<int64_t>(1, pool.num_threads());
+  const int64_t n_tasks = std::max<int64_t>(1, std::min<int64_t>(threads, a.n_edges * W / kMinWorkPerTask));
+  ParallelFor(pool, n_tasks, [&](int64_t t) {
+    const int64_t e0 = a.n_edges * t / n_tasks, e1 = a.n_edges * (t + 1) / n_tasks;
+    for (int64_t e = e0; e < std::min(e1, real); ++e) std::copy_n(gd + e * F, W, out + e * W);
+    if (e1 > real) std::fill(out + std::max(e0, real) * W, out + e1 * W, T(0));
+  });
+  return ffi::Error::Success();
+}
+
+ffi::Error EfeatBwdEdgeCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer G,
+                           ffi::Result<ffi::AnyBuffer> grad, int64_t col) {
+  auto args = CheckEfeatBwdEdge(offsets, G, *grad, col);
+  if (args.has_error()) return args.error();
+  return DispatchTypes(G.element_type(), offsets.element_type(), [&](auto t, auto i) {
+    return EfeatBwdEdgeTyped<decltype(t), decltype(i)>(pool, *args, offsets, G, *grad);
+  });
+}
+
 }  // namespace
 }  // namespace jgo
 
 JGO_CPU_HANDLER(UpdateEfeatFwd, jgo::EfeatFwdCpu, jgo::BindEfeatFwd<xla::ffi::ThreadPool>());
 JGO_CPU_HANDLER(UpdateEfeatBwdSrc, jgo::EfeatBwdSrcCpu, jgo::BindEfeatBwd<xla::ffi::ThreadPool>());
 JGO_CPU_HANDLER(UpdateEfeatBwdDst, jgo::EfeatBwdDstCpu, jgo::BindEfeatBwd<xla::ffi::ThreadPool>());
+JGO_CPU_HANDLER(UpdateEfeatBwdEdge, jgo::EfeatBwdEdgeCpu, jgo::BindEfeatBwdEdge<xla::ffi::ThreadPool>());

@@ -1,12 +1,13 @@
 // CUDA handlers of the edge-update input (update_efeat): jgo_update_efeat_fwd,
-// jgo_update_efeat_bwd_src and jgo_update_efeat_bwd_dst. Same operands, attributes and results as
+// jgo_update_efeat_bwd_src, jgo_update_efeat_bwd_dst and jgo_update_efeat_bwd_edge. Same operands, attributes and results as
 // the CPU twin (cpu/update_efeat.cc), same math and checks (jgo/update_efeat.h).
 //
 // Forward: a group of lanes (up to a warp) per edge in input edge order, the lanes striding over the
 // output row part by part, so the writes of whole output rows are coalesced and adjacent lanes read
 // adjacent elements of the gathered node rows; the ids are read once per edge. Backward: a
 // group of lanes per row of the walked structure (reverse CSR or CSC), the lanes striding over the
-// block's columns (coalesced reads of G rows), no atomics. An edge whose node id (forward) or edge
+// block's columns (coalesced reads of G rows), no atomics; the edge pass, a group of lanes per edge
+// copying its block of G. An edge whose node id (forward) or edge
 // id (backward) is out of range contributes 0 and offsets are clamped, so no kernel reads or writes
 // out of bounds.
 //
@@ -140,9 +141,37 @@ ffi::Error EfeatBwdDstCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::Any
   return EfeatBwd(stream, "jgo_update_efeat_bwd_dst", offsets, eid, G, *grad, col);
 }
 
+// ---------------------------------------------------------------------------------------
+// jgo_update_efeat_bwd_edge: grad[e] = G[e, col : col + width] for the real edges, 0 at the padding edges
+
+template <typename T, typename I>
+__global__ void EfeatBwdEdgeKernel(EfeatBwdArgs a, const I* offsets, const T* G, T* grad, int group) {
+  const int lane = threadIdx.x % group;
+  const int64_t W = a.width, F = a.g_width;
+  const int64_t real = Clamp(offsets[a.n_rows], 0, a.n_edges);
+  for (int64_t e = ThreadIndex() / group; e < a.n_edges; e += ThreadCount() / group) {
+    for (int64_t c = lane; c < W; c += group) grad[e * W + c] = e < real ? G[e * F + a.col + c] : T(0);
+  }
+}
+
+ffi::Error EfeatBwdEdgeCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer G,
+                            ffi::Result<ffi::AnyBuffer> grad, int64_t col) {
+  auto args = CheckEfeatBwdEdge(offsets, G, *grad, col);
+  if (args.has_error()) return args.error();
+  const EfeatBwdArgs a = *args;
+  const int group = GroupWidth(a.width);
+  return DispatchTypes(G.element_type(), offsets.element_type(), [&](auto t, auto i) {
+    using T = decltype(t);
+    using I = decltype(i);
+    return Launch("jgo_update_efeat_bwd_edge", EfeatBwdEdgeKernel<T, I>, a.width == 0 ? 0 : a.n_edges * group,
+                  stream, a, offsets.typed_data<I>(), G.typed_data<T>(), grad->typed_data<T>(), group);
+  });
+}
+
 }  // namespace
 }  // namespace jgo
 
 JGO_CUDA_HANDLER(UpdateEfeatFwd, jgo::EfeatFwdCuda, jgo::BindEfeatFwd<jgo::CudaStream>());
 JGO_CUDA_HANDLER(UpdateEfeatBwdSrc, jgo::EfeatBwdSrcCuda, jgo::BindEfeatBwd<jgo::CudaStream>());
 JGO_CUDA_HANDLER(UpdateEfeatBwdDst, jgo::EfeatBwdDstCuda, jgo::BindEfeatBwd<jgo::CudaStream>());
+JGO_CUDA_HANDLER(UpdateEfeatBwdEdge, jgo::EfeatBwdEdgeCuda, jgo::BindEfeatBwdEdge<jgo::CudaStream>());

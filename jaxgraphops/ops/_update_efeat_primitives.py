@@ -12,8 +12,11 @@ A fused op family (:mod:`._primitive_kit`, which derives the primitives and thei
 ``update_efeat_vjp``  given ``G = ct_out``: ``part="src"`` walks the reverse CSR,
                       ``grad_x_src[u] = sum over the out-edges e of u of G[e, src block]``;
                       ``part="dst"`` walks the CSC, ``grad_x_dst[v]`` from the in-edges of v;
-                      no atomics. ``part="edge"`` is ``grad_edge_feat``, G's edge block (a slice,
-                      no kernel), a part of its own so that each pass runs only where needed.
+                      no atomics. ``part="edge"`` is ``grad_edge_feat``, G's edge block (0 at the
+                      padding edges), copied by a kernel: as a slice, XLA fuses it with G's producer
+                      (``2 * out`` for ``sum(out ** 2)``), which then reads ``out`` again and keeps it
+                      alive, so G gets a fresh buffer instead of ``out``'s (the slower for page faults).
+                      Each part is its own pass, so that it runs only where needed.
 
 Second and higher orders differentiate the pure-JAX compositions (gathers and segment sums). An
 absent part is an empty ``[0]`` array with its ``has_*`` flag False, and its gradient is ``[0]``
@@ -77,8 +80,7 @@ def _cotangents(ef, xs, xd, out, ct_out, **params):
 
 
 def _edge_block(ga, ef, G, col, has_edge):
-    """``grad_edge_feat``: G's edge block, a slice (part ``"edge"``, no kernel on any platform), 0 at the padding
-    edges (XLA fuses the mask into the slice)."""
+    """``grad_edge_feat``: G's edge block, 0 at the padding edges (the composition of part ``"edge"``)."""
     return (ga.at_real_edges(G[:, col:col + ef.shape[1]]) if has_edge else empty(G.dtype),)
 
 
@@ -104,22 +106,25 @@ def _fwd_ffi(ga, ef, xs, xd, *, summed, has_edge, has_src, has_dst):
                  **_flags(has_edge, has_src, has_dst)),)
 
 
-def _node_grad(target, offsets, eid, G, x, col):
+def _block_grad(target, offsets, eid, G, x, col):
+    """The gradient of the part ``x`` whose block of G starts at ``col``; ``eid`` None for the edge pass."""
     call = jax.ffi.ffi_call(target, jax.ShapeDtypeStruct(x.shape, G.dtype))
-    return call(offsets, eid, G, col=np.int64(col))
+    return call(offsets, *([] if eid is None else [eid]), G, col=np.int64(col))
 
 
 def _vjp_ffi(ga, ef, xs, xd, G, *, part, **params):
     c_edge, c_src, c_dst = _columns(ef, xs, xd, **params)
     if part == "edge":
-        return _edge_block(ga, ef, G, c_edge, params["has_edge"])
+        if not params["has_edge"]:
+            return (empty(G.dtype),)
+        return (_block_grad("jgo_update_efeat_bwd_edge", ga.csc_offsets, None, G, ef, c_edge),)
     if part == "src":
         if not params["has_src"]:
             return (empty(G.dtype),)
-        return (_node_grad("jgo_update_efeat_bwd_src", ga.csr_offsets, ga.csr_eid, G, xs, c_src),)
+        return (_block_grad("jgo_update_efeat_bwd_src", ga.csr_offsets, ga.csr_eid, G, xs, c_src),)
     if not params["has_dst"]:
         return (empty(G.dtype),)
-    return (_node_grad("jgo_update_efeat_bwd_dst", ga.csc_offsets, ga.csc_eid, G, xd, c_dst),)
+    return (_block_grad("jgo_update_efeat_bwd_dst", ga.csc_offsets, ga.csc_eid, G, xd, c_dst),)
 
 
 UPDATE_EFEAT = fused_op(FusedOp(

@@ -42,8 +42,8 @@ def update_efeat(g: Graph, edge_feat=None, x_src=None, x_dst=None, *, mode: str 
     Each part is optional (an absent one is dropped) but one must be given. On a graph that is not
     bipartite, pass the same node array as ``x_src`` and ``x_dst``. One fused pass over the edges
     writes whole output rows; the backward reduces the node gradients without atomics, over the
-    reverse CSR for ``x_src`` and the CSC for ``x_dst`` (``edge_feat``'s gradient is a slice of the
-    cotangent). Differentiable in every present input, to every order.
+    reverse CSR for ``x_src`` and the CSC for ``x_dst`` (``edge_feat``'s gradient, the cotangent's
+    edge block, is copied by a kernel too). Differentiable in every present input, to every order.
 
     A pure gather, concatenation or sum: NaN and Inf propagate exactly as in the reference
     (``impl="xla"``), element by element (in ``"sum"`` mode ``inf + -inf`` is NaN, as IEEE says),
