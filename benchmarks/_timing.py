@@ -1,10 +1,12 @@
-"""Timing helpers: medians of repeated, warmed-up, jitted runs, and a description of the machine."""
+"""Timing helpers: medians of repeated, warmed-up, jitted runs, and a description of the machine and of the
+process's memory allocator."""
 
 from __future__ import annotations
 
 import os
 import platform
 import time
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -22,6 +24,27 @@ def median_ms(fn, *args, repeats: int = 7, warmup: int = 2) -> float:
     return float(np.median(times) * 1e3)
 
 
+def mapped_libraries() -> list[str]:
+    """The file names of the shared objects mapped into this process (``/proc/self/maps``; empty elsewhere)."""
+    try:
+        fields = [line.split() for line in Path("/proc/self/maps").read_text().splitlines()]
+    except OSError:
+        return []
+    return sorted({Path(f[-1]).name for f in fields if len(f) > 5 and ".so" in f[-1]})
+
+
+def allocator() -> str:
+    """The process's malloc when it is not glibc's default: a preloaded one (``"tcmalloc"``, ``"jemalloc"``)
+    or glibc's tunables (``"GLIBC_TUNABLES=..."``); ``""`` otherwise. Fresh output pages, and so many of
+    the CPU figures, depend on it (``python -m benchmarks.fresh_pages``)."""
+    for lib in mapped_libraries():
+        for name in ("tcmalloc", "jemalloc"):
+            if lib.startswith(f"lib{name}"):
+                return name
+    tunables = os.environ.get("GLIBC_TUNABLES", "")
+    return f"GLIBC_TUNABLES={tunables}" if tunables else ""
+
+
 def machine() -> str:
     """One line naming the CPU (or accelerator), core count and software versions."""
     device = jax.devices()[0]
@@ -35,4 +58,5 @@ def machine() -> str:
         where = f"{name}, {os.cpu_count()} cores"
     else:
         where = device.device_kind
-    return f"{where}; Python {platform.python_version()}, jax {jax.__version__}"
+    malloc = allocator()
+    return f"{where}; Python {platform.python_version()}, jax {jax.__version__}" + (f"; malloc: {malloc}" if malloc else "")

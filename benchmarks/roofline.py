@@ -22,7 +22,9 @@ medians are compared. The **fault share** is the part of the op's time spent fau
 pages: the op as called (XLA allocates its output, fresh pages for a large one) against the same op
 writing into a buffer already written (an earlier output, donated: ``jit(donate_argnums=...)`` aliases it
 to the new output), timed in the same alternation: ``(fresh - touched) / fresh``; glibc's mmap threshold is
-pinned at 256 KiB (as in the peer report), so outputs above it always get fresh pages. Also the pure-JAX
+pinned at 256 KiB (as in the peer report), so outputs above it always get fresh pages; under a preloaded
+malloc (``LD_PRELOAD`` of tcmalloc or jemalloc) the pin does nothing, outputs reuse freed pages, and the
+run writes its own section (``roofline-cpu-tcmalloc``). Also the pure-JAX
 reference (``impl="xla"``) and, for the first three families, the op on the graph after
 ``jgo.reorder(g, "rcm")`` and ``jgo.reorder(g, "degree")`` (inputs permuted with the returned
 :class:`~jaxgraphops.Permutation`).
@@ -48,7 +50,7 @@ import numpy as np
 import jaxgraphops as jgo
 
 from . import tables
-from ._timing import machine
+from ._timing import allocator, machine
 from .runners import median_ms, pin_mmap_threshold
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -345,13 +347,22 @@ def table(rows) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _pages_note() -> str:
+    """Where this run's output buffers come from, for the fault share's sentence."""
+    malloc = allocator()
+    if malloc in ("tcmalloc", "jemalloc"):
+        return (f"{malloc} preloaded: it keeps freed buffers, so an output mostly lands on pages an earlier call "
+                f"wrote; `python -m benchmarks.fresh_pages`")
+    return ("glibc's mmap threshold pinned at 256 KiB, so every output above it is fresh pages, as glibc gives any "
+            "buffer over 32 MiB anyway")
+
+
 def render(rows, command: str, seconds: float, scale: float) -> str:
     """The markdown section: how it was measured, then the table."""
-    device = "gpu" if jax.default_backend() != "cpu" else "cpu"
     copies = [r["copy_gbps"] for r in rows]
     n = max(int(N_NODES * scale), 2 * MESH_K)
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    return (f"## Roofline ({device.upper()}), {stamp}\n\n{machine()}. Command: `{command}` ({seconds:.0f} s). "
+    return (f"## Roofline ({_section()[1]}), {stamp}\n\n{machine()}. Command: `{command}` ({seconds:.0f} s). "
             f"N = {n:,} nodes; uniform and power-law-source graphs of {DEGREE} N edges, a 2-D {MESH_K}-nearest-"
             f"neighbour mesh (both directions) with shuffled ids, and the same mesh after `jgo.reorder(g, \"rcm\")`. "
             f"float32 features, int32 graphs.\n\n"
@@ -362,17 +373,26 @@ def render(rows, command: str, seconds: float, scale: float) -> str:
             f"thread per core into a paged-in buffer, {copies and min(copies):.1f}–{copies and max(copies):.1f} "
             f"GB/s over the rows); % of copy is each bandwidth over the copy's in the same row. Fault share: "
             f"(fresh − touched) / fresh, where touched is the same op writing into a donated buffer already "
-            f"written (timed in the same alternation; glibc's mmap threshold pinned at 256 KiB, so every output "
-            f"above it is fresh pages, as glibc gives any buffer over 32 MiB anyway). XLA reference: `impl=\"xla\"`, median of "
+            f"written (timed in the same alternation; {_pages_note()}). XLA reference: `impl=\"xla\"`, median of "
             f"{REFERENCE_RUNS}. After rcm / degree: the op on `jgo.reorder(g, method)` with permuted inputs "
             f"(median of {REORDERED_RUNS}; edges sorted into CSC order); `benchmarks/roofline.py`.\n\n"
             + table(rows))
 
 
-def write_section(path: Path, body: str) -> None:
-    """Replaces this device's roofline section of ``path`` (appends it the first time)."""
+def _section() -> tuple[str, str]:
+    """This run's section: its marker (``cpu``, ``gpu``, or ``cpu-tcmalloc`` where a malloc is preloaded)
+    and title."""
     device = "gpu" if jax.default_backend() != "cpu" else "cpu"
-    tables.replace_section(path, f"<!-- roofline-{device} -->", f"<!-- /roofline-{device} -->", body + "\n")
+    malloc = allocator() if device == "cpu" else ""
+    if malloc.startswith("GLIBC_TUNABLES"):
+        malloc = "glibc-tunables"
+    return (f"{device}-{malloc}" if malloc else device), device.upper() + (f", {malloc}" if malloc else "")
+
+
+def write_section(path: Path, body: str) -> None:
+    """Replaces this device's (and allocator's) roofline section of ``path`` (appends it the first time)."""
+    marker = _section()[0]
+    tables.replace_section(path, f"<!-- roofline-{marker} -->", f"<!-- /roofline-{marker} -->", body + "\n")
 
 
 def main(argv=None) -> int:
