@@ -132,6 +132,8 @@ JGO_INLINE void SumBlock(const I* offsets, const I* nbr, const I* eid, const T* 
         if constexpr (K != RowForm::kEdge) PrefetchRow(node + static_cast<int64_t>(nbr[p]) * F + f0, kF);
         if constexpr (K == RowForm::kEdge || K == RowForm::kNodeTimesEdge)
           PrefetchRow(edge + static_cast<int64_t>(eid[p]) * F + f0, kF);
+        if constexpr (K == RowForm::kNodeTimesWeight)  // a weight per edge, in input order: a gather too
+          __builtin_prefetch(edge + eid[p], 0, 1);
       }
       const T* x = K == RowForm::kEdge               ? nullptr
                    : K == RowForm::kConsecutiveNodes ? node + k * F + f0
