@@ -45,6 +45,17 @@ def allocator() -> str:
     return f"GLIBC_TUNABLES={tunables}" if tunables else ""
 
 
+def section_name() -> tuple[str, str]:
+    """This process's section of a benchmark that keeps one per device: its marker suffix and its title,
+    the device and, on the CPU, a malloc other than glibc's default (``("cpu-tcmalloc", "CPU, tcmalloc")``),
+    whose figures differ enough to stand beside the default's rather than replace them."""
+    device = "cpu" if jax.default_backend() == "cpu" else "gpu"
+    malloc = allocator() if device == "cpu" else ""
+    if malloc.startswith("GLIBC_TUNABLES"):
+        malloc = "glibc-tunables"
+    return (f"{device}-{malloc}" if malloc else device), device.upper() + (f", {malloc}" if malloc else "")
+
+
 def machine() -> str:
     """One line naming the CPU (or accelerator), core count and software versions."""
     device = jax.devices()[0]

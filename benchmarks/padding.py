@@ -38,7 +38,7 @@ import numpy as np
 import jaxgraphops as jgo
 
 from . import tables
-from ._timing import machine
+from ._timing import machine, section_name
 
 
 def _plain(g: jgo.Graph) -> jgo.Graph:
@@ -229,9 +229,9 @@ def render(ops, stream, args, command: str, seconds: float) -> str:
                  f"(F = 64), exact; with {n:,} isolated nodes more (*padding nodes only*: the padded node arrays, "
                  f"no padding edge); and padded to {2 * n:,} nodes and {2 * DEGREE * n:,} edges. Medians of "
                  f"{args.repeats} alternating runs. The padded node rows cost in XLA's elementwise ops (the loss, "
-                 "its cotangent) and as fresh output pages whatever the kernels do: the padding edges' own cost is "
+                 "its cotangent) and, under glibc's default malloc, as fresh output pages, whatever the kernels do: the padding edges' own cost is "
                  "the padded graph against *padding nodes only*.")
-    lines = [f"## Padding (CPU), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", "",
+    lines = [f"## Padding ({section_name()[1]}), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", "",
              f"{machine()}. Command: `{command}` ({seconds:.0f} s).", "", ops_intro, "",
              ("| op | exact (ms) | padding nodes only (ms) | padding-aware (ms) | ratio to exact / to padding nodes "
               "only | plain padding (ms) | ratio to exact / to padding nodes only |"),
@@ -272,7 +272,8 @@ def main(argv=None) -> int:
     body = render(ops, stream, args, command, time.perf_counter() - start)
     print(body)
     if args.output:
-        tables.replace_section(Path(args.output), "<!-- padding-cpu -->", "<!-- /padding-cpu -->", body)
+        marker = section_name()[0]
+        tables.replace_section(Path(args.output), f"<!-- padding-{marker} -->", f"<!-- /padding-{marker} -->", body)
     return 0
 
 

@@ -27,7 +27,7 @@ malloc (``LD_PRELOAD`` of tcmalloc or jemalloc) the pin does nothing, outputs re
 run writes its own section (``roofline-cpu-tcmalloc``). Also the pure-JAX
 reference (``impl="xla"``) and, for the first three families, the op on the graph after
 ``jgo.reorder(g, "rcm")`` and ``jgo.reorder(g, "degree")`` (inputs permuted with the returned
-:class:`~jaxgraphops.Permutation`).
+:class:`~jaxgraphops.Permutation`), timed in the op's own alternation.
 """
 
 from __future__ import annotations
@@ -50,14 +50,14 @@ import numpy as np
 import jaxgraphops as jgo
 
 from . import tables
-from ._timing import allocator, machine
+from ._timing import allocator, machine, section_name
 from .runners import median_ms, pin_mmap_threshold
 
 ROOT = Path(__file__).resolve().parent.parent
 N_NODES, DEGREE, MESH_K = 200_000, 10, 6
 WIDTHS, SDDMM_WIDTH, HEADS, POOL_WIDTH, POOL_GROUP = (64, 128), 64, 8, 64, 32
 RUNS = 9  # alternating runs of op and copy
-REORDERED_RUNS, REFERENCE_RUNS = 5, 3
+REFERENCE_RUNS = 3
 METHODS = ("rcm", "degree")
 S = I = 4  # float32 values, int32 indices (bytes)
 
@@ -280,11 +280,15 @@ def measure_op(op: Op, family: Family, copy: Copy, rng, reorders: dict, log=prin
     g = family.graph
     arrays = _arrays(op, g, rng)
     m = _Measured(op, g, arrays)
-    fresh, touched, copies = [], [], []
+    moved = {method: _reordered(op, new, _permuted(op, arrays, perm))
+             for method, (new, perm) in reorders.items()} if family.reorderable else {}
+    fresh, touched, copies, after = [], [], [], {method: [] for method in moved}
     for _ in range(RUNS):
         fresh.append(_timed(m.run_fresh))
         touched.append(_timed(m.run_touched))
         copies.append(_timed(copy))
+        for method, run_moved in moved.items():
+            after[method].append(_timed(run_moved))
     reference = median_ms(lambda: m.reference(*m.args), jax.block_until_ready, repeats=REFERENCE_RUNS)
     np.testing.assert_allclose(np.asarray(m.output), np.asarray(m.reference(*m.args)), rtol=1e-3, atol=1e-3,
                                err_msg=f"{op.name} disagrees with its reference on {family.name}")
@@ -293,11 +297,8 @@ def measure_op(op: Op, family: Family, copy: Copy, rng, reorders: dict, log=prin
     ms, copy_gbps = 1e3 * float(np.median(fresh)), copy.nbytes / float(np.median(copies)) / 1e9
     row = {"family": family.name, "op": op.name, "width": op.width, "compulsory_bytes": compulsory,
            "no_reuse_bytes": no_reuse, "ms": ms, "touched_ms": 1e3 * float(np.median(touched)), "aliased": m.aliased,
-           "copy_gbps": copy_gbps, "reference_ms": reference, "reordered_ms": {}}
-    if family.reorderable:
-        for method, (new, perm) in reorders.items():
-            moved = _measured_reordered(op, new, _permuted(op, arrays, perm))
-            row["reordered_ms"][method] = median_ms(moved, jax.block_until_ready, repeats=REORDERED_RUNS)
+           "copy_gbps": copy_gbps, "reference_ms": reference,
+           "reordered_ms": {method: 1e3 * float(np.median(v)) for method, v in after.items()}}
     gc.collect()
     log(f"{family.name:<20} {op.name:<18} F={op.width:<4} {ms:9.2f} ms  touched {row['touched_ms']:9.2f} ms  "
         f"copy {copy_gbps:6.1f} GB/s  xla {reference:9.2f} ms  "
@@ -305,10 +306,12 @@ def measure_op(op: Op, family: Family, copy: Copy, rng, reorders: dict, log=prin
     return row
 
 
-def _measured_reordered(op, g, arrays):
+def _reordered(op, g, arrays):
+    """The op on a reordered graph and its permuted arrays, compiled: a call that waits for its result."""
     fn = jax.jit(op.call)
     args = (g, *map(jnp.asarray, arrays))
-    return lambda: fn(*args)
+    jax.block_until_ready(fn(*args))
+    return lambda: jax.block_until_ready(fn(*args))
 
 
 def run(scale: float = 1.0, copy_elements: int | None = None, log=print) -> list[dict]:
@@ -362,7 +365,7 @@ def render(rows, command: str, seconds: float, scale: float) -> str:
     copies = [r["copy_gbps"] for r in rows]
     n = max(int(N_NODES * scale), 2 * MESH_K)
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    return (f"## Roofline ({_section()[1]}), {stamp}\n\n{machine()}. Command: `{command}` ({seconds:.0f} s). "
+    return (f"## Roofline ({section_name()[1]}), {stamp}\n\n{machine()}. Command: `{command}` ({seconds:.0f} s). "
             f"N = {n:,} nodes; uniform and power-law-source graphs of {DEGREE} N edges, a 2-D {MESH_K}-nearest-"
             f"neighbour mesh (both directions) with shuffled ids, and the same mesh after `jgo.reorder(g, \"rcm\")`. "
             f"float32 features, int32 graphs.\n\n"
@@ -375,23 +378,14 @@ def render(rows, command: str, seconds: float, scale: float) -> str:
             f"(fresh − touched) / fresh, where touched is the same op writing into a donated buffer already "
             f"written (timed in the same alternation; {_pages_note()}). XLA reference: `impl=\"xla\"`, median of "
             f"{REFERENCE_RUNS}. After rcm / degree: the op on `jgo.reorder(g, method)` with permuted inputs "
-            f"(median of {REORDERED_RUNS}; edges sorted into CSC order); `benchmarks/roofline.py`.\n\n"
+            f"(edges sorted into CSC order), timed in the same alternation as the ms column, so the two compare "
+            f"run for run; `benchmarks/roofline.py`.\n\n"
             + table(rows))
-
-
-def _section() -> tuple[str, str]:
-    """This run's section: its marker (``cpu``, ``gpu``, or ``cpu-tcmalloc`` where a malloc is preloaded)
-    and title."""
-    device = "gpu" if jax.default_backend() != "cpu" else "cpu"
-    malloc = allocator() if device == "cpu" else ""
-    if malloc.startswith("GLIBC_TUNABLES"):
-        malloc = "glibc-tunables"
-    return (f"{device}-{malloc}" if malloc else device), device.upper() + (f", {malloc}" if malloc else "")
 
 
 def write_section(path: Path, body: str) -> None:
     """Replaces this device's (and allocator's) roofline section of ``path`` (appends it the first time)."""
-    marker = _section()[0]
+    marker = section_name()[0]
     tables.replace_section(path, f"<!-- roofline-{marker} -->", f"<!-- /roofline-{marker} -->", body + "\n")
 
 

@@ -97,10 +97,51 @@ def test_pool_sorted_ids_one_pass(x64, rng, reduce):
     np.testing.assert_allclose(jax.vmap(fn)(xb, idb), jax.vmap(ref)(xb, idb), rtol=1e-13)
     hlo = jax.jit(jax.grad(lambda x: jnp.sum(fn(x) ** 2))).lower(x).as_text()
     if jgo.kernel_platform() == "cpu":
-        assert "jgo_pool_sorted" in hlo
+        assert "@jgo_pool_sorted(" in hlo and "@jgo_pool_sorted_bwd(" in hlo
     # half precision is summed in float32
     h = jnp.asarray(x[:, 0], jnp.bfloat16)
     np.testing.assert_allclose(np.asarray(fn(h), np.float32), np.asarray(ref(h, ids), np.float32), rtol=1e-2)
+
+
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+def test_pool_sorted_bwd_copies_each_graphs_row_to_its_nodes(x64, rng, index_dtype):
+    """pool's transpose (jgo_pool_sorted_bwd on the CPU): a literal table with ids outside [0, n_graphs), NaN and
+    inf rows, no graphs and no nodes; several feature axes against a NumPy loop; derivatives of order two in
+    both modes (its own transpose is pool); vmap over ct and over ids; the kernel reached by pool's gradient."""
+    from jaxgraphops.ops._pool_primitives import _bwd_xla, pool_sorted_bwd_p
+
+    bwd = jax.jit(pool_sorted_bwd_p.bind)
+    ct = jnp.array([[1.0, 2.0], [np.nan, np.inf], [5.0, -6.0]])
+    ids = jnp.array([-1, 0, 0, 1, 2, 2, 3, 7], index_dtype)
+    want = [[0, 0], [1, 2], [1, 2], [np.nan, np.inf], [5, -6], [5, -6], [0, 0], [0, 0]]
+    for fn in (bwd, _bwd_xla):
+        np.testing.assert_array_equal(fn(ct, ids), np.array(want))
+        np.testing.assert_array_equal(fn(jnp.zeros((0, 2)), ids[:3]), np.zeros((3, 2)))  # no graphs
+        assert fn(ct, ids[:0]).shape == (0, 2)  # no nodes
+    sorted_ids = jnp.asarray(np.sort(rng.integers(-1, 6, 12)), index_dtype)
+    c3 = rng.normal(size=(5, 2, 3))
+    loop = np.stack([c3[i] if 0 <= i < 5 else np.zeros((2, 3)) for i in np.asarray(sorted_ids)])
+    np.testing.assert_array_equal(bwd(c3, sorted_ids), loop)
+    check_grads(lambda c: pool_sorted_bwd_p.bind(c, sorted_ids), (c3,), order=2, modes=("fwd", "rev"))
+    cb = np.stack([c3, -c3, c3 + 1])
+    idb = jnp.stack([sorted_ids, jnp.sort(sorted_ids[::-1] * 0 + 2), sorted_ids])
+    np.testing.assert_array_equal(jax.vmap(lambda c: bwd(c, sorted_ids))(cb), np.stack([bwd(c, sorted_ids) for c in cb]))
+    np.testing.assert_array_equal(jax.vmap(bwd)(cb, idb), np.stack([_bwd_xla(c, i) for c, i in zip(cb, idb)]))
+    inside = jnp.clip(sorted_ids, 0, 4)
+    hlo = jax.jit(jax.grad(lambda x: jnp.sum(jgo.pool(x, inside, 5, ids_are_sorted=True) ** 2))).lower(
+        jnp.ones((12, 2))).as_text()
+    if jgo.kernel_platform() == "cpu":
+        assert "@jgo_pool_sorted_bwd(" in hlo
+
+
+def test_pool_sorted_bwd_rejects_a_cotangent_of_another_row_shape():
+    """The CPU handler checks what it is given (an FFI call that bypasses the primitive's shapes)."""
+    if jgo.kernel_platform() != "cpu":
+        pytest.skip("the check is the CPU handler's: the kernels on this platform are not the CPU's")
+    call = jax.ffi.ffi_call("jgo_pool_sorted_bwd", jax.ShapeDtypeStruct((4, 3), jnp.float32))
+    with pytest.raises(jax.errors.JaxRuntimeError,
+                       match=r"pool_sorted_bwd: ct must be \[n_graphs, \.\.\.\] with the result's row shape"):
+        jax.block_until_ready(jax.jit(call)(jnp.ones((2, 2), jnp.float32), jnp.zeros(4, jnp.int32)))
 
 
 def test_pool_sorted_ids_that_decrease_are_an_error_on_the_cpu(rng):
@@ -114,6 +155,20 @@ def test_pool_sorted_ids_that_decrease_are_an_error_on_the_cpu(rng):
                                  r"follows 2"):
             jax.block_until_ready(f(x, ids))
     np.testing.assert_allclose(jgo.pool(x, ids, 3, reduce="mean"), jgo.pool(x, ids, 3, reduce="mean", impl="xla"))
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max"])
+def test_pool_traced_ids_outside_the_graphs_belong_to_none(rng, reduce):
+    """Unsorted traced ids below 0 or from n_graphs on add to no graph, as in the reference's segment
+    reduction (the membership graph puts them after every graph's nodes), values and gradients."""
+    x = jnp.asarray(rng.normal(size=(7, 2)), jnp.float32)
+    ids = jnp.array([2, -1, 0, 5, -3, 0, 1])
+    f = jax.jit(lambda x, i: jgo.pool(x, i, 3, reduce=reduce))
+    ref = lambda x, i: jgo.pool(x, i, 3, reduce=reduce, impl="xla")  # noqa: E731
+    np.testing.assert_allclose(f(x, ids), ref(x, ids), rtol=1e-6)
+    grad = jax.jit(jax.grad(lambda x, i: jnp.sum(jgo.pool(x, i, 3, reduce=reduce) ** 2)))(x, ids)
+    np.testing.assert_allclose(grad, jax.grad(lambda x: jnp.sum(ref(x, ids) ** 2))(x), rtol=1e-6)
+    np.testing.assert_array_equal(grad[jnp.array([1, 3, 4])], 0)
 
 
 def test_pool_sorted_ids_outside_the_graphs_belong_to_none(rng):
@@ -240,6 +295,11 @@ def test_errors(rng):
         jgo.pool(x, np.zeros(3, np.int32), 1)
     with pytest.raises(ValueError, match="out of range"):
         jgo.pool(x, np.full(7, 4, np.int32), 2)
+    # concrete jax ids closed over by a jitted function: the same error, not a staged read of the bad id
+    bad = jnp.array([-1, 0, 0, 1, 1, 1, 1])
+    for sorted_ids in (False, True):
+        with pytest.raises(ValueError, match=r"pool: graph_ids\[0\] = -1 is out of range \[0, 2\)"):
+            jax.jit(lambda x, s=sorted_ids: jgo.pool(x, bad, 2, ids_are_sorted=s))(x)
 
 
 # ---------------------------------------------------------------------------------------

@@ -67,13 +67,13 @@ def test_the_allocator_is_named(monkeypatch):
     monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
     monkeypatch.setattr(_timing, "mapped_libraries", lambda: ["libc.so.6", "libm.so.6"])
     assert _timing.allocator() == "" and "malloc" not in _timing.machine()
-    assert roofline._section() == ("cpu", "CPU")
+    assert _timing.section_name() == ("cpu", "CPU")
     monkeypatch.setenv("GLIBC_TUNABLES", fresh_pages.HUGE_PAGES)
     assert _timing.allocator() == "GLIBC_TUNABLES=glibc.malloc.hugetlb=1"
-    assert roofline._section() == ("cpu-glibc-tunables", "CPU, glibc-tunables")
+    assert _timing.section_name() == ("cpu-glibc-tunables", "CPU, glibc-tunables")
     monkeypatch.setattr(_timing, "mapped_libraries", lambda: ["libc.so.6", "libtcmalloc_minimal.so.4.5.10"])
     assert _timing.allocator() == "tcmalloc" and _timing.machine().endswith("; malloc: tcmalloc")
-    assert roofline._section() == ("cpu-tcmalloc", "CPU, tcmalloc")
+    assert _timing.section_name() == ("cpu-tcmalloc", "CPU, tcmalloc")
     assert "tcmalloc preloaded" in roofline._pages_note()
 
 

@@ -314,15 +314,27 @@ ffi::Error SpmmCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer 
 template <typename T, typename I>
 ffi::Error PoolSortedTyped(ffi::ThreadPool& pool, const T* x, const I* ids, T* out, int64_t N, int64_t F, int64_t G,
                            bool mean) {
+  // One pass over the ids gives both the check and graph g's rows [offsets[g], offsets[g + 1]): a row k
+  // where the id rises from a to b starts graphs a + 1..b (clamped to [0, G]), so each offset is written by
+  // exactly one row (or by the ends) and the chunks never write the same one.
   const int64_t threads = std::max<int64_t>(1, pool.num_threads());
   const int64_t n_tasks = std::clamp<int64_t>(N / kMinWorkPerTask, 1, threads);
-  std::vector<int64_t> first_down(n_tasks, -1);
+  std::vector<int64_t> offsets(G + 1), first_down(n_tasks, -1);
+  auto clamp = [G](int64_t id) { return std::clamp<int64_t>(id, -1, G); };
   ParallelFor(pool, n_tasks, [&](int64_t t) {
-    for (int64_t k = std::max<int64_t>(1, N * t / n_tasks), k1 = N * (t + 1) / n_tasks; k < k1; ++k)
-      if (ids[k] < ids[k - 1]) {
+    const int64_t k0 = N * t / n_tasks, k1 = N * (t + 1) / n_tasks;
+    if (t == 0)
+      for (int64_t g = 0; g <= clamp(ids[0]); ++g) offsets[g] = 0;
+    if (t == n_tasks - 1)
+      for (int64_t g = std::max<int64_t>(clamp(ids[N - 1]) + 1, 0); g <= G; ++g) offsets[g] = N;
+    for (int64_t k = std::max<int64_t>(k0, 1); k < k1; ++k) {
+      const int64_t a = ids[k - 1], b = ids[k];
+      if (b < a) {
         first_down[t] = k;
-        break;
+        return;
       }
+      for (int64_t g = std::max<int64_t>(clamp(a) + 1, 0), g1 = clamp(b); g <= g1; ++g) offsets[g] = k;
+    }
   });
   for (int64_t k : first_down) {
     if (k >= 0)
@@ -330,12 +342,6 @@ ffi::Error PoolSortedTyped(ffi::ThreadPool& pool, const T* x, const I* ids, T* o
                              std::to_string(k) + "] = " + std::to_string(static_cast<int64_t>(ids[k])) +
                              " follows " + std::to_string(static_cast<int64_t>(ids[k - 1])));
   }
-  std::vector<int64_t> offsets(G + 1);
-  ParallelFor(pool, std::clamp<int64_t>(G / kMinWorkPerTask, 1, threads), [&](int64_t t) {
-    const int64_t parts = std::clamp<int64_t>(G / kMinWorkPerTask, 1, threads);
-    for (int64_t g = (G + 1) * t / parts, g1 = (G + 1) * (t + 1) / parts; g < g1; ++g)
-      offsets[g] = std::lower_bound(ids, ids + N, static_cast<I>(g)) - ids;
-  });
   // ForRowChunks splits by offsets[r] + r up to offsets[G] + G: rows before offsets[0] (ids below 0) count as
   // graph 0's work, which only shifts the split
   ForRowChunks(pool, offsets.data(), G, F, [&](int64_t r0, int64_t r1) {
@@ -363,6 +369,45 @@ ffi::Error PoolSortedCpu(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::AnyBuffer 
     using T = decltype(t);
     using I = decltype(i);
     return PoolSortedTyped<T, I>(pool, x.typed_data<T>(), ids.typed_data<I>(), out->typed_data<T>(), N, F, G, mean);
+  });
+}
+
+// ---------------------------------------------------------------------------------------
+// jgo_pool_sorted_bwd: out[i] = ct[ids[i]] for an id in [0, G), 0 for any other: each graph's row of
+// ct [G, F] copied to its nodes, the transpose of jgo_pool_sorted's sum (a mean's division is the
+// caller's). Reads the ids once and writes each output row once; rows split over the pool.
+
+template <typename T, typename I>
+void PoolSortedBwdTyped(ffi::ThreadPool& pool, const T* ct, const I* ids, T* out, int64_t N, int64_t F, int64_t G) {
+  const int64_t threads = std::max<int64_t>(1, pool.num_threads());
+  const int64_t n_tasks = std::clamp<int64_t>(N * std::max<int64_t>(F, 1) / kMinWorkPerTask, 1, threads);
+  ParallelFor(pool, n_tasks, [&](int64_t t) {
+    for (int64_t i = N * t / n_tasks, i1 = N * (t + 1) / n_tasks; i < i1; ++i) {
+      const int64_t g = static_cast<int64_t>(ids[i]);
+      if (g >= 0 && g < G) std::memcpy(out + i * F, ct + g * F, F * sizeof(T));
+      else std::fill_n(out + i * F, F, T(0));
+    }
+  });
+}
+
+ffi::Error PoolSortedBwdCpu(ffi::ThreadPool pool, ffi::AnyBuffer ct, ffi::AnyBuffer ids,
+                            ffi::Result<ffi::AnyBuffer> out) {
+  if (!IsFloatType(ct.element_type()) || out->element_type() != ct.element_type() || !IsIndexType(ids.element_type()))
+    return InvalidArgument("pool_sorted_bwd: ct and the result must be float32/float64 and ids int32/int64");
+  const int64_t N = static_cast<int64_t>(ids.element_count()), G = Rows(ct);
+  if (ids.dimensions().size() != 1 || Rows(*out) != N)
+    return InvalidArgument("pool_sorted_bwd: ids must be [N] for the result [N, ...] with N = " +
+                           std::to_string(Rows(*out)));
+  const auto cd = ct.dimensions(), od = out->dimensions();
+  if (cd.size() != od.size() || cd.size() == 0 || !std::equal(cd.begin() + 1, cd.end(), od.begin() + 1))
+    return InvalidArgument("pool_sorted_bwd: ct must be [n_graphs, ...] with the result's row shape");
+  int64_t F = 1;
+  for (size_t k = 1; k < od.size(); ++k) F *= od[k];
+  return DispatchTypes(ct.element_type(), ids.element_type(), [&](auto t, auto i) {
+    using T = decltype(t);
+    using I = decltype(i);
+    PoolSortedBwdTyped<T, I>(pool, ct.typed_data<T>(), ids.typed_data<I>(), out->typed_data<T>(), N, F, G);
+    return ffi::Error::Success();
   });
 }
 
@@ -591,3 +636,8 @@ JGO_CPU_HANDLER(PoolSorted, jgo::PoolSortedCpu,
                     .Arg<xla::ffi::AnyBuffer>()   // ids [N], never decreasing
                     .Ret<xla::ffi::AnyBuffer>()   // out [n_graphs, ...]
                     .Attr<bool>("mean"));
+JGO_CPU_HANDLER(PoolSortedBwd, jgo::PoolSortedBwdCpu,
+                jgo::BindWith<xla::ffi::ThreadPool>()
+                    .Arg<xla::ffi::AnyBuffer>()   // ct [n_graphs, ...]
+                    .Arg<xla::ffi::AnyBuffer>()   // ids [N]
+                    .Ret<xla::ffi::AnyBuffer>());  // out [N, ...]

@@ -18,6 +18,7 @@ import numpy as np
 from .. import _checks
 from ..batching import BatchedGraph
 from ..graph import Graph
+from ..ops._pool_primitives import graph_rows
 from ..ops.aggregation import _membership_graph, agg_simple, agg_weighted, pool
 from ..ops.message_passing import edge_softmax, gspmm
 from ..ops.update_efeat import update_efeat
@@ -330,7 +331,7 @@ def attentional_aggregation(x, batch, size, gate_nn, nn=None):
     if gate.ndim != 2 or gate.shape[0] != h.shape[0] or gate.shape[1] not in (1, h.shape[1]):
         raise ValueError(f"{fn}: gate_nn must give [N, 1] or [N, {h.shape[1]}] (nn's width); got {gate.shape}")
     members = _membership_graph(fn, ids, n, ids_sorted)
-    return gspmm(members, h, edge_softmax(members, gate), op="u_mul_e", reduce="sum")
+    return graph_rows(gspmm(members, h, edge_softmax(members, gate), op="u_mul_e", reduce="sum"))
 
 
 def graph_norm(x, batch, size, weight, bias, mean_scale, *, eps: float):

@@ -11,10 +11,12 @@ outside ``[0, n_graphs)`` belongs to no graph. One pass over ``x``:
   :func:`membership_graph`;
 - elsewhere: XLA's sorted segment sum.
 
-Linear in ``x``: its JVP is itself and its transpose gathers the cotangent's rows by id (divided by
-each graph's size for the mean, 0 for an id outside ``[0, n_graphs)``) with ``gspmm`` over the reversed
-membership graph, so derivatives of every order compose. A batch (vmap) of ``x`` folds into the feature axis (one call); a batch of ids runs element
-by element.
+Linear in ``x``: its JVP is itself and its transpose is ``pool_sorted_bwd_p(ct [n_graphs, ...], ids [N])
+-> [N, ...]``, each graph's cotangent row copied to its nodes (divided by the graph's size for the mean, 0
+for an id outside ``[0, n_graphs)``): on the CPU the ``jgo_pool_sorted_bwd`` kernel (one read of the ids,
+one write of each row), on CUDA ``gspmm`` over the reversed membership graph, elsewhere XLA's gather. The
+two primitives are each other's transposes, so derivatives of every order compose. A batch (vmap) of
+``x`` or ``ct`` folds into the feature axis (one call); a batch of ids runs element by element.
 """
 
 from __future__ import annotations
@@ -36,22 +38,30 @@ pool_sorted_p.def_impl(partial(xla.apply_primitive, pool_sorted_p))
 def membership_graph(ids, n_graphs: int, ids_are_sorted: bool) -> Graph:
     """The graph of edges node -> its graph (``ids [N]`` checked or traced), built with at most one sort.
 
-    Grouped by source it is the identity; grouped by destination it is the stable order of the ids.
+    It has ``n_graphs + 2`` destinations: graph ``g`` is destination ``g + 1``, destination 0 collects the
+    ids below 0 and destination ``n_graphs + 1`` those from ``n_graphs`` on, so every id is in range and
+    sorted ids stay sorted; a reduction over it gives ``out[1:-1]`` (:func:`graph_rows`). Grouped by
+    source it is the identity; grouped by destination it is the stable order of the ids.
     """
     index_dtype = jnp.int64 if ids.dtype == jnp.int64 else jnp.int32
-    ids = ids.astype(index_dtype)
+    dst = jnp.clip(ids.astype(index_dtype) + 1, 0, n_graphs + 1)
     n = ids.shape[0]
     nodes = jnp.arange(n, dtype=index_dtype)
-    order = nodes if ids_are_sorted else jnp.argsort(ids, stable=True).astype(index_dtype)
-    # graph g's nodes are order[csc_offsets[g]:csc_offsets[g+1]]: binary searches in the sorted ids
+    order = nodes if ids_are_sorted else jnp.argsort(dst, stable=True).astype(index_dtype)
+    # destination d's nodes are order[csc_offsets[d]:csc_offsets[d+1]]: binary searches in the sorted ids
     # (n_graphs log N work; a bincount would be a scatter over all N ids)
-    sorted_ids = ids if ids_are_sorted else ids[order]
-    csc_offsets = jnp.searchsorted(sorted_ids, jnp.arange(n_graphs + 1, dtype=index_dtype), side="left").astype(
+    sorted_dst = dst if ids_are_sorted else dst[order]
+    csc_offsets = jnp.searchsorted(sorted_dst, jnp.arange(n_graphs + 3, dtype=index_dtype), side="left").astype(
         index_dtype)
-    g = Graph(nodes, ids, csc_offsets, order, order, jnp.arange(n + 1, dtype=index_dtype), ids, nodes, n, n_graphs,
-              validate=False)
+    g = Graph(nodes, dst, csc_offsets, order, order, jnp.arange(n + 1, dtype=index_dtype), dst, nodes, n,
+              n_graphs + 2, validate=False)
     g._checked = True  # the ids were checked by the caller (concrete) or cannot be (traced)
     return g
+
+
+def graph_rows(out):
+    """The rows of the graphs in a result over :func:`membership_graph`'s destinations (``[1:-1]``)."""
+    return out[1:-1]
 
 
 def _abstract(x, ids, *, n_graphs, mean):
@@ -76,7 +86,7 @@ def _pool_ffi(x, ids, *, n_graphs, mean):
 
 
 def _pool_membership(x, ids, *, n_graphs, mean):
-    return gspmm(membership_graph(ids, n_graphs, True), x, op="copy_u", reduce="mean" if mean else "sum")
+    return graph_rows(gspmm(membership_graph(ids, n_graphs, True), x, op="copy_u", reduce="mean" if mean else "sum"))
 
 
 register_lowerings(pool_sorted_p, _pool_xla, _pool_ffi, multiple_results=False, cuda_ffi=_pool_membership)
@@ -109,16 +119,62 @@ def _transpose(ct, x, ids, *, n_graphs, mean):
         bounds = jnp.searchsorted(ids, jnp.arange(n_graphs + 1, dtype=ids.dtype), side="left")
         counts = jnp.diff(bounds).astype(ct.dtype).reshape((n_graphs,) + (1,) * (ct.ndim - 1))
         ct = jnp.where(counts > 0, ct / jnp.maximum(counts, 1), 0)
-    # grad x[i] = ct[ids[i]]: the fused reduce over the reversed membership graph of the ids shifted by one,
-    # with a zero row before and after ct for the ids below 0 and from n_graphs on (still sorted)
-    rows = jnp.clip(ids + 1, 0, n_graphs + 1)
-    zero = jnp.zeros((1,) + ct.shape[1:], ct.dtype)
-    padded = jnp.concatenate([zero, ct, zero])
-    return [gspmm(membership_graph(rows, n_graphs + 2, True).reverse(), padded, op="copy_u", reduce="sum"), None]
+    return [pool_sorted_bwd_p.bind(ct, ids), None]
 
 
 ad.primitive_jvps[pool_sorted_p] = _jvp
 ad.primitive_transposes[pool_sorted_p] = _transpose
+
+
+# ---------------------------------------------------------------------------------------
+# The transpose: each graph's row copied to its nodes
+
+pool_sorted_bwd_p = KernelPrimitive("jgo_pool_sorted_bwd")
+pool_sorted_bwd_p.def_impl(partial(xla.apply_primitive, pool_sorted_bwd_p))
+pool_sorted_bwd_p.def_abstract_eval(lambda ct, ids: ct.update(shape=ids.shape + ct.shape[1:], weak_type=False))
+
+
+def _bwd_xla(ct, ids):
+    n_graphs = ct.shape[0]
+    if n_graphs == 0:
+        return jnp.zeros(ids.shape + ct.shape[1:], ct.dtype)
+    inside = ((ids >= 0) & (ids < n_graphs)).reshape(ids.shape + (1,) * (ct.ndim - 1))
+    return jnp.where(inside, ct[jnp.clip(ids, 0, n_graphs - 1)], 0)
+
+
+def _bwd_ffi(ct, ids):
+    return jax.ffi.ffi_call("jgo_pool_sorted_bwd", jax.ShapeDtypeStruct(ids.shape + ct.shape[1:], ct.dtype))(ct, ids)
+
+
+def _bwd_membership(ct, ids):
+    # the fused reduce over the reversed membership graph, with a zero row before and after ct for its
+    # destinations of the ids below 0 and from n_graphs on
+    zero = jnp.zeros((1,) + ct.shape[1:], ct.dtype)
+    padded = jnp.concatenate([zero, ct, zero])
+    return gspmm(membership_graph(ids, ct.shape[0], True).reverse(), padded, op="copy_u", reduce="sum")
+
+
+register_lowerings(pool_sorted_bwd_p, _bwd_xla, _bwd_ffi, multiple_results=False, cuda_ffi=_bwd_membership)
+
+
+def _bwd_jvp(primals, tangents):
+    ct, ids = primals
+    out = pool_sorted_bwd_p.bind(ct, ids)
+    if type(tangents[0]) is ad.Zero:
+        return out, ad.Zero.from_primal_value(out)
+    return out, pool_sorted_bwd_p.bind(ad.instantiate_zeros(tangents[0]), ids)
+
+
+def _bwd_transpose(g, ct, ids):
+    if ad.is_undefined_primal(ids):
+        raise NotImplementedError("pool_sorted_bwd is not linear in its graph ids")
+    if type(g) is ad.Zero:
+        return [ad.Zero(ct.aval), None]
+    return [pool_sorted_p.bind(g, ids, n_graphs=ct.aval.shape[0], mean=False), None]
+
+
+ad.primitive_jvps[pool_sorted_bwd_p] = _bwd_jvp
+ad.primitive_transposes[pool_sorted_bwd_p] = _bwd_transpose
 
 
 # ---------------------------------------------------------------------------------------
@@ -136,3 +192,15 @@ def _batch(args, dims, *, n_graphs, mean):
 
 
 batching.primitive_batchers[pool_sorted_p] = _batch
+
+
+def _bwd_batch(args, dims):
+    (ct, ids), (dc, di) = args, dims
+    if di is None:  # the batch becomes a feature axis: one call
+        return pool_sorted_bwd_p.bind(jnp.moveaxis(ct, dc, 1), ids), 1
+    size = ids.shape[di]
+    ct = jnp.moveaxis(ct, dc, 0) if dc is not None else jnp.broadcast_to(ct, (size,) + ct.shape)
+    return jax.lax.map(lambda ci: pool_sorted_bwd_p.bind(*ci), (ct, jnp.moveaxis(ids, di, 0))), 0
+
+
+batching.primitive_batchers[pool_sorted_bwd_p] = _bwd_batch

@@ -13,7 +13,7 @@ import numpy as np
 from .. import reference
 from .._checks import as_float_array, check_choice, check_graph
 from ..graph import Graph
-from ._pool_primitives import membership_graph, pool_sorted
+from ._pool_primitives import graph_rows, membership_graph, pool_sorted
 from ._primitive_utils import HALF_TYPES
 from .message_passing import IMPLS, REDUCES, gspmm
 
@@ -209,7 +209,8 @@ def pool(x, graph_ids, n_graphs: int, *, reduce: str = "sum", ids_are_sorted: bo
         ids = ids.astype(jnp.int64 if ids.dtype == jnp.int64 else jnp.int32)
         work = jnp.float32 if x.dtype in HALF_TYPES else x.dtype  # half precision summed in float32
         return pool_sorted(x.astype(work), ids, n_graphs, mean=reduce == "mean").astype(x.dtype)
-    return gspmm(_membership_graph(fn, ids, n_graphs, ids_are_sorted), x, op="copy_u", reduce=reduce, impl=impl)
+    members = _membership_graph(fn, ids, n_graphs, ids_are_sorted)
+    return graph_rows(gspmm(members, x, op="copy_u", reduce=reduce, impl=impl))
 
 
 def _membership_graph(fn, ids, n_graphs, ids_are_sorted):
@@ -220,6 +221,7 @@ def _membership_graph(fn, ids, n_graphs, ids_are_sorted):
 
 def _check_graph_ids(fn, ids, n_graphs):
     if not isinstance(ids, jax.core.Tracer):
-        bad = np.flatnonzero((np.asarray(ids) < 0) | (np.asarray(ids) >= n_graphs))
+        values = np.asarray(ids)  # read on the host: indexing a jax array inside a trace would stage it
+        bad = np.flatnonzero((values < 0) | (values >= n_graphs))
         if bad.size:
-            raise ValueError(f"{fn}: graph_ids[{bad[0]}] = {int(ids[bad[0]])} is out of range [0, {n_graphs})")
+            raise ValueError(f"{fn}: graph_ids[{bad[0]}] = {int(values[bad[0]])} is out of range [0, {n_graphs})")
