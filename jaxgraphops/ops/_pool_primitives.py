@@ -102,12 +102,14 @@ def pool_sorted(x, ids, n_graphs: int, *, mean: bool):
 # Differentiation: linear in x
 
 
-def _jvp(primals, tangents, **params):
-    x, ids = primals
-    out = pool_sorted_p.bind(x, ids, **params)
-    if type(tangents[0]) is ad.Zero:
-        return out, ad.Zero.from_primal_value(out)
-    return out, pool_sorted_p.bind(ad.instantiate_zeros(tangents[0]), ids, **params)
+def _linear_jvp(prim):
+    """The JVP rule of ``prim(values, ids, **params)``, linear in ``values``: ``prim`` of the tangent."""
+    def jvp(primals, tangents, **params):
+        out = prim.bind(*primals, **params)
+        if type(tangents[0]) is ad.Zero:
+            return out, ad.Zero.from_primal_value(out)
+        return out, prim.bind(ad.instantiate_zeros(tangents[0]), *primals[1:], **params)
+    return jvp
 
 
 def _transpose(ct, x, ids, *, n_graphs, mean):
@@ -122,7 +124,7 @@ def _transpose(ct, x, ids, *, n_graphs, mean):
     return [pool_sorted_bwd_p.bind(ct, ids), None]
 
 
-ad.primitive_jvps[pool_sorted_p] = _jvp
+ad.primitive_jvps[pool_sorted_p] = _linear_jvp(pool_sorted_p)
 ad.primitive_transposes[pool_sorted_p] = _transpose
 
 
@@ -157,14 +159,6 @@ def _bwd_membership(ct, ids):
 register_lowerings(pool_sorted_bwd_p, _bwd_xla, _bwd_ffi, multiple_results=False, cuda_ffi=_bwd_membership)
 
 
-def _bwd_jvp(primals, tangents):
-    ct, ids = primals
-    out = pool_sorted_bwd_p.bind(ct, ids)
-    if type(tangents[0]) is ad.Zero:
-        return out, ad.Zero.from_primal_value(out)
-    return out, pool_sorted_bwd_p.bind(ad.instantiate_zeros(tangents[0]), ids)
-
-
 def _bwd_transpose(g, ct, ids):
     if ad.is_undefined_primal(ids):
         raise NotImplementedError("pool_sorted_bwd is not linear in its graph ids")
@@ -173,7 +167,7 @@ def _bwd_transpose(g, ct, ids):
     return [pool_sorted_p.bind(g, ids, n_graphs=ct.aval.shape[0], mean=False), None]
 
 
-ad.primitive_jvps[pool_sorted_bwd_p] = _bwd_jvp
+ad.primitive_jvps[pool_sorted_bwd_p] = _linear_jvp(pool_sorted_bwd_p)
 ad.primitive_transposes[pool_sorted_bwd_p] = _bwd_transpose
 
 
@@ -181,26 +175,19 @@ ad.primitive_transposes[pool_sorted_bwd_p] = _bwd_transpose
 # Batching
 
 
-def _batch(args, dims, *, n_graphs, mean):
-    (x, ids), (dx, di) = args, dims
-    if di is None:  # the batch becomes a feature axis: one call
-        return pool_sorted_p.bind(jnp.moveaxis(x, dx, 1), ids, n_graphs=n_graphs, mean=mean), 1
-    size = ids.shape[di]
-    x = jnp.moveaxis(x, dx, 0) if dx is not None else jnp.broadcast_to(x, (size,) + x.shape)
-    one = partial(pool_sorted_p.bind, n_graphs=n_graphs, mean=mean)
-    return jax.lax.map(lambda xi: one(*xi), (x, jnp.moveaxis(ids, di, 0))), 0
+def _batch_rule(prim):
+    """The batching rule of ``prim(values [rows, ...], ids [N], **params)``: a batch of ``values`` alone
+    becomes a feature axis (one call); a batch of ids runs element by element."""
+    def batch(args, dims, **params):
+        (v, ids), (dv, di) = args, dims
+        if di is None:
+            return prim.bind(jnp.moveaxis(v, dv, 1), ids, **params), 1
+        size = ids.shape[di]
+        v = jnp.moveaxis(v, dv, 0) if dv is not None else jnp.broadcast_to(v, (size,) + v.shape)
+        one = partial(prim.bind, **params)
+        return jax.lax.map(lambda vi: one(*vi), (v, jnp.moveaxis(ids, di, 0))), 0
+    return batch
 
 
-batching.primitive_batchers[pool_sorted_p] = _batch
-
-
-def _bwd_batch(args, dims):
-    (ct, ids), (dc, di) = args, dims
-    if di is None:  # the batch becomes a feature axis: one call
-        return pool_sorted_bwd_p.bind(jnp.moveaxis(ct, dc, 1), ids), 1
-    size = ids.shape[di]
-    ct = jnp.moveaxis(ct, dc, 0) if dc is not None else jnp.broadcast_to(ct, (size,) + ct.shape)
-    return jax.lax.map(lambda ci: pool_sorted_bwd_p.bind(*ci), (ct, jnp.moveaxis(ids, di, 0))), 0
-
-
-batching.primitive_batchers[pool_sorted_bwd_p] = _bwd_batch
+batching.primitive_batchers[pool_sorted_p] = _batch_rule(pool_sorted_p)
+batching.primitive_batchers[pool_sorted_bwd_p] = _batch_rule(pool_sorted_bwd_p)
