@@ -229,8 +229,8 @@ def render(ops, stream, args, command: str, seconds: float) -> str:
                  f"(F = 64), exact; with {n:,} isolated nodes more (*padding nodes only*: the padded node arrays, "
                  f"no padding edge); and padded to {2 * n:,} nodes and {2 * DEGREE * n:,} edges. Medians of "
                  f"{args.repeats} alternating runs. The padded node rows cost in XLA's elementwise ops (the loss, "
-                 "its cotangent) and, under glibc's default malloc, as fresh output pages, whatever the kernels do: the padding edges' own cost is "
-                 "the padded graph against *padding nodes only*.")
+                 "its cotangent) and, under glibc's default malloc, as fresh output pages, whatever the kernels do: "
+                 "the padding edges' own cost is the padded graph against *padding nodes only*.")
     lines = [f"## Padding ({section_name()[1]}), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", "",
              f"{machine()}. Command: `{command}` ({seconds:.0f} s).", "", ops_intro, "",
              ("| op | exact (ms) | padding nodes only (ms) | padding-aware (ms) | ratio to exact / to padding nodes "
