@@ -46,7 +46,7 @@ def test_each_child_gets_only_its_own_setting(monkeypatch):
     monkeypatch.setattr(fresh_pages.subprocess, "run", fake_run)
     result = fresh_pages.run(scale=0.01, rounds=1, repeats=1, tcmalloc=TCMALLOC_SO, log=lambda _: None)
     assert set(seen) == {(None, None), ("glibc.malloc.hugetlb=1", None), (None, TCMALLOC_SO)}
-    assert all(cmd[:3] == [sys.executable, "-m", "benchmarks.fresh_pages"] and "--child" in cmd for cmd in seen.values())
+    assert all(cmd[:3] == [sys.executable, "-c", fresh_pages.CHILD] and "--child" in cmd for cmd in seen.values())
     expected = {**dict.fromkeys(fresh_pages.ROWS, 1.0), fresh_pages.PEAK: 800.0}
     assert result == {name: expected for name in ("default", fresh_pages.HUGE_PAGES, fresh_pages.TCMALLOC)}
 
