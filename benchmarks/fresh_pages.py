@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from . import tables
-from ._timing import machine, mapped_libraries
+from ._timing import machine, mapped_libraries, median_ms
 
 ROOT = Path(__file__).resolve().parent.parent
 HUGE_PAGES = "glibc.malloc.hugetlb=1"
@@ -58,16 +58,6 @@ ROWS = ("XLA elementwise 2 * x: fresh output", "XLA elementwise 2 * x: touched o
         "update_efeat concat forward+backward: kernel", "update_efeat concat forward+backward: reference")
 PEAK = "peak resident memory (MB)"
 OPS = ("gspmm copy_u sum forward", "gspmm copy_u sum forward+backward", "update_efeat concat forward+backward")
-
-
-def _median_ms(fn, repeats: int) -> float:
-    fn()  # compiled and warmed up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return 1e3 * float(np.median(times))
 
 
 def _elementwise_bytes(scale: float) -> int:
@@ -102,8 +92,8 @@ def measure(scale: float, repeats: int) -> dict:
     def touched():
         buf[0] = jax.block_until_ready(into(buf[0], x))
 
-    out[ROWS[0]] = _median_ms(ready(double, x), repeats)
-    out[ROWS[1]] = _median_ms(touched, repeats)
+    out[ROWS[0]] = median_ms(ready(double, x), repeats=repeats, warmup=1)
+    out[ROWS[1]] = median_ms(touched, repeats=repeats, warmup=1)
 
     rng = np.random.default_rng(0)
     n = max(int(N_NODES * scale), 100)
@@ -112,8 +102,8 @@ def measure(scale: float, repeats: int) -> dict:
     h = jnp.asarray(rng.normal(size=(n, WIDTH)).astype(np.float32))
     for impl, row in ((None, 2), ("xla", 3)):
         spmm = lambda g, h, impl=impl: jgo.gspmm(g, h, reduce="sum", impl=impl)  # noqa: E731
-        out[ROWS[row]] = _median_ms(ready(jax.jit(spmm), g, h), repeats)
-        out[ROWS[row + 2]] = _median_ms(ready(loss_and_grads(spmm, 1), g, h), repeats)
+        out[ROWS[row]] = median_ms(ready(jax.jit(spmm), g, h), repeats=repeats, warmup=1)
+        out[ROWS[row + 2]] = median_ms(ready(loss_and_grads(spmm, 1), g, h), repeats=repeats, warmup=1)
 
     src, dst = mesh_graph(n)
     mesh = jgo.Graph.from_edges(src, dst, n, n)
@@ -121,7 +111,7 @@ def measure(scale: float, repeats: int) -> dict:
     xm = jnp.asarray(rng.normal(size=(n, 32)).astype(np.float32))
     for impl, row in ((None, 6), ("xla", 7)):
         efeat = lambda g, e, x, impl=impl: jgo.update_efeat(g, e, x, x, impl=impl)  # noqa: E731
-        out[ROWS[row]] = _median_ms(ready(loss_and_grads(efeat, (1, 2)), mesh, e, xm), repeats)
+        out[ROWS[row]] = median_ms(ready(loss_and_grads(efeat, (1, 2)), mesh, e, xm), repeats=repeats, warmup=1)
     return out
 
 
