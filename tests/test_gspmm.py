@@ -1,5 +1,7 @@
 """gspmm against the pure-JAX reference and literal tables; derivatives of every order."""
 
+from pathlib import Path
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -332,11 +334,12 @@ def test_misspelt_options_name_the_function_and_suggest(rng):
         check_choice("f", "reduce", np.array([1]), ("sum",))
 
 
-@pytest.mark.parametrize("width", [1, 37, 200])
+@pytest.mark.parametrize("width", [1, 37, 200, 300])
 def test_sums_are_the_csc_order_sums_bit_for_bit(rng, width):
     """The CPU sums (register-blocked, cloned per ISA) are each row's messages added one by one in CSC order,
     products rounded before the add (no fused multiply-add): a float32 NumPy loop gives the same bits,
-    for widths that end in every kind of block (vectors of 16, 8, 4, 2 and 1 features)."""
+    for widths that end in every kind of block (16, 8, 4, 2 and 1 vectors, and vectors of 16, 8, 4, 2 and 1
+    features)."""
     if jgo.kernel_platform() != "cpu":
         pytest.skip("the bits of the CPU kernels' order (the CUDA kernels sum in an order of their own)")
     g = random_graph(rng, 9, 7, 60)
@@ -358,3 +361,36 @@ def test_sums_are_the_csc_order_sums_bit_for_bit(rng, width):
                     want[v] = want[v] / np.float32(edges.size)
             got = np.asarray(jgo.gspmm(g, u, e, op=op, reduce=reduce))
             np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=f"{name} {reduce}")
+
+
+def last_level_cache_bytes() -> int:
+    """The level-3 cache size the CPU kernels compare outputs with (``ffi/cpu/row_parallel.h``)."""
+    try:
+        text = Path("/sys/devices/system/cpu/cpu0/cache/index3/size").read_text().strip()
+    except OSError:
+        return 32 << 20
+    return int(text.rstrip("KM")) << {"K": 10, "M": 20}.get(text[-1], 0)
+
+
+@pytest.mark.parametrize("op", ["copy_u", "copy_e", "u_mul_e"])
+def test_outputs_larger_than_the_cache_are_the_csc_order_sums(rng, op):
+    """Outputs larger than the last-level cache are written past the caches (non-temporal stores, whole
+    rows of 128 features: one block of 16 AVX2 vectors): still each row's messages added in CSC order, the
+    same bits as NumPy's float32 sums, for sums and means."""
+    if jgo.kernel_platform() != "cpu":
+        pytest.skip("the bits of the CPU kernels' order (the CUDA kernels sum in an order of their own)")
+    width, degree = 128, 3
+    n = last_level_cache_bytes() // (4 * width) + 1000
+    src = rng.integers(0, n, (n, degree))  # the edges of destination v, in input (and CSC) order: v*3 .. v*3+2
+    g = jgo.Graph.from_edges(src.ravel(), np.repeat(np.arange(n), degree), n, n)
+    x = rng.normal(size=(n, width)).astype(np.float32) if op != "copy_e" else None
+    w = {"copy_u": None, "u_mul_e": rng.normal(size=n * degree).astype(np.float32),
+         "copy_e": rng.normal(size=(n * degree, width)).astype(np.float32)}[op]
+    messages = {"copy_u": lambda k: x[src[:, k]], "copy_e": lambda k: w[k::degree],
+                "u_mul_e": lambda k: x[src[:, k]] * w[k::degree, None]}[op]
+    want = np.zeros((n, width), np.float32)
+    for k in range(degree):
+        want = want + messages(k)
+    for reduce, expected in (("sum", want), ("mean", want / np.float32(degree))):
+        got = np.asarray(jgo.gspmm(g, x, w, op=op, reduce=reduce))
+        np.testing.assert_array_equal(got.view(np.uint32), expected.view(np.uint32), err_msg=f"{op} {reduce}")

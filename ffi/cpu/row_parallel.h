@@ -7,6 +7,8 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -32,6 +34,53 @@ inline void PrefetchRow(const T* row, int64_t len) {
   const char* p = reinterpret_cast<const char*>(row);
   const int64_t bytes = std::min<int64_t>(len * static_cast<int64_t>(sizeof(T)), kMaxPrefetchBytes);
   for (int64_t b = 0; b < bytes; b += kCacheLine) __builtin_prefetch(p + b, 0, 1);
+}
+
+// The size of the level-3 cache one core sees, as Linux lists it (sysconf's figure is the whole package's on
+// AMD: 256 MiB where a core shares 32 MiB); 32 MiB where no such file is.
+inline int64_t LastLevelCacheBytes() {
+  int64_t bytes = int64_t{32} << 20;
+  if (std::FILE* f = std::fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r")) {
+    long long size = 0;
+    char unit = 0;
+    if (std::fscanf(f, "%lld%c", &size, &unit) >= 1 && size > 0)
+      bytes = size << (unit == 'K' ? 10 : unit == 'M' ? 20 : 0);
+    std::fclose(f);
+  }
+  return bytes;
+}
+
+// Whether a walk writes its output rows with non-temporal stores (StreamStore): whole cache lines past the
+// caches, without reading each line first. Only for outputs larger than the last-level cache, which they
+// would not stay in anyway, and whose rows are whole lines from a line boundary. On the 2-core
+// development VM: 1.05-1.35x for gspmm sums of 51-102 MB outputs on uniform, mesh and RCM-ordered graphs.
+inline bool StreamRows(const void* out, int64_t n_rows, int64_t row_bytes) {
+#if defined(__x86_64__)
+  static const int64_t cache_bytes = LastLevelCacheBytes();
+  return reinterpret_cast<std::uintptr_t>(out) % kCacheLine == 0 && row_bytes % kCacheLine == 0 &&
+         n_rows * row_bytes > cache_bytes;
+#else
+  (void)out, (void)n_rows, (void)row_bytes;
+  return false;
+#endif
+}
+
+// Stores the vector v (16, 32 or 64 bytes) at p (aligned to its size) past the caches.
+template <typename V>
+inline __attribute__((always_inline)) void StreamStore(void* p, const V& v) {
+#if defined(__x86_64__)
+  if constexpr (sizeof(V) == 16) asm volatile("movntps %1, %0" : "=m"(*static_cast<V*>(p)) : "x"(v));
+  else asm volatile("vmovntps %1, %0" : "=m"(*static_cast<V*>(p)) : "v"(v));
+#else
+  std::memcpy(p, &v, sizeof(V));
+#endif
+}
+
+// Orders the non-temporal stores before the task's completion is published.
+inline void StreamFence() {
+#if defined(__x86_64__)
+  asm volatile("sfence" ::: "memory");
+#endif
 }
 
 // A non-owning reference to a callable void(int64_t) (the callable outlives the call it is passed to):
