@@ -1,6 +1,6 @@
 // CPU helpers shared by the kernels that walk a compressed neighbourhood structure (offsets,
 // neighbours, edge ids): splitting rows into chunks of equal work on XLA's intra-op thread pool,
-// prefetching gathered rows, and validating the index data.
+// prefetching gathered rows, writing large outputs past the caches, and validating the index data.
 #pragma once
 
 #include <algorithm>
