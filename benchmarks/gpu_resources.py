@@ -9,8 +9,9 @@ static and dynamic shared memory, and the theoretical occupancy on an H100 at th
 
 ``--check`` exits 1 when a kernel spills, or runs below 50% occupancy without a reason in
 ``REASONS``; ``--markdown FILE`` writes the table into FILE between ``BEGIN`` and ``END``;
-``--ffi DIR`` measures a modified copy of ffi/ instead. From the repository root (needs nvcc; about
-a minute on 2 cores)::
+``--ffi DIR`` measures a modified copy of ffi/ instead; ``--reports DIR`` reads the reports that the plugin's
+own build kept (``tools/ptxas_reports.py`` as its CUDA compiler launcher: CI) instead of compiling again.
+From the repository root (needs nvcc; about a minute on 2 cores)::
 
     python -m benchmarks.gpu_resources --check --markdown BENCHMARKS.md
 """
@@ -272,6 +273,16 @@ def compile_all(sources: list[Path], jobs: int = 2, ffi: Path = FFI, nvcc: str =
         return dict(zip(ordered, pool.map(run, ordered)))
 
 
+def read_reports(sources: list[Path], directory: Path) -> dict[Path, str]:
+    """ptxas's report per source file from ``directory``, as ``tools/ptxas_reports.py`` kept them during the
+    plugin's build (``NAME.ptxas`` for ``ffi/cuda/NAME.cu``); every source must have one."""
+    missing = [s.name for s in sources if not (directory / f"{s.stem}.ptxas").is_file()]
+    if missing:
+        raise SystemExit(f"gpu_resources: no ptxas report in {directory} for {', '.join(missing)} "
+                         "(build the plugin with tools/ptxas_reports.py as its CUDA compiler launcher)")
+    return {s: (directory / f"{s.stem}.ptxas").read_text() for s in sources}
+
+
 @dataclass
 class Kernel:
     """One kernel instantiation: ptxas's figures per architecture and its H100 occupancy."""
@@ -409,16 +420,22 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="compilers run at once (default 2)")
     parser.add_argument("--nvcc", default="nvcc", help="the nvcc to use (default: nvcc on PATH)")
     parser.add_argument("--ffi", type=Path, default=FFI, help="the sources: a copy of ffi/ to try changes on")
+    parser.add_argument("--reports", type=Path, metavar="DIR",
+                        help="read ptxas's reports kept by the plugin's build (tools/ptxas_reports.py) instead of compiling")
     args = parser.parse_args(argv)
 
     sources = sorted((args.ffi / "cuda").glob("*.cu"))
     started = time.perf_counter()
-    reports = compile_all(sources, args.jobs, args.ffi, args.nvcc)
-    seconds = time.perf_counter() - started
+    if args.reports:
+        reports = read_reports(sources, args.reports)
+        timing = f"read the plugin build's ptxas reports of {len(sources)} files from {args.reports}"
+    else:
+        reports = compile_all(sources, args.jobs, args.ffi, args.nvcc)
+        timing = (f"compiled {len(sources)} files for {', '.join(ARCHS)} in {time.perf_counter() - started:.1f} s "
+                  f"({args.jobs} jobs)")
     block = block_size(args.ffi)
     kernels = collect(reports, block, args.ffi)
     command = shlex.join(["python", "-m", "benchmarks.gpu_resources", *(sys.argv[1:] if argv is None else argv)])
-    timing = f"compiled {len(sources)} files for {', '.join(ARCHS)} in {seconds:.1f} s ({args.jobs} jobs)"
     print(render(kernels, block, f"{len(kernels)} kernels; {timing}; nvcc {nvcc_version(args.nvcc)}", False))
     if args.markdown:
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")

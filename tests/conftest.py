@@ -5,14 +5,15 @@ so that the installed jaxgraphops (with its extension) stays the one imported.
 Profiles (``JGO_TESTS``): ``quick`` (the default) runs every test function but at most
 ``QUICK_PARAMETRIZATIONS`` of its parametrizations, spread over them (one for the derivative checks of
 order two and more, whose names match ``HIGHER_ORDER``: the costliest tests, each the same check on
-another dtype or option), not the tests marked ``exhaustive`` (the examples run end to end), and the
-fuzzer's quick profile; ``exhaustive`` (CI) runs every test and every parametrization. A test named on
-the command line (``file::test[...]``) always runs.
+another dtype or option), not the tests marked ``exhaustive`` (the examples and the benchmark tools run
+end to end), and the fuzzer's smoke profile; ``ci`` (CI) adds the tests marked ``exhaustive`` and the
+fuzzer's quick profile; ``exhaustive`` runs every test and every parametrization. A test named on the
+command line (``file::test[...]``) always runs.
 
-The quick profile also compiles XLA's own code (the references, the compositions, the models around the
-kernels; not the kernels, which are built) at LLVM optimisation level 0: it checks values, not XLA's
-speed, and its compile-bound tests (DimeNet++ force training, second-order checks) compile up to 40%
-faster (the whole profile: 9.2 -> 8.0 min on 2 cores). ``XLA_FLAGS`` naming a level keeps its own.
+The quick and ci profiles also compile XLA's own code (the references, the compositions, the models around
+the kernels; not the kernels, which are built) at LLVM optimisation level 0: they check values, not XLA's
+speed, and their compile-bound tests (DimeNet++ force training, second-order checks) compile up to 40%
+faster (the whole quick profile: 9.2 -> 8.0 min on 2 cores). ``XLA_FLAGS`` naming a level keeps its own.
 """
 
 import contextlib
@@ -21,9 +22,9 @@ import re
 import sys
 from pathlib import Path
 
-PROFILES = ("quick", "exhaustive")
+PROFILES = ("quick", "ci", "exhaustive")
 PROFILE = os.environ.get("JGO_TESTS", "").strip().lower() or "quick"
-if PROFILE == "quick" and "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
+if PROFILE != "exhaustive" and "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
 
 import jax  # noqa: E402  (after XLA_FLAGS)
@@ -63,7 +64,7 @@ def pytest_report_header(config):
     plugin = _backend._plugin
     return [f"jaxgraphops kernels: {jgo.kernel_platform()} (JGO_KERNELS selects them); CUDA plugin: "
             + (f"{plugin.distribution} {plugin.version}" if plugin else "none"),
-            f"test profile: {PROFILE} (JGO_TESTS=quick|exhaustive)"]
+            f"test profile: {PROFILE} (JGO_TESTS={'|'.join(PROFILES)})"]
 
 
 def _spread(n, k):
@@ -77,12 +78,14 @@ def _spread(n, k):
 def pytest_collection_modifyitems(config, items):
     if PROFILE == "exhaustive" or any("::" in arg for arg in config.args):
         return
-    groups = {}
+    groups, keep = {}, set()
     for item in items:
         if item.get_closest_marker("exhaustive") is None:
             groups.setdefault((item.path, getattr(item, "originalname", item.name)), []).append(item)
-    keep = {id(group[i]) for (_, name), group in groups.items()
-            for i in _spread(len(group), 1 if HIGHER_ORDER.search(name) else QUICK_PARAMETRIZATIONS)}
+        elif PROFILE == "ci":
+            keep.add(id(item))
+    keep |= {id(group[i]) for (_, name), group in groups.items()
+             for i in _spread(len(group), 1 if HIGHER_ORDER.search(name) else QUICK_PARAMETRIZATIONS)}
     deselected = [item for item in items if id(item) not in keep]
     if deselected:
         config.hook.pytest_deselected(items=deselected)

@@ -103,7 +103,7 @@ for _name in filter(None, os.environ.get("JGO_FUZZ_FIXED", "").split(",")):
         if _name in (_defect, "all"):
             KNOWN_DEFECTS[_defect] = (True, *KNOWN_DEFECTS[_defect][1:])
 
-QUICK_CASES = 2000  # CI (the exhaustive test profile)
+QUICK_CASES = 2000  # CI (the ci and exhaustive test profiles)
 SMOKE_CASES = 400  # the default test profile
 LONG_CASES = 50000
 BATCH = 30

@@ -2,7 +2,7 @@
 in a subprocess as a user runs it: the train step compiles once, the plot is written, and the trained
 model beats its baseline (chance for GraphSAGE's 5 classes, the mean predictor for the MAEs of D-MPNN and
 DimeNet++). The D-MPNN example's featurizer is Chemprop's (its default molecule featurizer as the oracle). The
-exhaustive profile runs the examples (JGO_TESTS=exhaustive, as CI does); the featurizer check runs in both."""
+ci and exhaustive profiles run the examples (JGO_TESTS=ci, as CI does); the featurizer check runs in all."""
 
 import importlib.util
 import re

@@ -1,7 +1,7 @@
 """Every example outside QM9's (tests/test_examples_qm9.py) runs end to end, each in a subprocess as a user
 runs it, with a few steps: it exits 0, prints its summary and writes its figures. The karate demo runs in
 full (its default 200 steps) and must reach its stated accuracy with losses equal to the reference's.
-The exhaustive profile runs them (JGO_TESTS=exhaustive, as CI does)."""
+The ci and exhaustive profiles run them (JGO_TESTS=ci, as CI does)."""
 
 import importlib.util
 import re

@@ -21,7 +21,7 @@ from conftest import PROFILE
 
 
 def test_fuzz_profile(capsys):
-    default = fuzz.QUICK_CASES if PROFILE == "exhaustive" else fuzz.SMOKE_CASES
+    default = fuzz.SMOKE_CASES if PROFILE == "quick" else fuzz.QUICK_CASES
     n = int(os.environ.get("JGO_FUZZ_CASES", default))
     t0 = time.perf_counter()
     counts, failures, stats = fuzz.run_fuzz(n)

@@ -4,6 +4,8 @@ names, the check and the BENCHMARKS.md section; one real compile where nvcc is i
 import doctest
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -77,6 +79,30 @@ def test_parse_ptxas():
         ("sm_90", 40, 0, 0, 0, 0), ("sm_80", 96, 512, 0, 0, 0), ("sm_90", 64, 32, 64, 68, 0),
         ("sm_90", 14, 0, 0, 0, 1024)]
     assert entries[3].mangled == "_Z10TileKernelIfEvPKT_PS0_"
+
+
+def test_the_launcher_keeps_each_files_report_and_the_budget_reads_them(tmp_path):
+    """tools/ptxas_reports.py runs the compiler with ``-Xptxas=-v`` appended, passes its output and status through
+    and keeps the report of a ``.cu`` source; ``read_reports`` reads them back, naming the files without one."""
+    fake = tmp_path / "nvcc"  # prints the report and the arguments it got, fails when told to
+    fake.write_text(f"#!/bin/sh\ncat <<'END' >&2\n{PTXAS}END\necho \"args: $*\" >&2\n"
+                    "case \"$*\" in *fail*) exit 3;; esac\n")
+    fake.chmod(0o755)
+    launcher = [sys.executable, str(gr.ROOT / "tools" / "ptxas_reports.py"), str(tmp_path / "reports"), str(fake)]
+    done = subprocess.run([*launcher, "-c", "ffi/cuda/gat.cu", "-o", "gat.o"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0 and "Used 40 registers" in done.stderr
+    report = (tmp_path / "reports" / "gat.ptxas").read_text()
+    assert report.endswith("args: -c ffi/cuda/gat.cu -o gat.o -Xptxas=-v\n")
+    assert gr.parse_ptxas(report) == gr.parse_ptxas(PTXAS)
+    link = subprocess.run([*launcher, "-shared", "x.o", "fail"], capture_output=True, text=True, check=False)
+    assert link.returncode == 3 and "-Xptxas" not in link.stderr  # no .cu: run as it is
+    assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == ["gat.ptxas"]
+
+    sources = [gr.FFI / "cuda" / "gat.cu", gr.FFI / "cuda" / "gno.cu"]
+    with pytest.raises(SystemExit, match=r"no ptxas report in .* for gno\.cu"):
+        gr.read_reports(sources, tmp_path / "reports")
+    (tmp_path / "reports" / "gno.ptxas").write_text("")
+    assert gr.read_reports(sources, tmp_path / "reports") == {sources[0]: report, sources[1]: ""}
 
 
 def test_shorten_names_enums_and_bools():

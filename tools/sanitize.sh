@@ -7,7 +7,7 @@
 #              JGO_CUDA_EMULATION=ON, whose emulated handlers sit behind the recorder, ffi/testing/record.h):
 #              JGO_KERNELS=cuda-emulation JGO_FFI_RECORD=CASE_DIR pytest -q tests
 #   options    --platform cpu|cuda-emulation|both, --threads N, --limit K (cases per target),
-#              --no-malformed (see ffi/testing/replay.cc)
+#              --no-malformed, --malformed-once (per signature; see ffi/testing/replay.cc)
 # Environment: JOBS (parallel compiles, default 2), SANITIZERS (default "tsan asan"), CXX (default g++).
 #
 # Builds build/sanitize-tsan/replay and build/sanitize-asan/replay (tools/sanitize.mk: -O1 -g, from

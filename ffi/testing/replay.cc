@@ -2,6 +2,7 @@
 // handlers can be checked under sanitizers (tools/sanitize.sh).
 //
 //   replay CASE_DIR [--platform cpu|cuda-emulation|both] [--threads N] [--limit K] [--no-malformed]
+//          [--malformed-once]
 //
 // For every case (the first K per target in file name order):
 //  - the recorded platform's handler, on fresh copies of the inputs and on results pre-filled with
@@ -12,7 +13,9 @@
 //  - a case recorded on the CUDA handlers with indices the CPU handler rejects (the platforms'
 //    policies differ) is instead replayed like a malformed variant, below;
 //  - unless --no-malformed, each malformed variant of the index arguments (malformed.h) on each
-//    platform: any result or error will do, but no crash or sanitizer report.
+//    platform: any result or error will do, but no crash or sanitizer report; with --malformed-once,
+//    only for the first case of each signature (the target, its attributes, and the element types and
+//    ranks of its buffers: the code paths a variant can take), not again for another graph of it.
 // --platform limits the handlers called (default both: the CPU ones alone in a build without the
 // emulated CUDA handlers, -DJGO_WITH_CUDA_EMULATION); --threads sizes the host thread pool (2).
 // Prints a line per target and a final "<N> passed, <M> failed"; exits 1 on any failure.
@@ -25,6 +28,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -78,6 +82,7 @@ struct Options {
   int threads = 2;
   long limit = LONG_MAX;
   bool malformed = true;
+  bool malformed_once = false;
 };
 
 std::optional<Options> ParseOptions(int argc, char** argv) {
@@ -94,6 +99,8 @@ std::optional<Options> ParseOptions(int argc, char** argv) {
       o.limit = std::atol(argv[++i]);
     } else if (a == "--no-malformed") {
       o.malformed = false;
+    } else if (a == "--malformed-once") {
+      o.malformed_once = true;
     } else if (a[0] != '-' && o.dir.empty()) {
       o.dir = a;
     } else {
@@ -191,8 +198,18 @@ bool IsIndexRejection(const std::string& error) {
   return false;
 }
 
+// What decides the code paths of a case's malformed variants: its target, its attributes, and the element
+// types and ranks of its buffers (not their sizes or contents).
+std::string Signature(const Case& c) {
+  std::string s = c.target;
+  for (const Attribute& a : c.attrs) s += "|" + a.name + "=" + std::string(a.bytes.begin(), a.bytes.end());
+  for (const auto* buffers : {&c.args, &c.rets})
+    for (const HostBuffer& b : *buffers) s += "|" + std::to_string(b.dtype) + "/" + std::to_string(b.dims.size());
+  return s;
+}
+
 Verdict ReplayCase(HostFfi& host, const Options& o, const Handlers& h, const std::string& name, const Case& c,
-                   TargetStats& stats) {
+                   TargetStats& stats, bool malformed) {
   // A malformed call on every platform: any result or error will do, but no crash or sanitizer report.
   auto run_malformed = [&](const Variant* v, const std::string& what) {
     for (const std::string& platform : o.platforms) {
@@ -213,7 +230,7 @@ Verdict ReplayCase(HostFfi& host, const Options& o, const Handlers& h, const std
   }
   if (cpu && cpu->error && IsIndexRejection(*cpu->error)) {
     ++stats.malformed_records;
-    if (o.malformed) run_malformed(nullptr, "the recorded (malformed) indices");
+    if (malformed) run_malformed(nullptr, "the recorded (malformed) indices");
     return Verdict::kPassed;
   }
   bool ok = true, ran = false;
@@ -231,7 +248,7 @@ Verdict ReplayCase(HostFfi& host, const Options& o, const Handlers& h, const std
       ok = false;
     }
   }
-  if (o.malformed)
+  if (malformed)
     for (const Variant& v : MalformedVariants(c.args)) run_malformed(&v, v.what);
   return !ok ? Verdict::kFailed : ran ? Verdict::kPassed : Verdict::kSkipped;
 }
@@ -241,6 +258,7 @@ int Main(int argc, char** argv) {
   if (!options) {
     std::fprintf(stderr,
                  "usage: %s CASE_DIR [--platform cpu|cuda-emulation|both] [--threads N] [--limit K] [--no-malformed]\n"
+                 "       [--malformed-once]\n"
                  "(a cuda-emulation platform needs a build with -DJGO_WITH_CUDA_EMULATION)\n",
                  argv[0]);
     return 2;
@@ -248,6 +266,7 @@ int Main(int argc, char** argv) {
   if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(PrintCurrent);
   HostFfi host(options->threads);
   int passed = 0, failed = 0;
+  std::set<std::string> signatures;  // of the cases whose malformed variants ran (--malformed-once)
   const std::vector<std::string> files = CaseFiles(options->dir);
   // Files are named <target>.<n>.jgocase: each target's run of files is replayed, then summarised.
   for (size_t begin = 0, end; begin < files.size(); begin = end) {
@@ -265,7 +284,9 @@ int Main(int argc, char** argv) {
       if (!h) {
         std::printf("FAIL %s: %s\n", files[f].c_str(), c ? ("unknown target " + c->target).c_str() : error.c_str());
       }
-      const Verdict v = h ? ReplayCase(host, *options, *h, files[f], *c, stats) : Verdict::kFailed;
+      const bool malformed =
+          options->malformed && (!options->malformed_once || (c && signatures.insert(Signature(*c)).second));
+      const Verdict v = h ? ReplayCase(host, *options, *h, files[f], *c, stats, malformed) : Verdict::kFailed;
       stats.mismatches += v == Verdict::kFailed;
       stats.skipped += v == Verdict::kSkipped;
       passed += v == Verdict::kPassed;
