@@ -26,10 +26,12 @@ import os
 import sys
 import time
 
-if "--processes" not in " ".join(sys.argv):  # 4 host devices in one process; 2 per process with 2 processes
-    os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
-else:
-    os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+# 4 host devices in one process; 2 per process with 2 processes. Added to the XLA_FLAGS the user set, unless
+# they name a device count themselves.
+if "--xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+    devices = 2 if "--processes" in " ".join(sys.argv) else 4
+    flags = os.environ.get("XLA_FLAGS", "")
+    os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={devices}".strip()
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
