@@ -421,15 +421,16 @@ def main(argv=None) -> int:
     parser.add_argument("--nvcc", default="nvcc", help="the nvcc to use (default: nvcc on PATH)")
     parser.add_argument("--ffi", type=Path, default=FFI, help="the sources: a copy of ffi/ to try changes on")
     parser.add_argument("--reports", type=Path, metavar="DIR",
-                        help="read ptxas's reports kept by the plugin's build (tools/ptxas_reports.py) instead of compiling")
+                        help="read ptxas's reports kept by the plugin's build (tools/ptxas_reports.py), "
+                             "not compiling")
     args = parser.parse_args(argv)
 
     sources = sorted((args.ffi / "cuda").glob("*.cu"))
-    started = time.perf_counter()
     if args.reports:
         reports = read_reports(sources, args.reports)
         timing = f"read the plugin build's ptxas reports of {len(sources)} files from {args.reports}"
     else:
+        started = time.perf_counter()
         reports = compile_all(sources, args.jobs, args.ffi, args.nvcc)
         timing = (f"compiled {len(sources)} files for {', '.join(ARCHS)} in {time.perf_counter() - started:.1f} s "
                   f"({args.jobs} jobs)")

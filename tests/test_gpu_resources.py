@@ -89,7 +89,8 @@ def test_the_launcher_keeps_each_files_report_and_the_budget_reads_them(tmp_path
                     "case \"$*\" in *fail*) exit 3;; esac\n")
     fake.chmod(0o755)
     launcher = [sys.executable, str(gr.ROOT / "tools" / "ptxas_reports.py"), str(tmp_path / "reports"), str(fake)]
-    done = subprocess.run([*launcher, "-c", "ffi/cuda/gat.cu", "-o", "gat.o"], capture_output=True, text=True, check=False)
+    done = subprocess.run([*launcher, "-c", "ffi/cuda/gat.cu", "-o", "gat.o"], capture_output=True, text=True,
+                          check=False)
     assert done.returncode == 0 and "Used 40 registers" in done.stderr
     report = (tmp_path / "reports" / "gat.ptxas").read_text()
     assert report.endswith("args: -c ffi/cuda/gat.cu -o gat.o -Xptxas=-v\n")
