@@ -49,13 +49,66 @@ QUICK_PARAMETRIZATIONS = 3
 HIGHER_ORDER = re.compile(r"check_grads|hessian|second_order|third_order|grad_of_grad")
 
 
+RSS_BUDGET_MB = 4096  # per test process: two workers and the controller fit a 16 GB machine
+_peak_rss = {}  # controller side: nodeid -> (worker, peak resident set in MB during the test)
+
+
+def _read_peak_rss_mb():
+    """This process's peak resident set (VmHWM) since the last reset, in MB; None where /proc has none."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Resets the process's peak resident set (Linux: ``5`` into ``/proc/self/clear_refs``), so that the
+    peak read after the test is the test's own (what was resident when it started included)."""
+    with contextlib.suppress(OSError), open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    if call.when == "teardown" and (peak := _read_peak_rss_mb()) is not None:
+        outcome.get_result().user_properties.append(("peak_rss_mb", peak))
+
+
 def pytest_runtest_logreport(report):
     """With ``JGO_TEST_FAILURES=PATH``, appends each failure's report to PATH as it happens, so that a run
-    stopped by a time limit (tools/gpu_runbook.sh) still says why its tests failed."""
+    stopped by a time limit (tools/gpu_runbook.sh) still says why its tests failed. Also collects each test's
+    peak resident set for the summary (the memory twin of ``--durations``)."""
+    for name, value in report.user_properties:
+        if name == "peak_rss_mb":
+            node = getattr(report, "node", None)  # xdist: the worker that ran it
+            _peak_rss[report.nodeid] = (node.gateway.id if node is not None else "main", value)
     path = os.environ.get("JGO_TEST_FAILURES")
     if path and report.failed and "PYTEST_XDIST_WORKER" not in os.environ:  # xdist: the controller writes
         with open(path, "a") as f:
             f.write(f"===== {report.nodeid} ({report.when})\n{report.longreprtext}\n\n")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The tests with the highest peak resident set, and each process's peak: every one should stay under
+    ``RSS_BUDGET_MB`` so that ``-n auto`` is safe on a small machine."""
+    if not _peak_rss or "PYTEST_XDIST_WORKER" in os.environ:
+        return
+    tr = terminalreporter
+    tr.section("peak resident set per test (MB), the 10 highest")
+    for nodeid, (worker, mb) in sorted(_peak_rss.items(), key=lambda kv: -kv[1][1])[:10]:
+        tr.write_line(f"{mb:8.0f}  {worker:>5}  {nodeid}")
+    per_process = {}
+    for worker, mb in _peak_rss.values():
+        per_process[worker] = max(mb, per_process.get(worker, 0))
+    worst = max(per_process.values())
+    tr.write_line("peak per test process: " + ", ".join(f"{w} {mb:.0f}" for w, mb in sorted(per_process.items()))
+                  + f" (budget {RSS_BUDGET_MB})")
+    if worst > RSS_BUDGET_MB:
+        tr.write_line(f"WARNING: a test process reached {worst:.0f} MB, over the {RSS_BUDGET_MB} MB budget",
+                      red=True, bold=True)
 
 
 def pytest_report_header(config):
