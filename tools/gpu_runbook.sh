@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# The verification that needs an NVIDIA GPU, in one command, on a machine with one (and nvcc):
+# The verification that needs an NVIDIA GPU held for an hour or more, in one command (nvcc there too). A GPU
+# lent for minutes runs tools/gpu_check.sh instead, first: the suite's failures, the timings against XLA and
+# cuSPARSE, the model's microkernels and ncu, within 10 minutes.
 #
 #   bash tools/gpu_runbook.sh [LOG_DIR]        # LOG_DIR defaults to gpu-runbook-logs/
 #
 # Builds the two wheels, jaxgraphops (the core) and its CUDA plugin jaxgraphops-cuda13 (plugins/cuda13),
 # installs both into a fresh venv, shows the GPU, JAX's devices and the active plugin, runs the test suite
-# on the CUDA kernels (JGO_KERNELS=cuda: the plugin is required), runs compute-sanitizer's memcheck,
-# racecheck and synccheck over one test file per op family, then writes the static GPU resource table
-# and the GPU peer report into BENCHMARKS.md. Each step logs to LOG_DIR/NN-step.log
-# and prints its time; a failed step does not stop the others; a summary ends the run, which exits
-# 1 if any step failed.
+# on the CUDA kernels (JGO_KERNELS=cuda: the plugin is required; the exhaustive profile), runs
+# compute-sanitizer's memcheck, racecheck and synccheck over one test file per op family, then writes the
+# GPU peer report into BENCHMARKS.md (the static GPU resource table needs no GPU: CI checks it). Each step
+# logs to LOG_DIR/NN-step.log and prints its time; a failed step does not stop the others; a summary ends the
+# run, which exits 1 if any step failed.
 #
 # Environment: PYTHON (default python3.11, whose CPU/GPU torch wheels the peer report needs),
 # JAX_CUDA (the jax extra that brings JAX's GPU backend: cuda13, the default; the jaxgraphops-cuda13
@@ -23,7 +25,7 @@
 # JGO_TESTS (the test profile, default exhaustive), WORKERS (pytest-xdist processes sharing the GPU,
 # default 1), LIMIT_TESTS, LIMIT_SANITIZER, LIMIT_REPORT (seconds per step, 0: none), REPORT_ARGS
 # (arguments of python -m benchmarks.report) and SKIP (step names not to run, e.g.
-# "sanitizer-synccheck gpu-resources").
+# "sanitizer-synccheck peer-report").
 # shellcheck disable=SC2317  # the step functions are called through step()
 set -uo pipefail
 
@@ -182,7 +184,6 @@ step tests tests
 for tool in memcheck racecheck synccheck; do
   step "sanitizer-$tool" sanitizer "$tool"
 done
-step gpu-resources "$VENV/bin/python" -m benchmarks.gpu_resources --markdown BENCHMARKS.md
 [[ $OFFLINE == 1 ]] || step install-bench install_bench
 LIMIT=$LIMIT_REPORT step peer-report module benchmarks.report "${REPORT_ARGS[@]}"
 
