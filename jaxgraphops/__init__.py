@@ -15,6 +15,7 @@ __version__ = "0.1.0"
 from . import _versions  # noqa: E402
 
 _versions.check()  # warns once if jax/jaxlib are outside the tested range
+_versions.apply_workarounds()  # jaxlib 0.11.2: the GSPMD partitioner instead of a crashing Shardy
 
 from . import dimenet  # noqa: E402
 from ._backend import kernel_platform, with_cuda  # noqa: E402
@@ -34,7 +35,7 @@ from .ops.update_efeat import update_efeat  # noqa: E402
 from .reorder import Permutation, reorder  # noqa: E402
 from .ops._primitive_utils import PartitionedJitWarning  # noqa: E402
 from .sampling import SampledBlock, sample_blocks, sample_neighbors  # noqa: E402
-from ._versions import UntestedVersionWarning  # noqa: E402
+from ._versions import JaxWorkaroundWarning, UntestedVersionWarning  # noqa: E402
 from . import nn  # noqa: E402  (jgo.nn.gcn_norm etc.; its flax/equinox/nnx modules stay opt-in imports)
 
 
@@ -43,6 +44,7 @@ __all__ = [
     "Bucket",
     "CudaPluginWarning",
     "Graph",
+    "JaxWorkaroundWarning",
     "PartitionedGraph",
     "PartitionedJitWarning",
     "Permutation",
