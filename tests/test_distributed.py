@@ -127,7 +127,8 @@ def test_partitioned_forward_and_gradients_equal_one_device():
     empty part; parts without a halo: values and gradients (node features, edge features, replicated layer
     weights) to 1e-5 in float32, relative to the largest entry. Then plain jit with a sharded operand: the
     same result, and one PartitionedJitWarning."""
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    # simulated host devices: the CPU backend, also on a machine with one GPU (which would be the only device)
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
     proc = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=900,
                           cwd=pathlib.Path(__file__).parent)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-4000:]
@@ -251,7 +252,7 @@ def test_two_processes_equal_one_process(tmp_path):
         s.bind(("localhost", 0))
         port = s.getsockname()[1]
     path = tmp_path / "two_processes.npz"
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu",
                PYTHONPATH=str(pathlib.Path(__file__).parent))
     code = "import sys, test_distributed as t; t._two_process_child(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3])"
     procs = [subprocess.Popen([sys.executable, "-c", code, str(port), str(i), str(path)], env=env, text=True,

@@ -115,6 +115,7 @@ def test_a_step_cut_by_its_limit_keeps_what_it_measured(tmp_path, fakes):
     _check_outputs(out)
 
 
+@pytest.mark.exhaustive  # end to end: a minute on a quiet 2-core machine
 def test_dry_run_of_every_step(tmp_path, fakes):
     """The whole check on the CPU at 1% scale: the install of a (fake, dependency-free) wheel with pip --no-index
     --no-deps --target; the devices record; a test file with a planted failure, whose report lands in

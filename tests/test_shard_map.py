@@ -42,7 +42,8 @@ SCRIPT = textwrap.dedent("""
 # families failed: 5 with "Expected cotangent type ...", 5 (the fused attention and gno ops) with gradients
 # that were not summed over the devices.
 def _run(script, tmp_path):
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    # simulated host devices: the CPU backend, also on a machine with one GPU (which would be the only device)
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
     result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result.stdout
