@@ -295,10 +295,13 @@ def _profiled_forward(key: str, impl: str, scale: float, cache: Path | None) -> 
     runner = case.impls[impl]()
     runner.output()  # compiles and runs it once
     profiler = _profiler()
-    if profiler is None:
-        print("gpu_check: no CUDA runtime to call cudaProfilerStart: the pass runs unmarked", file=sys.stderr)
-    else:
+    try:
+        if profiler is None:
+            raise RuntimeError("no CUDA runtime found")
         profiler[0]()
+    except Exception as e:  # no CUDA runtime, or no GPU for it (the CPU dry run)
+        print(f"gpu_check: no cudaProfilerStart ({_error(e)}): the pass runs unmarked", file=sys.stderr)
+        profiler = None
     runner.sync(runner.calls[FORWARD]())
     if profiler is not None:
         profiler[1]()

@@ -131,7 +131,7 @@ def test_dry_run_of_every_step(tmp_path, fakes):
     (tests / "conftest.py").write_text(
         "import runpy\n"
         f"globals().update({{k: v for k, v in runpy.run_path({str(ROOT / 'tests' / 'conftest.py')!r}).items() "
-        "if k.startswith('pytest_')}})\n")
+        "if k.startswith('pytest_')})\n")
     (tests / "test_planted.py").write_text(
         "def test_passes():\n    assert 1 + 1 == 2\n\n"
         "def test_fails_on_purpose():\n    assert 1 + 1 == 3, 'planted failure'\n")
@@ -148,7 +148,7 @@ def test_dry_run_of_every_step(tmp_path, fakes):
     assert all(r["seconds"] <= r["limit"] for r in step.values())
 
     assert (tmp_path / "work" / "site" / "jgo_dry_wheel" / "__init__.py").exists()
-    [env] = [r["env"] for r in records if r.get("step") == "devices"]
+    [env] = [r["env"] for r in records if r.get("step") == "devices" and "env" in r]
     assert env["backend"] == "cpu" and env["versions"]["jax"] and env["differs_from_checkout"] == []
 
     counts = {r["step"]: r for r in records if "passed" in r}

@@ -328,7 +328,7 @@ ncu_case() {
   if [[ ! -s $OUT/ncu.csv ]]; then
     grep -m1 '^"ID"' "$csv" | sed 's/^/"case",/' >>"$OUT/ncu.csv"
   fi
-  grep '^"' "$csv" | grep -v '^"ID"' | sed "s/^/\"$name\",/" >>"$OUT/ncu.csv"
+  grep '^"' "$csv" | grep -v '^"ID"' | awk -v name="$name" '{ print "\"" name "\"," $0 }' >>"$OUT/ncu.csv"
   return "$rc"
 }
 
