@@ -4,9 +4,10 @@
 #   bash tools/gpu_check.sh --prepare     # here, no GPU needed: the wheels and the probe binary into .gpu/
 #   bash tools/gpu_check.sh OUT_DIR       # on the GPU machine: everything it writes goes to OUT_DIR
 #
-# The device tool's `run`, from the repository root after --prepare (one call, recommended):
+# The device tool's `run` (it sends the checkout the session started in: run --prepare there first), one call,
+# recommended:
 #   command:   WHEELS=.gpu/wheels bash tools/gpu_check.sh "$OUT"
-#   carry:     [".gpu"]
+#   carry:     [".gpu/wheels", ".gpu/gpu_probes", ".gpu/build.json"]
 #   timeout_s: 600
 # Or two calls, to read the tests' failures before the timings (the second must follow within the 30 s the
 # machine stays warm, or a fresh start costs 1-2 minutes more and may not fit):
@@ -93,7 +94,8 @@ prepare() {
   mib=$(du -sm "$dest" | cut -f1)
   echo ".gpu: $mib MiB (the run carries it with the working tree: 64 MiB in all)"
   ((mib < 56)) || { echo "FAIL: .gpu is too large to carry" >&2; return 1; }
-  echo 'run: command WHEELS=.gpu/wheels bash tools/gpu_check.sh "$OUT", carry [".gpu"], timeout_s 600'
+  echo 'run: command WHEELS=.gpu/wheels bash tools/gpu_check.sh "$OUT", timeout_s 600,' \
+    'carry [".gpu/wheels", ".gpu/gpu_probes", ".gpu/build.json"]'
 }
 
 if [[ ${1:-} == --prepare ]]; then
