@@ -219,15 +219,23 @@ def test_unknown_part_or_step_is_refused(tmp_path):
         assert run.returncode == 2 and message in run.stderr
 
 
-def test_gpu_check_digest_tells_outputs_apart():
+def test_distinct_outputs_counts_bitwise_differences():
+    """benchmarks.gpu_check's determinism count: equal bits are one output; one ulp, another dtype, another shape
+    or a NaN payload are another (a NaN equals no NaN by value, but the same NaN bits are the same output)."""
     from benchmarks import gpu_check
 
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
-    assert gpu_check.digest((a, a)) == gpu_check.digest((a.copy(), a.copy()))
-    b = a.copy()
-    b[1, 2] = np.nextafter(b[1, 2], np.float32(np.inf))  # one ulp
-    assert gpu_check.digest(b) != gpu_check.digest(a)
-    assert gpu_check.digest(a.astype(np.float64)) != gpu_check.digest(a)
+    ulp = a.copy()
+    ulp[1, 2] = np.nextafter(ulp[1, 2], np.float32(np.inf))
+    nan = a.copy()
+    nan[0, 0] = np.nan
+    other_nan = nan.view(np.uint32).copy()
+    other_nan[0, 0] += 1  # another quiet NaN
+    for outputs, want in (([a, a.copy()], 1), ([(a, a), (a.copy(), a.copy())], 1), ([a, ulp, a], 2),
+                          ([a, a.astype(np.float64)], 2), ([a, a.reshape(3, 2)], 2), ([nan, nan.copy()], 1),
+                          ([nan, other_nan.view(np.float32)], 2)):
+        results = iter(outputs)
+        assert gpu_check.distinct_outputs(lambda: next(results), lambda r: r, len(outputs)) == want, outputs
 
 
 @pytest.mark.exhaustive
