@@ -81,9 +81,10 @@ prepare() {
   rm -rf "$dest" && mkdir -p "$dest/wheels"
   export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2}
   # build directories of their own, kept: a second --prepare recompiles only what changed
-  nice -n 10 "$venv/bin/pip" wheel -q --no-deps --no-build-isolation -w "$dest/wheels" -Cbuild-dir=build/gpu-core .
-  nice -n 10 "$venv/bin/pip" wheel -q --no-deps --no-build-isolation -w "$dest/wheels" -Cbuild-dir=build/gpu-plugin \
-    ./plugins/cuda13
+  nice -n 10 "$venv/bin/pip" wheel -q --no-deps --no-build-isolation -w "$dest/wheels" \
+    -Cbuild-dir="$ROOT/build/gpu-core" .
+  nice -n 10 "$venv/bin/pip" wheel -q --no-deps --no-build-isolation -w "$dest/wheels" \
+    -Cbuild-dir="$ROOT/build/gpu-plugin" ./plugins/cuda13
   nice -n 10 nvcc -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -cudart static -o "$dest/gpu_probes" \
     tools/gpu_probes.cu
   printf '{"commit": "%s", "dirty": %s, "built": "%s"}\n' "$(git rev-parse HEAD 2>/dev/null || echo -)" \
