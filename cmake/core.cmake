@@ -6,10 +6,8 @@
 # development and CI option, off in the published wheels.
 option(JGO_CUDA_EMULATION "Build the emulated CUDA handlers (CUDA sources as host C++)" OFF)
 
-find_package(nanobind CONFIG REQUIRED)
-
-# The CPU kernels are a library of their own: nanobind compiles module targets with -Os, which
-# would override -O3 and turn off vectorisation.
+# The CPU kernels are a library of their own, compiled at -O3 for their vectorised loops; the module around
+# them (ffi/module.cc) is a few capsules.
 add_library(jgo_cpu STATIC ${JGO_CPU_SOURCES})
 set_target_properties(jgo_cpu PROPERTIES POSITION_INDEPENDENT_CODE ON CXX_VISIBILITY_PRESET hidden)
 jgo_handler_includes(jgo_cpu)
@@ -24,9 +22,23 @@ set_source_files_properties(ffi/cpu/gat.cc ffi/cpu/gatv2.cc ffi/cpu/mha_simple.c
 # branch: 3.7x slower at 8 heads).
 set_source_files_properties(ffi/cpu/message_passing.cc PROPERTIES COMPILE_OPTIONS "-ffp-contract=off;-fno-trapping-math")
 
-nanobind_add_module(_ext NB_STATIC STABLE_ABI ffi/module.cc)
+# The module, on the plain CPython C API (no binding library to compile). For the stable-ABI wheel
+# (pyproject.toml: wheel.py-api = "cp312", on Python 3.12 and later) scikit-build-core sets
+# SKBUILD_SABI_VERSION: then the limited API of that version; SKBUILD_SOABI names the suffix either way
+# (abi3, or this interpreter's cpython-3XX-...).
+add_library(_ext MODULE ffi/module.cc)
+set_target_properties(_ext PROPERTIES PREFIX "" SUFFIX ".${SKBUILD_SOABI}${CMAKE_SHARED_MODULE_SUFFIX}"
+                                      CXX_VISIBILITY_PRESET hidden)
 jgo_handler_includes(_ext)
-target_link_libraries(_ext PRIVATE jgo_cpu)
+target_link_libraries(_ext PRIVATE Python::Module jgo_cpu)
+if(SKBUILD_SABI_VERSION)
+  string(REPLACE "." ";" sabi "${SKBUILD_SABI_VERSION}")
+  list(GET sabi 0 sabi_major)
+  list(GET sabi 1 sabi_minor)
+  math(EXPR limited_api "(${sabi_major} << 24) | (${sabi_minor} << 16)" OUTPUT_FORMAT HEXADECIMAL)
+  target_compile_definitions(_ext PRIVATE Py_LIMITED_API=${limited_api})
+endif()
+target_link_options(_ext PRIVATE -Wl,--exclude-libs,ALL)  # the kernels' symbols stay inside
 
 if(JGO_CUDA_EMULATION)
   # Each .cu is compiled as C++ through a one-line wrapper (a .cu source is CUDA to CMake).

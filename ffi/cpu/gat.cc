@@ -41,8 +41,8 @@ inline void EdgeLogits(const T* ss, const T* sd, const T* se, T slope, int64_t H
 // ---------------------------------------------------------------------------------------
 // jgo_gat_fwd: one pass over the in-edges of each destination with an online softmax per head.
 
-template <typename T, typename I, bool kEdge>
-void GatFwdRows(const GatArgs& a, const I* offsets, const I* nbr, const I* eid, const T* x, const T* s_src,
+template <typename T, bool kEdge>
+void GatFwdRows(const GatArgs& a, Indices offsets, Indices nbr, Indices eid, const T* x, const T* s_src,
                 const T* s_dst, const T* s_edge, T* out, T* lse, int64_t r0, int64_t r1) {
   const int64_t H = a.heads, C = a.dim, HC = H * C;
   const T slope = static_cast<T>(a.slope);
@@ -83,8 +83,8 @@ ffi::Error GatFwdTyped(ffi::ThreadPool& pool, const GatArgs& a, ffi::AnyBuffer o
   const T* se = a.has_edge ? s_edge.typed_data<T>() : nullptr;
   T *od = out.typed_data<T>(), *ld = lse.typed_data<T>();
   ForRowChunks(pool, o, a.n_rows, a.heads * a.dim, [&](int64_t r0, int64_t r1) {
-    if (a.has_edge) GatFwdRows<T, I, true>(a, o, n, e, xd, ss, sd, se, od, ld, r0, r1);
-    else GatFwdRows<T, I, false>(a, o, n, e, xd, ss, sd, se, od, ld, r0, r1);
+    if (a.has_edge) GatFwdRows<T, true>(a, o, n, e, xd, ss, sd, se, od, ld, r0, r1);
+    else GatFwdRows<T, false>(a, o, n, e, xd, ss, sd, se, od, ld, r0, r1);
   });
   return ffi::Error::Success();
 }
@@ -107,8 +107,8 @@ ffi::Error GatFwdCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffe
 // jgo_gat_bwd_dst: over the in-edges of each destination i (CSC):
 //   grad_s_dst[i,h] = sum_e gp_e,h      grad_s_edge[e,h] = gp_e,h
 
-template <typename T, typename I, bool kEdge>
-void GatBwdDstRows(const GatArgs& a, const I* offsets, const I* nbr, const I* eid, const T* x, const T* s_src,
+template <typename T, bool kEdge>
+void GatBwdDstRows(const GatArgs& a, Indices offsets, Indices nbr, Indices eid, const T* x, const T* s_src,
                    const T* s_edge, const T* dst_info, const T* grad, T* grad_s_dst, T* grad_s_edge, int64_t r0,
                    int64_t r1) {
   const int64_t H = a.heads, C = a.dim, HC = H * C;
@@ -149,8 +149,8 @@ void GatBwdDstRows(const GatArgs& a, const I* offsets, const I* nbr, const I* ei
 // jgo_gat_bwd_src: over the out-edges of each source j (reverse CSR):
 //   grad_x[j,h,:] = sum_e alpha_e,h G[i,h,:]      grad_s_src[j,h] = sum_e gp_e,h
 
-template <typename T, typename I, bool kEdge>
-void GatBwdSrcRows(const GatArgs& a, const I* offsets, const I* nbr, const I* eid, const T* x, const T* s_src,
+template <typename T, bool kEdge>
+void GatBwdSrcRows(const GatArgs& a, Indices offsets, Indices nbr, Indices eid, const T* x, const T* s_src,
                    const T* s_edge, const T* dst_info, const T* grad, T* grad_x, T* grad_s_src, int64_t r0,
                    int64_t r1) {
   const int64_t H = a.heads, C = a.dim, HC = H * C, HI = DstInfo::kCount * H;
@@ -219,11 +219,11 @@ ffi::Error GatBwdTyped(ffi::ThreadPool& pool, const GatArgs& a, bool by_src, ffi
   T* rb = (by_src || a.has_edge) ? out_b.typed_data<T>() : nullptr;
   ForRowChunks(pool, o, a.n_rows, a.heads * a.dim, [&](int64_t r0, int64_t r1) {
     if (by_src) {
-      if (a.has_edge) GatBwdSrcRows<T, I, true>(a, o, n, e, xd, ss, se, di, gd, ra, rb, r0, r1);
-      else GatBwdSrcRows<T, I, false>(a, o, n, e, xd, ss, se, di, gd, ra, rb, r0, r1);
+      if (a.has_edge) GatBwdSrcRows<T, true>(a, o, n, e, xd, ss, se, di, gd, ra, rb, r0, r1);
+      else GatBwdSrcRows<T, false>(a, o, n, e, xd, ss, se, di, gd, ra, rb, r0, r1);
     } else {
-      if (a.has_edge) GatBwdDstRows<T, I, true>(a, o, n, e, xd, ss, se, di, gd, ra, rb, r0, r1);
-      else GatBwdDstRows<T, I, false>(a, o, n, e, xd, ss, se, di, gd, ra, rb, r0, r1);
+      if (a.has_edge) GatBwdDstRows<T, true>(a, o, n, e, xd, ss, se, di, gd, ra, rb, r0, r1);
+      else GatBwdDstRows<T, false>(a, o, n, e, xd, ss, se, di, gd, ra, rb, r0, r1);
     }
   });
   if (!by_src) ZeroPaddingEdges(o, e, a.n_rows, a.n_edges, a.heads, rb);  // grad_s_edge

@@ -63,8 +63,8 @@ constexpr const char* kBwdSrc = "gatv2_bwd_src";
 // ---------------------------------------------------------------------------------------
 // jgo_gatv2_fwd: one pass over the in-edges of each destination with an online softmax per head.
 
-template <typename T, typename I, bool kEdge>
-void FwdRows(const GatArgs& g, const I* offsets, const I* nbr, const I* eid, const T* xs, const T* xd, const T* a,
+template <typename T, bool kEdge>
+void FwdRows(const GatArgs& g, Indices offsets, Indices nbr, Indices eid, const T* xs, const T* xd, const T* a,
              const T* ef, T* out, T* lse, int64_t r0, int64_t r1) {
   const int64_t H = g.heads, C = g.dim, HC = H * C;
   const T slope = static_cast<T>(g.slope);
@@ -94,8 +94,8 @@ void FwdRows(const GatArgs& g, const I* offsets, const I* nbr, const I* eid, con
 // jgo_gatv2_bwd_dst: over the in-edges of each destination i (CSC):
 //   grad_xd[i] = sum_e dt_e,  grad_a_rows[i] = sum_e dz_e leaky(t_e),  grad_ef[e] = dt_e
 
-template <typename T, typename I, bool kEdge>
-void BwdDstRows(const GatArgs& g, const I* offsets, const I* nbr, const I* eid, const T* xs, const T* xd,
+template <typename T, bool kEdge>
+void BwdDstRows(const GatArgs& g, Indices offsets, Indices nbr, Indices eid, const T* xs, const T* xd,
                 const T* a, const T* ef, const T* info, const T* grad, T* grad_xd, T* grad_a, T* grad_ef,
                 int64_t r0, int64_t r1) {
   const int64_t H = g.heads, C = g.dim, HC = H * C, HI = Gatv2Info::kCount * H;
@@ -145,8 +145,8 @@ void BwdDstRows(const GatArgs& g, const I* offsets, const I* nbr, const I* eid, 
 // jgo_gatv2_bwd_src: over the out-edges of each source j (reverse CSR):
 //   grad_xs[j] = sum_e alpha_e G[i] + dt_e
 
-template <typename T, typename I, bool kEdge>
-void BwdSrcRows(const GatArgs& g, const I* offsets, const I* nbr, const I* eid, const T* xs, const T* xd,
+template <typename T, bool kEdge>
+void BwdSrcRows(const GatArgs& g, Indices offsets, Indices nbr, Indices eid, const T* xs, const T* xd,
                 const T* a, const T* ef, const T* info, const T* grad, T* grad_xs, int64_t r0, int64_t r1) {
   const int64_t H = g.heads, C = g.dim, HC = H * C, HI = Gatv2Info::kCount * H;
   const T slope = static_cast<T>(g.slope);
@@ -200,8 +200,8 @@ ffi::Error FwdTyped(ffi::ThreadPool& pool, const GatArgs& g, ffi::AnyBuffer offs
   const T* efd = g.has_edge ? ef.typed_data<T>() : nullptr;
   T *od = out.typed_data<T>(), *ld = lse.typed_data<T>();
   ForRowChunks(pool, o, g.n_rows, g.heads * g.dim, [&](int64_t r0, int64_t r1) {
-    if (g.has_edge) FwdRows<T, I, true>(g, o, n, e, xsd, xdd, ad, efd, od, ld, r0, r1);
-    else FwdRows<T, I, false>(g, o, n, e, xsd, xdd, ad, efd, od, ld, r0, r1);
+    if (g.has_edge) FwdRows<T, true>(g, o, n, e, xsd, xdd, ad, efd, od, ld, r0, r1);
+    else FwdRows<T, false>(g, o, n, e, xsd, xdd, ad, efd, od, ld, r0, r1);
   });
   return ffi::Error::Success();
 }
@@ -236,8 +236,8 @@ ffi::Error BwdDstTyped(ffi::ThreadPool& pool, const GatArgs& g, ffi::AnyBuffer o
   T *gxd = grad_xd.typed_data<T>(), *gad = grad_a.typed_data<T>();
   T* gef = g.has_edge ? grad_ef.typed_data<T>() : nullptr;
   ForRowChunks(pool, o, g.n_rows, g.heads * g.dim, [&](int64_t r0, int64_t r1) {
-    if (g.has_edge) BwdDstRows<T, I, true>(g, o, n, e, xsd, xdd, ad, efd, inf, gd, gxd, gad, gef, r0, r1);
-    else BwdDstRows<T, I, false>(g, o, n, e, xsd, xdd, ad, efd, inf, gd, gxd, gad, gef, r0, r1);
+    if (g.has_edge) BwdDstRows<T, true>(g, o, n, e, xsd, xdd, ad, efd, inf, gd, gxd, gad, gef, r0, r1);
+    else BwdDstRows<T, false>(g, o, n, e, xsd, xdd, ad, efd, inf, gd, gxd, gad, gef, r0, r1);
   });
   ZeroPaddingEdges(o, e, g.n_rows, g.n_edges, g.heads * g.dim, gef);
   return ffi::Error::Success();
@@ -278,8 +278,8 @@ ffi::Error BwdSrcTyped(ffi::ThreadPool& pool, const GatArgs& g, ffi::AnyBuffer o
   const T* efd = g.has_edge ? ef.typed_data<T>() : nullptr;
   T* gxs = grad_xs.typed_data<T>();
   ForRowChunks(pool, o, g.n_rows, g.heads * g.dim, [&](int64_t r0, int64_t r1) {
-    if (g.has_edge) BwdSrcRows<T, I, true>(g, o, n, e, xsd, xdd, ad, efd, inf, gd, gxs, r0, r1);
-    else BwdSrcRows<T, I, false>(g, o, n, e, xsd, xdd, ad, efd, inf, gd, gxs, r0, r1);
+    if (g.has_edge) BwdSrcRows<T, true>(g, o, n, e, xsd, xdd, ad, efd, inf, gd, gxs, r0, r1);
+    else BwdSrcRows<T, false>(g, o, n, e, xsd, xdd, ad, efd, inf, gd, gxs, r0, r1);
   });
   return ffi::Error::Success();
 }

@@ -68,8 +68,8 @@ constexpr const char* kBwdSrc = "mha_simple_bwd_src";
 // ---------------------------------------------------------------------------------------
 // jgo_mha_simple_fwd: one pass over the in-edges of each destination with an online softmax per head.
 
-template <typename T, typename I, bool kEdge>
-void FwdRows(const SimpleArgs& g, const I* offsets, const I* nbr, const I* eid, const T* q, const T* k, const T* v,
+template <typename T, bool kEdge>
+void FwdRows(const SimpleArgs& g, Indices offsets, Indices nbr, Indices eid, const T* q, const T* k, const T* v,
              const T* ef, T* out, T* lse, int64_t r0, int64_t r1) {
   const int64_t H = g.heads, C = g.dim, HC = H * C;
   const T scale = static_cast<T>(g.scale);
@@ -102,8 +102,8 @@ void FwdRows(const SimpleArgs& g, const I* offsets, const I* nbr, const I* eid, 
 // jgo_mha_simple_bwd_dst: over the in-edges of each destination i (CSC):
 //   grad_q[i] = sum_e scale ds_e k'_e,   grad_ef[e] = scale ds_e q[i] + alpha_e G[i]
 
-template <typename T, typename I, bool kEdge>
-void BwdDstRows(const SimpleArgs& g, const I* offsets, const I* nbr, const I* eid, const T* q, const T* k,
+template <typename T, bool kEdge>
+void BwdDstRows(const SimpleArgs& g, Indices offsets, Indices nbr, Indices eid, const T* q, const T* k,
                 const T* v, const T* ef, const T* info, const T* grad, T* grad_q, T* grad_ef, int64_t r0,
                 int64_t r1) {
   const int64_t H = g.heads, C = g.dim, HC = H * C, HI = SimpleInfo::kCount * H;
@@ -155,8 +155,8 @@ void BwdDstRows(const SimpleArgs& g, const I* offsets, const I* nbr, const I* ei
 // jgo_mha_simple_bwd_src: over the out-edges of each source j (reverse CSR):
 //   grad_k[j] = sum_e scale ds_e q[i],   grad_v[j] = sum_e alpha_e G[i]
 
-template <typename T, typename I, bool kEdge>
-void BwdSrcRows(const SimpleArgs& g, const I* offsets, const I* nbr, const I* eid, const T* q, const T* k,
+template <typename T, bool kEdge>
+void BwdSrcRows(const SimpleArgs& g, Indices offsets, Indices nbr, Indices eid, const T* q, const T* k,
                 const T* v, const T* ef, const T* info, const T* grad, T* grad_k, T* grad_v, int64_t r0,
                 int64_t r1) {
   const int64_t H = g.heads, C = g.dim, HC = H * C, HI = SimpleInfo::kCount * H;
@@ -240,8 +240,8 @@ ffi::Error FwdCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer n
     T *od = out->typed_data<T>(), *ld = lse->typed_data<T>();
     return RunRows<T, I>(pool, g, kFwd, offsets, nbr, eid, [&](const I* o, const I* n, const I* e, int64_t r0,
                                                                int64_t r1) {
-      if (g.has_edge) FwdRows<T, I, true>(g, o, n, e, qd, kd, vd, efd, od, ld, r0, r1);
-      else FwdRows<T, I, false>(g, o, n, e, qd, kd, vd, efd, od, ld, r0, r1);
+      if (g.has_edge) FwdRows<T, true>(g, o, n, e, qd, kd, vd, efd, od, ld, r0, r1);
+      else FwdRows<T, false>(g, o, n, e, qd, kd, vd, efd, od, ld, r0, r1);
     });
   });
 }
@@ -266,8 +266,8 @@ ffi::Error BwdDstCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffe
     T* gef = g.has_edge ? grad_ef->typed_data<T>() : nullptr;
     return RunRows<T, I>(pool, g, kBwdDst, offsets, nbr, eid, [&](const I* o, const I* n, const I* e, int64_t r0,
                                                                   int64_t r1) {
-      if (g.has_edge) BwdDstRows<T, I, true>(g, o, n, e, qd, kd, vd, efd, inf, gd, gqd, gef, r0, r1);
-      else BwdDstRows<T, I, false>(g, o, n, e, qd, kd, vd, efd, inf, gd, gqd, gef, r0, r1);
+      if (g.has_edge) BwdDstRows<T, true>(g, o, n, e, qd, kd, vd, efd, inf, gd, gqd, gef, r0, r1);
+      else BwdDstRows<T, false>(g, o, n, e, qd, kd, vd, efd, inf, gd, gqd, gef, r0, r1);
     }, gef);
   });
 }
@@ -291,8 +291,8 @@ ffi::Error BwdSrcCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffe
     T *gkd = grad_k->typed_data<T>(), *gvd = grad_v->typed_data<T>();
     return RunRows<T, I>(pool, g, kBwdSrc, offsets, nbr, eid, [&](const I* o, const I* n, const I* e, int64_t r0,
                                                                   int64_t r1) {
-      if (g.has_edge) BwdSrcRows<T, I, true>(g, o, n, e, qd, kd, vd, efd, inf, gd, gkd, gvd, r0, r1);
-      else BwdSrcRows<T, I, false>(g, o, n, e, qd, kd, vd, efd, inf, gd, gkd, gvd, r0, r1);
+      if (g.has_edge) BwdSrcRows<T, true>(g, o, n, e, qd, kd, vd, efd, inf, gd, gkd, gvd, r0, r1);
+      else BwdSrcRows<T, false>(g, o, n, e, qd, kd, vd, efd, inf, gd, gkd, gvd, r0, r1);
     });
   });
 }

@@ -29,6 +29,23 @@ constexpr int64_t kMinWorkPerTask = 1 << 15;  // elements; smaller jobs run on o
 constexpr int64_t kCacheLine = 64;
 constexpr int64_t kMaxPrefetchBytes = 1024;  // longer rows are streamed by the hardware
 
+// An int32 or int64 index array read as int64, its width a run-time choice. For row walks whose work per
+// index dwarfs a perfectly predicted branch (an attention edge's heads): compiled once instead of once per
+// index type, which halves their share of the build. (Not DimeNet++'s triplet walks: their backward ran
+// 20-30% slower through it in an alternating A/B, so they keep a compiled walk per index type.)
+class Indices {
+ public:
+  Indices() = default;
+  Indices(const int32_t* p) : p32_(p) {}  // NOLINT: implicit, as a pointer converts
+  Indices(const int64_t* p) : p64_(p) {}  // NOLINT
+  int64_t operator[](int64_t k) const { return p64_ ? p64_[k] : static_cast<int64_t>(p32_[k]); }
+  explicit operator bool() const { return p32_ || p64_; }
+
+ private:
+  const int32_t* p32_ = nullptr;
+  const int64_t* p64_ = nullptr;
+};
+
 template <typename T>
 inline void PrefetchRow(const T* row, int64_t len) {
   const char* p = reinterpret_cast<const char*>(row);

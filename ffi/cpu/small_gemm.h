@@ -88,8 +88,8 @@ JGO_INLINE void GemmRows(int64_t nv, int64_t L, const T* A, int64_t sm, int64_t 
 // else =), N a multiple of RoundUpToVec's vectors, in blocks of up to 4 rows by 3 vectors. Every
 // element of C is summed over l in order (reproducible).
 template <int kVec, typename T>
-JGO_INLINE void Gemm(int64_t M, int64_t N, int64_t L, const T* A, int64_t sm, int64_t sl, const T* B, int64_t ldb,
-                     T* C, int64_t ldc, bool add) {
+JGO_INLINE void GemmBlocks(int64_t M, int64_t N, int64_t L, const T* A, int64_t sm, int64_t sl, const T* B,
+                           int64_t ldb, T* C, int64_t ldc, bool add) {
   constexpr int64_t W = Vec<T, kVec>::kLanes;
   for (int64_t v0 = 0, nv = N / W; v0 < nv;) {
     const int64_t blocks = (nv - v0 + 2) / 3;
@@ -107,6 +107,34 @@ JGO_INLINE void Gemm(int64_t M, int64_t N, int64_t L, const T* A, int64_t sm, in
     }
     v0 += v;
   }
+}
+
+// GemmBlocks compiled once per element type and ISA, out of line: the 12 unrolled blocks are the bulk of a
+// row walk's code, and inlined into every row walk (element type x index type x pass x ISA) they made the
+// GNO kernels' file the longest compile of the build. A call per chunk of edges costs nothing measurable.
+template <typename T>
+__attribute__((noinline)) void GemmBaseline(int64_t M, int64_t N, int64_t L, const T* A, int64_t sm, int64_t sl,
+                                            const T* B, int64_t ldb, T* C, int64_t ldc, bool add) {
+  GemmBlocks<16>(M, N, L, A, sm, sl, B, ldb, C, ldc, add);
+}
+#ifdef JGO_AVX2_CLONES
+template <typename T>
+__attribute__((noinline)) JGO_AVX2_TARGET void GemmAvx2(int64_t M, int64_t N, int64_t L, const T* A, int64_t sm,
+                                                        int64_t sl, const T* B, int64_t ldb, T* C, int64_t ldc,
+                                                        bool add) {
+  GemmBlocks<32>(M, N, L, A, sm, sl, B, ldb, C, ldc, add);
+}
+#endif
+
+// GemmBlocks on vectors of kVec bytes: 32 from the AVX2 clones, 16 from baseline code.
+template <int kVec, typename T>
+JGO_INLINE void Gemm(int64_t M, int64_t N, int64_t L, const T* A, int64_t sm, int64_t sl, const T* B, int64_t ldb,
+                     T* C, int64_t ldc, bool add) {
+#ifdef JGO_AVX2_CLONES
+  if constexpr (kVec == 32) return GemmAvx2(M, N, L, A, sm, sl, B, ldb, C, ldc, add);
+#endif
+  static_assert(kVec == 16 || kVec == 32, "Gemm: vectors of 16 or 32 bytes");
+  if constexpr (kVec == 16) GemmBaseline(M, N, L, A, sm, sl, B, ldb, C, ldc, add);
 }
 
 }  // namespace jgo
