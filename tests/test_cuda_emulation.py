@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import jaxgraphops as jgo
+from jaxgraphops import _ext
 
 ROOT = Path(__file__).resolve().parent.parent
 EMULATION = ROOT / "ffi" / "cuda_emulation"
@@ -60,3 +61,26 @@ def test_unknown_kernel_choice_is_an_import_error(tmp_path):
     run = subprocess.run([sys.executable, "-c", "import jaxgraphops"], cwd=tmp_path, env=env, capture_output=True,
                          text=True)
     assert run.returncode != 0 and "JGO_KERNELS='gpu' is not one of auto, cpu, cuda, cuda-emulation" in run.stderr
+
+
+@pytest.mark.skipif(not _ext.with_cuda_emulation, reason="a build without the emulated CUDA handlers "
+                    "(JGO_CUDA_EMULATION=ON builds them)")
+def test_a_program_from_jaxs_compilation_cache_calls_the_emulated_handlers(tmp_path):
+    """A program compiled with the CPU handlers and read back from JAX's persistent compilation cache calls the
+    handlers registered under its targets' names when it runs: the emulated ones with
+    JGO_KERNELS=cuda-emulation (CI's emulated run shares one cache with the CPU run before it)."""
+    script = ("import jax, numpy as np, jaxgraphops as jgo\n"
+              "g = jgo.Graph.from_edges(np.array([0, 1, 2, 3, 0]), np.array([1, 2, 3, 0, 2]))\n"
+              "print(jax.jit(lambda x: jgo.gspmm(g, x, reduce='max'))(np.arange(8.0).reshape(4, 2)).sum())\n")
+    cache, record = tmp_path / "cache", tmp_path / "calls"
+    env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(cache), JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+               JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
+    env.pop("JGO_FFI_RECORD", None)
+    runs = []
+    for kernels, extra in (("cpu", {}), ("cuda-emulation", {"JGO_FFI_RECORD": str(record)})):
+        run = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=dict(env, JGO_KERNELS=kernels, **extra),
+                             capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr[-2000:]
+        runs.append((run.stdout.strip().splitlines()[-1], sorted(p.name for p in cache.iterdir())))
+    assert runs[0] == runs[1] == ("28.0", runs[0][1]) and runs[0][1]  # same answer, nothing compiled again
+    assert [p.name for p in record.iterdir() if p.name.startswith("jgo_spmm")]  # the emulated handler ran

@@ -170,11 +170,12 @@ def test_docstring_examples():
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed: no real compile")
 @pytest.mark.exhaustive  # an end-to-end run of the tool, for CI
 def test_real_compile_of_one_file():
-    """ffi/cuda/gat.cu for sm_80 and sm_90 (about 10 s on 2 cores)."""
-    source = gr.FFI / "cuda" / "gat.cu"
+    """ffi/cuda/edge_list.cu, the smallest file of kernels, for sm_80 and sm_90 (CI's GPU-budget leg reads every
+    file's report from the plugin's own build)."""
+    source = gr.FFI / "cuda" / "edge_list.cu"
     kernels = gr.collect(gr.compile_all([source], jobs=1), gr.block_size())
     names = {k.name for k in kernels}
-    assert "GatFwdKernel<float, float, int, !kDrop, kEdge>" in names and len(names) == len(kernels) >= 12
+    assert len(names) == len(kernels) >= 2 and all(n.startswith("FirstBadIdKernel<") for n in names), names
     for k in kernels:
         assert set(k.by_arch) == set(gr.ARCHS) and all(e.registers > 0 for e in k.by_arch.values())
         assert 0 < k.occupancy.fraction <= 1
