@@ -62,3 +62,17 @@ def test_figures_and_includes_exist():
             if not path.exists():
                 missing.append(f"{page.relative_to(DOCS)}: {target}")
     assert not missing, missing
+
+
+def test_every_example_page_quotes_the_run_ci_checks():
+    """Each example's page marks the run CI makes of it and the output lines it quotes from that run
+    (tests/example_pages.py); tests/test_examples_run.py and tests/test_examples_qm9.py compare them with what
+    the example prints, so a quoted figure cannot drift."""
+    from example_pages import ci_run
+
+    pages = sorted(p for p in (DOCS / "examples").glob("*.md") if p.stem != "index")
+    assert {p.stem for p in pages} == {p.stem for p in (ROOT / "examples").glob("*.py")}
+    for page in pages:
+        args, lines = ci_run(page.read_text())
+        assert lines, f"{page}: its ci-run block quotes no line"
+        assert not {"--plot", "--out"} & set(args), f"{page}: the test chooses where figures go, not the page"

@@ -1,5 +1,6 @@
 """The QM9 examples run end to end in their ``--quick`` mode (a few thousand molecules, a few steps), each
-in a subprocess as a user runs it: the train step compiles once, the plot is written, and the trained
+in a subprocess as a user runs it, the figures their pages quote from that run checked (tests/example_pages.py):
+the train step compiles once, the plot is written, and the trained
 model beats its baseline (chance for GraphSAGE's 5 classes, the mean predictor for the MAEs of D-MPNN and
 DimeNet++). The D-MPNN example's featurizer is Chemprop's (its default molecule featurizer as the oracle). The
 ci and exhaustive profiles run the examples (JGO_TESTS=ci, as CI does); the featurizer check runs in all."""
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from example_pages import check_quoted_figures, ci_args
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -22,12 +24,14 @@ def _needs(*modules):
         pytest.skip(f"the example needs {', '.join(missing)} (pip install jaxgraphops[examples])")
 
 
-def _run(script, tmp_path):
+def _run(example, tmp_path):
+    """Runs ``examples/EXAMPLE.py`` with the arguments of the run its page quotes, and checks the quoted figures."""
     plot = tmp_path / "plot.png"
-    done = subprocess.run([sys.executable, str(EXAMPLES / script), "--quick", "--plot", str(plot)], check=False,
-                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    done = subprocess.run([sys.executable, str(EXAMPLES / f"{example}.py"), *ci_args(example), "--plot", str(plot)],
+                          check=False, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert plot.stat().st_size > 0
+    check_quoted_figures(example, done.stdout)
     return done.stdout
 
 
@@ -40,7 +44,7 @@ def _number(pattern, text):
 @pytest.mark.exhaustive
 def test_graphsage_sampled_quick(tmp_path):
     _needs("qm9pack", "pandas", "rdkit", "scipy", "flax", "optax", "tqdm", "matplotlib")
-    out = _run("graphsage_sampled.py", tmp_path)
+    out = _run("graphsage_sampled", tmp_path)
     assert _number(r"compilations of the train step\s+GraphSAGE (\d+), MLP (\d+)", out) == [1, 1]
     sage, mlp = _number(r"test accuracy \(at best validation\)\s+GraphSAGE ([\d.]+), MLP ([\d.]+)", out)
     assert sage > 0.3 and mlp > 0.3  # 5 balanced classes: chance is 0.2
@@ -49,7 +53,7 @@ def test_graphsage_sampled_quick(tmp_path):
 @pytest.mark.exhaustive
 def test_dmpnn_qm9_quick(tmp_path):
     _needs("qm9pack", "pandas", "rdkit", "flax", "optax", "tqdm", "matplotlib")
-    out = _run("dmpnn_qm9.py", tmp_path)
+    out = _run("dmpnn_qm9", tmp_path)
     assert _number(r"compilations of the train step\s+(\d+)", out) == [1]
     mae, = _number(r"test MAE \(at best validation\)\s+([\d.]+) eV", out)
     baseline, = _number(r"test MAE of the mean predictor\s+([\d.]+) eV", out)
@@ -59,7 +63,7 @@ def test_dmpnn_qm9_quick(tmp_path):
 @pytest.mark.exhaustive
 def test_dimenet_qm9_quick(tmp_path):
     _needs("qm9pack", "pandas", "scipy", "equinox", "optax", "tqdm", "matplotlib")
-    out = _run("dimenet_qm9.py", tmp_path)
+    out = _run("dimenet_qm9", tmp_path)
     assert _number(r"compilations of the train step\s+(\d+)", out) == [1]
     mae, = _number(r"test MAE \(at best validation\)\s+([\d.]+) meV/atom", out)
     baseline, = _number(r"test MAE of the mean predictor\s+([\d.]+) meV/atom", out)
@@ -69,7 +73,7 @@ def test_dimenet_qm9_quick(tmp_path):
 @pytest.mark.exhaustive
 def test_graph_classification_quick(tmp_path):
     _needs("qm9pack", "pandas", "rdkit", "flax", "optax", "tqdm", "matplotlib")
-    out = _run("graph_classification.py", tmp_path)
+    out = _run("graph_classification", tmp_path)
     assert _number(r"compilations of the train step\s+(\d+)", out) == [1]
     padding, = _number(r"padding \(atoms computed that are padding\)\s+([\d.]+)%", out)
     accuracy, = _number(r"test accuracy\s+([\d.]+)", out)
