@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "cuda_runtime.h"
+#include "jgo_emulation/trace.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -579,6 +580,7 @@ void RunKernel(const char* kernel_name, const void* kernel_id, dim3 grid, dim3 b
     return;
   }
   if (!CheckConfig(kernel_name, kernel_id, grid, block, shared_bytes)) return;
+  if (jgo_emulation_trace_launch) jgo_emulation_trace_launch(kernel_name, kernel_id, grid, block, shared_bytes);
   Launch launch{kernel_name, closure, invoke, {}, 0, 0};
   s.launch = &launch;
   const unsigned in_flight = std::max(1u, EnvUnsigned("JGO_EMU_BLOCKS_IN_FLIGHT", 2));
@@ -673,6 +675,7 @@ void RunKernel(const char* kernel_name, const void* kernel_id, dim3 grid, dim3 b
 #if JGO_EMULATION_TSAN
     __tsan_acquire(&launch.end_sync);
 #endif
+    if (jgo_emulation_trace_blocks_done) jgo_emulation_trace_blocks_done();
     for (unsigned k = 0; k < count; ++k) {
       Block& b = blocks[k];
       if (b.shared) {
@@ -692,7 +695,26 @@ void RunKernel(const char* kernel_name, const void* kernel_id, dim3 grid, dim3 b
     }
   }
   s.launch = nullptr;
+  if (jgo_emulation_trace_launch_done) jgo_emulation_trace_launch_done(!launch.error.empty());
   if (!launch.error.empty()) SetError(cudaErrorLaunchFailure, launch.error);
+}
+
+// ---------------------------------------------------------------------------------------
+// Trace support (jgo_emulation/trace.h): the running fiber's frame. The calls of the weak trace hooks
+// in RunKernel and cudaMemsetAsync are the rest of it; nothing else in this file knows about the trace.
+
+bool CurrentTraceFrame(TraceFrame* frame) {
+  const Fiber* f = tls_scheduler.running;
+  if (!f) return false;
+  const Block* b = f->block;
+  const Coords& c = f->coords;
+  frame->stack_lo = f->stack + kGuardBytes;
+  frame->stack_hi = f->stack + kGuardBytes + kStackBytes;
+  frame->shared_lo = reinterpret_cast<const char*>(b->shared);
+  frame->shared_hi = b->shared ? frame->shared_lo + b->shared_bytes + SharedCanary(b->shared_bytes) : nullptr;
+  frame->block = c.block_idx.x + uint64_t(c.grid_dim.x) * (c.block_idx.y + uint64_t(c.grid_dim.y) * c.block_idx.z);
+  frame->thread = f->linear;
+  return true;
 }
 
 }  // namespace jgo_emulation
@@ -747,6 +769,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
 // Streams are ordered queues; every operation runs to completion when issued, so they are.
 cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t) {
   if (bytes && !ptr) return SetError(cudaErrorInvalidValue, "cudaMemsetAsync on a null pointer");
+  if (bytes && jgo_emulation_trace_memset) jgo_emulation_trace_memset(ptr, bytes);
   if (bytes) std::memset(ptr, value, bytes);
   return cudaSuccess;
 }

@@ -1,0 +1,156 @@
+"""``python -m benchmarks.gpu_model``: the GPU time of the CUDA kernels without a GPU.
+
+- default: models the cases of :data:`.shapes.DEFAULT` (forward and forward+backward) on this checkout's
+  kernels, traced at ``--scale`` (0.1 by default, extrapolated to full size), for an H100 and an H200: every
+  term, the binding one, the terms within 1.5x of it, sectors per request, DRAM and L2 bytes, the critical
+  path, the floor of the GPU note's section 4 and the XLA time measured on the H100;
+- ``--cards``: the SASS cost cards of every kernel instantiation (``--check``: exit 1 when an engine kernel
+  lost its 128-bit loads or its declared memory-level parallelism);
+- ``--retro``: the first GPU run's 22 rows modelled on the code they measured (edecaa7, built beside this
+  checkout), modelled vs measured (``--fit``: fit the parameters on :data:`.retro.FIT_ROWS` first).
+
+``--markdown FILE`` writes the section of what ran into FILE (BENCHMARKS.md). Needs nvcc and nvdisasm
+(``pip install nvidia-cuda-nvdisasm``), g++, make and a development build (``JGO_CUDA_EMULATION=ON``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .. import tables
+from . import cards as cards_module
+from . import model, pipeline, render, retro, shapes
+
+SECTIONS = {"cards": "gpu-model-cards", "model": "gpu-model-preregistered", "retro": "gpu-model-retro"}
+
+
+def _write(path: str, tag: str, body: str) -> None:
+    tables.replace_section(Path(path), f"<!-- {tag} -->", f"<!-- /{tag} -->", body + "\n")
+
+
+def _commit() -> str:
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=pipeline.ROOT, capture_output=True,
+                          text=True).stdout.strip() or "?"
+
+
+def _params_line(p: model.Params) -> str:
+    return (f"latency {p.lat_unloaded_ns:.0f} ns unloaded, {p.lat_loaded_ns:.0f} ns loaded; {p.cpi:.2f} cycles "
+            f"per instruction of a warp; effective L2 {p.l2_mb:g} MB; {p.launch_us:g} us a launch; "
+            f"{p.while_iteration_us:g} us a while-loop iteration")
+
+
+def run_cards(args, command) -> int:
+    started = time.perf_counter()
+    tree = pipeline.current_tree()
+    cards = sorted(pipeline.cards_of(tree, args.jobs).values(), key=lambda k: (k.file, k.name))
+    stamp = datetime.date.today().isoformat()
+    preamble = (f"## SASS cost cards (sm_90), {stamp}, commit {_commit()}\n\nCommand: `{command}`; {len(cards)} "
+                f"kernel instantiations of `ffi/cuda` compiled by nvcc for sm_90 (the plugin's flags, `-lineinfo`) "
+                f"and read with nvdisasm ({time.perf_counter() - started:.0f} s).")
+    body = render.cards_section(cards, preamble)
+    print(body if args.all else body.split("<details>")[0])
+    if args.markdown:
+        _write(args.markdown, SECTIONS["cards"], body)
+    bad = cards_module.engine_failures(cards)
+    for line in bad:
+        print(f"FAIL {line}")
+    return 1 if args.check and bad else 0
+
+
+def run_model(args, command) -> int:
+    started = time.perf_counter()
+    tree = pipeline.current_tree()
+    ids = args.cases or list(shapes.DEFAULT)
+    cards = pipeline.cards_of(tree, args.jobs)
+    traced = pipeline.traced_passes(tree, ids, args.scale, args.jobs)
+    params = model.Params()
+    h100 = pipeline.model_passes(traced, cards, model.H100, params, args.scale)
+    h200 = pipeline.model_passes(traced, cards, model.H200, params, args.scale)
+    names = {k[0]: (case["op"], shapes.FULL_SHAPES.get(k[0], case["shape"])) for k, (_, _, case, _) in traced.items()}
+    xla = retro.measured("XLA reference")
+    rows = render.model_rows(names, h100, h200, {k: v for k, v in xla.items() if k[0] in names})
+    seconds = time.perf_counter() - started
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    body = (f"## Modelled GPU times of main (pre-registered), {stamp}, commit {_commit()}\n\n"
+            f"Command: `{command}` ({seconds:.0f} s); traced at scale {args.scale:g} of each shape and extrapolated "
+            f"(docs/performance.md, \"The GPU model\"). Parameters: {_params_line(params)}. Times in ms; the terms "
+            f"are H100's, summed over the pass's launches; `binding`: the term that takes the most of the pass; "
+            f"`within 1.5x`: terms within 1.5x of the binding one in the pass's longest launch.\n\n"
+            + render.table(render.MODEL_HEADER, rows, set(range(3, 11)) | set(range(13, 19))))
+    print(body)
+    if args.markdown:
+        _write(args.markdown, SECTIONS["model"], body)
+    return 0
+
+
+def run_retro(args, command) -> int:
+    started = time.perf_counter()
+    tree = retro.edecaa7_tree()
+    cards = pipeline.cards_of(tree, args.jobs)
+    traced = pipeline.traced_passes(tree, list(retro.KEYS), args.scale, args.jobs)
+    truth = retro.measured()
+    params = model.Params()
+
+    def evaluate(p, rows):
+        return {r: model.pass_time(traced[r][0], cards, traced[r][1], model.H100, p, args.scale, traced[r][3]).ms
+                for r in rows}
+
+    if args.fit:
+        params = retro.fit(evaluate, params)
+        print(f"fitted on {retro.FIT_ROWS}: {_params_line(params)}")
+    h100 = pipeline.model_passes(traced, cards, model.H100, params, args.scale)
+    times = {k: pt.ms for k, pt in h100.items()}
+    rows, within = [], 0
+    for key in [(k, p) for k in retro.KEYS for p in ("forward", "forward+backward")]:
+        s = render.pass_summary(h100[key])
+        ratio = times[key] / truth[key]
+        within += 0.5 <= ratio <= 2
+        op, shape = traced[key][2]["op"], traced[key][2]["shape"]
+        fitted = " (fit)" if key in retro.FIT_ROWS else ""
+        rows.append([op, shape, key[1] + fitted, f"{truth[key]:.2f}", f"{times[key]:.2f}", f"{ratio:.2f}",
+                     s["binding"], ", ".join(s["close"])])
+    tau, wrong = retro.rank_check(times, truth)
+    seconds = time.perf_counter() - started
+    stamp = datetime.date.today().isoformat()
+    body = (f"## Retro-diction of the first GPU run (H100, code at {retro.COMMIT}), {stamp}\n\n"
+            f"Command: `{command}` ({seconds:.0f} s), traced at scale {args.scale:g}. Parameters, fitted on "
+            f"{', '.join(f'{k} {p}' for k, p in retro.FIT_ROWS)}: {_params_line(params)}. **Within 2x of the "
+            f"measured time on {within} of {len(rows)} rows**; the power-law rows' order: Kendall tau "
+            f"{tau:.2f}, {len(wrong)} pair(s) ordered differently"
+            + ("" if not wrong else ": " + "; ".join(f"{a[0]} {a[1]} / {b[0]} {b[1]} ({r:.2f}x apart measured)"
+                                                    for a, b, r in wrong)) + ".\n\n"
+            + render.table(["op", "shape", "pass", "measured ms", "modelled ms", "modelled/measured", "binding",
+                            "within 1.5x"], rows, {3, 4, 5}))
+    print(body)
+    if args.markdown:
+        _write(args.markdown, SECTIONS["retro"], body)
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu_model", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cards", action="store_true", help="the SASS cost cards")
+    parser.add_argument("--all", action="store_true", help="with --cards: every instantiation, not the summary")
+    parser.add_argument("--check", action="store_true", help="with --cards: exit 1 on an engine kernel's failure")
+    parser.add_argument("--retro", action="store_true", help="the first GPU run's rows on the code at edecaa7")
+    parser.add_argument("--fit", action="store_true", help="with --retro: fit the parameters on FIT_ROWS first")
+    parser.add_argument("--cases", nargs="+", metavar="ID", help=f"case ids (default: {' '.join(shapes.DEFAULT)})")
+    parser.add_argument("--scale", type=float, default=0.1, help="trace at this fraction of each shape (0.1)")
+    parser.add_argument("--markdown", metavar="FILE", help="write the section into FILE (BENCHMARKS.md)")
+    parser.add_argument("--jobs", type=int, default=2, help="compilers run at once (2)")
+    args = parser.parse_args(argv)
+    command = shlex.join(["python", "-m", "benchmarks.gpu_model", *(sys.argv[1:] if argv is None else argv)])
+    if args.cards:
+        return run_cards(args, command)
+    return run_retro(args, command) if args.retro else run_model(args, command)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

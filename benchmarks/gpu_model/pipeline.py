@@ -1,0 +1,104 @@
+"""From a source tree to modelled times: cards, traced replay, model; every step cached under ``build/gpu_model``.
+
+A :class:`Tree` is this checkout or another commit's worktree (the retro-diction's edecaa7) with the Python
+that imports its jaxgraphops (a development build with the emulated CUDA handlers). Its cubins are keyed by
+their sources (:mod:`.sass`), its recordings and traces by a hash of its ``ffi/``, ``jaxgraphops/`` and
+benchmark cases, so that changing a kernel re-traces and nothing else does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import cards as cards_module
+from . import model, sass, trace
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+@dataclass(frozen=True)
+class Tree:
+    """A source tree to model: ``root`` (ffi/, jaxgraphops/, benchmarks/), ``python`` importing its build,
+    ``source`` of its cases (``model``: this checkout's shapes, ``report``: its own ``benchmarks.cases``)."""
+
+    name: str
+    root: Path
+    python: str
+    source: str
+    cache: Path
+
+    @property
+    def ffi(self) -> Path:
+        return self.root / "ffi"
+
+    def key(self) -> str:
+        """A hash of what its recordings depend on: its ffi/, jaxgraphops/ and cases, and the recorder."""
+        return _digest([*self.ffi.rglob("*"), *(self.root / "jaxgraphops").rglob("*.py"),
+                        self.root / "benchmarks" / "cases.py", self.root / "benchmarks" / "workloads.py",
+                        ROOT / "benchmarks" / "gpu_model" / "shapes.py",
+                        ROOT / "benchmarks" / "gpu_model" / "record_cases.py"])
+
+
+def tracer_key() -> str:
+    """A hash of the tracer (the runtime, its hooks and the driver): a new one traces again."""
+    emulation = ROOT / "ffi" / "cuda_emulation"
+    return _digest([emulation / "trace.cc", emulation / "emulation.cc", emulation / "jgo_emulation" / "trace.h",
+                    ROOT / "tools" / "gpu_trace" / "trace_replay.cc"])
+
+
+def _digest(paths) -> str:
+    h = hashlib.sha256()
+    for p in sorted(p for p in paths if p.is_file()):
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def current_tree(cache: Path = ROOT / "build" / "gpu_model") -> Tree:
+    return Tree("current", ROOT, sys.executable, "model", cache / "current")
+
+
+def cards_of(tree: Tree, jobs: int = 2, log=print) -> dict[tuple[str, str], cards_module.Card]:
+    """The tree's cost cards by (file, ``Card.raw_name``), cached beside its cubins."""
+    compiled = sass.compile_sources(tree.ffi, tree.cache / "cubins", jobs, log=log)
+    key = hashlib.sha256("".join(sorted(c.cubin.name for c in compiled)).encode())
+    for module in (cards_module, sass):
+        key.update(Path(module.__file__).read_bytes())
+    cached = tree.cache / "cubins" / f"cards-{key.hexdigest()[:12]}.pickle"
+    if cached.is_file():
+        return pickle.loads(cached.read_bytes())
+    cards = {(c.file, c.raw_name): c for c in cards_module.build_cards(compiled, tree.ffi)}
+    cached.write_bytes(pickle.dumps(cards))
+    return cards
+
+
+def traced_passes(tree: Tree, ids: list[str], scale: float, jobs: int = 2, log=print):
+    """``{(case id, pass): (launches, hlo, case.json, half)}`` of the tree's cases traced at ``scale`` (recorded,
+    replayed); below full size, ``half`` holds the launches traced at ``scale / 2`` (for the extrapolation),
+    else None."""
+    binary = trace.build_replay(tree.cache / "trace_replay", tree.ffi, jobs, log)
+    scales = [scale] if scale >= 1 else [scale, scale / 2]
+    runs = {}
+    for s in scales:
+        base = tree.cache / f"runs-{tree.key()}" / f"scale-{s:g}"
+        trace.record(base / "calls", ids, s, tree.source, tree.root, tree.python, log)
+        for case_id in ids:
+            for pass_ in trace.PASSES:
+                calls = base / "calls" / case_id / pass_
+                traced = trace.replay(binary, calls, base / f"traces-{tracer_key()}" / case_id / pass_,
+                                      tuple(m * s for m in trace.L2_MB))
+                runs[(s, case_id, pass_)] = (trace.read_launches(traced, binary), (calls / "program.hlo").read_text(),
+                                             json.loads((calls / "case.json").read_text()))
+    return {(c, p): (*runs[(scale, c, p)], runs[(scales[-1], c, p)][0] if len(scales) > 1 else None)
+            for (s, c, p) in runs if s == scale}
+
+
+def model_passes(traced, cards, gpu: model.Gpu, params: model.Params, scale: float):
+    """``{(case id, pass): PassTime}``."""
+    return {k: model.pass_time(launches, cards, hlo, gpu, params, scale, half)
+            for k, (launches, hlo, _, half) in traced.items()}

@@ -1,0 +1,93 @@
+"""The retro-diction: the model against the first GPU run (BENCHMARKS.md, H100, code at edecaa7).
+
+:func:`edecaa7_tree` checks that commit out beside this one (``git worktree add``) and builds it once with the
+emulated CUDA handlers in a virtual environment of its own; its report cases (``benchmarks.cases`` as they
+were) are recorded and traced there, and its kernels are compiled and traced from its ``ffi/`` against this
+checkout's emulated runtime and tracer. :func:`fit` sets the fitted parameters on the rows of ``FIT_ROWS``
+only (least squares of the log ratio); :func:`compare` sets every row's model beside its measurement.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+from . import model
+from .pipeline import ROOT, Tree
+
+COMMIT = "edecaa7"
+MEASURED = ROOT / "benchmarks" / "plots" / "report_gpu.json"  # the first GPU run's raw records
+KEYS = ("gspmm_sum", "agg_mean", "agg_max", "gat", "gatv2", "transformer", "pool_sum", "pool_max", "hg_basis",
+        "update_efeat", "dmpnn")
+# The rows the fitted parameters come from, named before the fit: one hub row whose chain is one gather in
+# flight (latency and instructions), one whose chain is four (their ratio), one row without hubs on a
+# fully loaded GPU (the loaded latency).
+FIT_ROWS = (("gspmm_sum", "forward"), ("agg_mean", "forward"), ("update_efeat", "forward"))
+POWER_LAW = ("gspmm_sum", "agg_mean", "agg_max", "gat", "gatv2", "transformer", "hg_basis")
+
+
+def measured(library: str = "jaxgraphops") -> dict[tuple[str, str], float]:
+    """``(key, pass) -> ms`` of a library in the first GPU run."""
+    records = json.loads(MEASURED.read_text())["results"]
+    return {(r["key"], r["pass"]): r["ms"] for r in records if r["library"] == library}
+
+
+def edecaa7_tree(base: Path = Path("/tmp") / COMMIT, cache: Path = ROOT / "build" / "gpu_model", log=print) -> Tree:
+    """The commit's worktree at ``base`` with a virtual environment holding its development build."""
+    if not (base / "ffi").is_dir():
+        log(f"git worktree add {base} {COMMIT}")
+        subprocess.run(["git", "worktree", "add", str(base), COMMIT], cwd=ROOT, check=True, capture_output=True)
+    python = base / ".venv" / "bin" / "python"
+    if not python.is_file() or subprocess.run([str(python), "-c", "import jaxgraphops._ext as e; "
+                                                "assert e.with_cuda_emulation"], cwd="/", capture_output=True
+                                               ).returncode:
+        log(f"building {COMMIT} with the emulated CUDA handlers in {base / '.venv'} (several minutes)")
+        subprocess.run(["python3", "-m", "venv", str(base / ".venv")], check=True)
+        pip = [str(base / ".venv" / "bin" / "pip"), "install", "-q"]
+        subprocess.run([*pip, "scikit-build-core", "nanobind", "jax==0.10.2", "jaxlib==0.10.2", "ninja", "scipy"],
+                       check=True)
+        env = dict(os.environ, JGO_CUDA_EMULATION="ON", CMAKE_BUILD_PARALLEL_LEVEL="2")
+        subprocess.run([*pip, "--no-build-isolation", f"-Cbuild-dir={base / 'build'}", str(base)], env=env,
+                       check=True)
+    return Tree(COMMIT, base, str(python), "report", cache / COMMIT)
+
+
+def log_errors(times: dict, rows, truth: dict) -> np.ndarray:
+    return np.array([math.log(times[r] / truth[r]) for r in rows])
+
+
+def fit(evaluate, start: model.Params, rows=FIT_ROWS, truth=None) -> model.Params:
+    """The fitted parameters minimising the squared log error on ``rows``; ``evaluate(params, rows)`` gives
+    the modelled ms per row."""
+    from scipy.optimize import minimize
+
+    truth = truth or measured()
+
+    def loss(x):
+        p = model.with_params(start, np.exp(x))
+        return float(np.sum(log_errors(evaluate(p, rows), rows, truth) ** 2))
+
+    x0 = np.log([getattr(start, f) for f in model.Params.FITTED])
+    best = minimize(loss, x0, method="Nelder-Mead", options=dict(xatol=1e-3, fatol=1e-8, maxiter=400))
+    return model.with_params(start, np.exp(best.x))
+
+
+def rank_check(times: dict, truth: dict, keys=POWER_LAW) -> tuple[float, list[tuple]]:
+    """Kendall's tau between modelled and measured times over the power-law rows, and the pairs ordered
+    differently (with their measured ratio)."""
+    rows = [(k, p) for k in keys for p in ("forward", "forward+backward") if (k, p) in truth]
+    concordant = discordant = 0
+    wrong = []
+    for i, a in enumerate(rows):
+        for b in rows[i + 1:]:
+            s = np.sign(times[a] - times[b]) * np.sign(truth[a] - truth[b])
+            concordant += s > 0
+            discordant += s < 0
+            if s < 0:
+                wrong.append((a, b, max(truth[a], truth[b]) / min(truth[a], truth[b])))
+    return (concordant - discordant) / max(1, concordant + discordant), wrong

@@ -1,0 +1,387 @@
+"""SASS of the CUDA kernels for sm_90, without a GPU: compiled once per source state and cached, disassembled
+with ``nvdisasm`` (the ``nvidia-cuda-nvdisasm`` wheel) or ``cuobjdump``, parsed into functions, instructions
+(opcode, operands, source line) and loops.
+
+A loop is the address range of a backward branch (``BRA`` to a label before it). The instructions of a
+function fall into regions (:meth:`Function.regions`: each loop's body less its nested loops, and the code in
+no loop); per region, :func:`region_stats` counts what one pass issues and simulates two passes of a loop to
+find how many global loads are in flight before the first is consumed (``mlp``) and how many
+times a pass waits for a load (``waits``: a load's latency is paid once per wait, all loads issued before
+the consumed one being taken as returned).
+
+>>> text = '''//--------------------- .text._Z1kPKfPf --------------------------
+... _Z1kPKfPf:
+... .L_x_0:
+... 	//## File "/r/k.cu", line 4
+...         /*0000*/                   LDG.E.128 R4, desc[UR4][R2.64] ;
+...         /*0010*/                   LDG.E.128 R8, desc[UR4][R2.64+0x10] ;
+...         /*0020*/                   FADD R12, R4, R8 ;
+...         /*0030*/              @P0 BRA `(.L_x_0) ;
+...         /*0040*/                   EXIT ;'''
+>>> (f,) = parse(text)
+>>> rest, loop = f.regions()
+>>> s = region_stats(loop)
+>>> s.loop, s.instructions, s.global_loads, s.load_bits, s.mlp, s.waits
+((0, 48), 4, 2, {128: 2}, 2, 1)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import gpu_resources
+
+ARCH = "sm_90"
+
+# ---------------------------------------------------------------------------------------------------------
+# Compiling (cached)
+
+
+def nvcc_command(source: Path, cubin: Path, ffi: Path, nvcc: str = "nvcc") -> list[str]:
+    """The plugin's device compile of ``source`` for sm_90 only, as a cubin with line information
+    (``-lineinfo`` changes no generated instruction) and ptxas's report."""
+    flags = gpu_resources.nvcc_command(source, cubin, str(gpu_resources.XLA_FFI), ffi, nvcc)
+    codes = [f for f in flags if f.startswith("--generate-code")]
+    flags = [f for f in flags if f not in codes and f != "-fatbin"]
+    return [flags[0], "-cubin", f"--generate-code=arch=compute_{ARCH[3:]},code={ARCH}", "-lineinfo", *flags[1:]]
+
+
+def source_key(ffi: Path, source: Path, nvcc: str = "nvcc") -> str:
+    """A hash of ``source``, every header under ``ffi`` (the ``.h``/``.cuh`` files a kernel can include), the
+    flags and the compiler version: the cache key of its cubin."""
+    h = hashlib.sha256()
+    h.update(" ".join(nvcc_command(Path(source.name), Path("out"), Path("ffi"), "nvcc")).encode())
+    h.update(gpu_resources.nvcc_version(nvcc).encode())
+    for path in [source, *sorted(p for p in ffi.rglob("*") if p.suffix in (".h", ".cuh"))]:
+        h.update(str(path.relative_to(ffi)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """One source file's cubin and ptxas report."""
+
+    source: Path
+    cubin: Path
+    ptxas: str
+
+
+def compile_sources(ffi: Path, cache: Path, jobs: int = 2, nvcc: str = "nvcc", log=print) -> list[Compiled]:
+    """Every ``ffi/cuda/*.cu`` compiled for sm_90 into ``cache`` (reused while the sources, headers, flags and
+    compiler are unchanged), at most ``jobs`` compilers at once."""
+    sources = sorted((ffi / "cuda").glob("*.cu"))
+    cache.mkdir(parents=True, exist_ok=True)
+
+    def build(source):
+        stem = cache / f"{source.stem}-{source_key(ffi, source, nvcc)}"
+        cubin, report = stem.with_suffix(".cubin"), stem.with_suffix(".ptxas")
+        if not (cubin.is_file() and report.is_file()):
+            log(f"nvcc: {source.name} for {ARCH}")
+            cmd = nvcc_command(source, cubin.with_suffix(".tmp"), ffi, nvcc)
+            done = subprocess.run(cmd, capture_output=True, text=True)
+            if done.returncode:
+                raise SystemExit(f"gpu_model: {' '.join(cmd)} failed:\n{done.stdout}{done.stderr}")
+            report.write_text(done.stdout + done.stderr)
+            cubin.with_suffix(".tmp").rename(cubin)
+        return Compiled(source, cubin, report.read_text())
+
+    ordered = sorted(sources, key=lambda p: -p.stat().st_size)
+    with ThreadPoolExecutor(jobs) as pool:
+        done = dict(zip(ordered, pool.map(build, ordered)))
+    return [done[s] for s in sources]
+
+
+def disassembler() -> list[str]:
+    """``nvdisasm`` with line information (PATH, or the nvidia-cuda-nvdisasm wheel), else ``cuobjdump``."""
+    candidates = [shutil.which("nvdisasm")]
+    for base in map(Path, sys.path):
+        candidates += [str(p) for p in base.glob("nvidia/cu*/bin/nvdisasm")]
+    for c in candidates:
+        if c and Path(c).is_file():
+            return [c, "-c", "-gi"]
+    if tool := shutil.which("cuobjdump"):
+        return [tool, "-sass"]
+    raise SystemExit("gpu_model: no nvdisasm or cuobjdump: pip install nvidia-cuda-nvdisasm")
+
+
+def disassemble(cubin: Path) -> str:
+    """The SASS text of a cubin (cached beside it)."""
+    out = cubin.with_suffix(".sass")
+    if not out.is_file():
+        done = subprocess.run([*disassembler(), str(cubin)], capture_output=True, text=True)
+        if done.returncode:
+            raise SystemExit(f"gpu_model: disassembling {cubin} failed:\n{done.stderr}")
+        out.write_text(done.stdout)
+    return out.read_text()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Parsing
+
+_FUNCTION = re.compile(r"^//-+ \.text\.(\S+) -+")
+_LINE = re.compile(r'^\s*//## File "([^"]+)", line (\d+)')
+_LABEL = re.compile(r"^(\.L_x_\d+):$")
+_INSTR = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
+_REG = re.compile(r"\bR(\d+)(\.64)?\b")
+_TARGET = re.compile(r"`\(([^)]+)\)")
+
+
+@dataclass
+class Instruction:
+    address: int
+    predicate: str
+    opcode: str  # with modifiers, e.g. LDG.E.128.CONSTANT
+    operands: list[str]
+    file: str
+    line: int
+
+    @property
+    def base(self) -> str:
+        return self.opcode.split(".")[0]
+
+    def target(self) -> str | None:
+        m = _TARGET.search(" ".join(self.operands))
+        return m[1] if m else None
+
+
+@dataclass
+class Region:
+    """A loop body less its nested loops (``loop``: its address range), or the code in no loop (None)."""
+
+    loop: tuple[int, int] | None
+    instructions: list[Instruction]
+
+
+@dataclass
+class Function:
+    mangled: str
+    instructions: list[Instruction] = field(default_factory=list)
+    labels: dict[str, int] = field(default_factory=dict)  # label -> address
+
+    def loops(self) -> list[tuple[int, int]]:
+        """``(first, last)`` address ranges of the backward branches' loops, innermost first (a branch to
+        itself, the trap after the last EXIT, is none)."""
+        found = set()
+        for ins in self.instructions:
+            if ins.base in ("BRA", "BRX", "JMP") and (t := ins.target()) in self.labels:
+                if self.labels[t] < ins.address:
+                    found.add((self.labels[t], ins.address))
+        return sorted(found, key=lambda r: (r[1] - r[0], r[0]))
+
+    def regions(self) -> list[Region]:
+        """The function cut into regions that each run as one: the code in no loop (``loop`` None), then every
+        loop's body less the loops nested in it, outer loops first. Every instruction is in exactly one."""
+        loops, owner = self.loops(), {}
+        for loop in reversed(loops):  # outermost first: inner loops take their instructions over
+            for ins in self.span(*loop):
+                owner[ins.address] = loop
+        regions = {loop: Region(loop, []) for loop in loops}
+        rest = Region(None, [])
+        for ins in self.instructions:
+            (regions[owner[ins.address]] if ins.address in owner else rest).instructions.append(ins)
+        return [rest, *(regions[loop] for loop in sorted(loops, key=lambda r: (r[0], -r[1])))]
+
+    def span(self, first: int, last: int) -> list[Instruction]:
+        return [i for i in self.instructions if first <= i.address <= last]
+
+
+def parse(text: str) -> list[Function]:
+    """The functions of nvdisasm's (or cuobjdump's) SASS text. An instruction's source line is the innermost
+    of the ``//## File`` lines before it (nvdisasm -gi prints the inlining chain innermost first)."""
+    functions, current, where, chain = [], None, ("", 0), []
+    for raw in text.splitlines():
+        if m := _FUNCTION.match(raw):
+            current = Function(m[1])
+            functions.append(current)
+            where, chain = ("", 0), []
+        elif current is None:
+            continue
+        elif m := _LINE.match(raw):
+            chain.append((m[1], int(m[2])))
+        elif m := _INSTR.match(raw):
+            if chain:
+                where, chain = chain[0], []
+            body = m[2].strip()
+            predicate = ""
+            if body.startswith("@"):
+                predicate, _, body = body.partition(" ")
+            opcode, _, rest = body.strip().partition(" ")
+            operands = [o.strip() for o in _split_operands(rest)] if rest.strip() else []
+            current.instructions.append(Instruction(int(m[1], 16), predicate, opcode, operands, *where))
+        elif m := _LABEL.match(raw.strip()):  # a label names the instruction that follows it
+            current.labels[m[1]] = _next_address(current)
+    return functions
+
+
+def _next_address(f: Function) -> int:
+    return f.instructions[-1].address + 16 if f.instructions else 0
+
+
+def _split_operands(rest: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(rest):
+        depth += {"[": 1, "{": 1, "(": 1, "]": -1, "}": -1, ")": -1}.get(c, 0)
+        if c == "," and depth == 0:
+            parts.append(rest[start:i])
+            start = i + 1
+    return parts + [rest[start:]]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What an instruction does to memory and registers
+
+_NO_DEST = {"STG", "STS", "STL", "ST", "RED", "BRA", "BRX", "JMP", "EXIT", "RET", "CALL", "BSSY", "BSYNC", "BAR",
+            "WARPSYNC", "NOP", "MEMBAR", "FENCE", "ERRBAR", "CCTL", "DEPBAR", "YIELD", "STSM"}
+_PAIR_OPS = re.compile(r"^(D[A-Z]+|F2F\.F64|I2F\.F64|F2I.*F64|.*\.64$)")
+GLOBAL_LOADS = ("LDG",)
+GLOBAL_STORES = ("STG", "RED", "ATOMG", "ATOM")
+
+
+def access_bits(ins: Instruction) -> int:
+    """The bits one lane moves in a load or store: .128/.64, .U8/.S8 (8), .U16/.S16 (16), else 32."""
+    mods = ins.opcode.split(".")[1:]
+    for m, bits in (("128", 128), ("64", 64), ("U16", 16), ("S16", 16), ("U8", 8), ("S8", 8)):
+        if m in mods:
+            return bits
+    return 32
+
+
+def registers(operand: str, pair: bool = False) -> set[int]:
+    """The general registers an operand names (``R4.64`` and, for 64-bit operations, ``R4``: R4 and R5)."""
+    regs = set()
+    for m in _REG.finditer(operand):
+        r = int(m[1])
+        regs.add(r)
+        if m[2] or pair:
+            regs.add(r + 1)
+    return regs
+
+
+def written(ins: Instruction) -> set[int]:
+    """Registers an instruction writes (its first operand, unless it has none)."""
+    if ins.base in _NO_DEST or not ins.operands or ins.operands[0].startswith(("P", "UP", "!P", "PT")):
+        return set()
+    if ins.base in ("LDG", "LDS", "LDL", "LD", "LDC", "ATOMG", "ATOM", "ATOMS", "LDSM"):
+        return {int(m) + k for m in re.findall(r"\bR(\d+)", ins.operands[0])[:1] for k in range(max(1, access_bits(ins) // 32))}
+    wide = "WIDE" in ins.opcode or bool(_PAIR_OPS.match(ins.opcode))
+    return registers(ins.operands[0], wide)
+
+
+def read(ins: Instruction) -> set[int]:
+    """Registers an instruction reads (every operand but the written one)."""
+    ops = ins.operands if ins.base in _NO_DEST or not written(ins) else ins.operands[1:]
+    pair = bool(_PAIR_OPS.match(ins.opcode))
+    regs = set()
+    for o in ops:
+        regs |= registers(o, pair and not o.startswith("["))
+    return regs - {255}  # RZ is R255 in some dumps
+
+
+def is_div64(ins: Instruction) -> bool:
+    """A call of CUDA's 64-bit integer division or remainder subroutine."""
+    return ins.base == "CALL" and bool(re.search(r"(div|rem)_[su]64", " ".join(ins.operands)))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Loop statistics
+
+
+@dataclass
+class RegionStats:
+    """What one pass over a region issues (static counts) and its memory-level parallelism."""
+
+    loop: tuple[int, int] | None
+    instructions: int
+    global_loads: int
+    global_stores: int
+    load_bits: dict[int, int]  # bits per lane -> global loads of that width
+    store_bits: dict[int, int]
+    shared: int  # LDS/STS/ATOMS
+    local: int  # LDL/STL
+    div64: int  # calls of the 64-bit division subroutine
+    mlp: int  # most global loads in flight when one is first consumed
+    waits: int  # waits for global loads per pass
+    lines: dict[tuple[str, int], int]  # source line -> global loads at it
+    line_waits: dict[tuple[str, int], int]  # source line -> the waits per pass for its loads
+
+    @property
+    def load_bytes(self) -> int:
+        """Bytes a lane loads per pass."""
+        return sum(bits // 8 * n for bits, n in self.load_bits.items())
+
+    @property
+    def elements(self) -> int:
+        """Elements (edges, features) per pass: the most global loads at one source line (the unrolling)."""
+        return max(self.lines.values(), default=1)
+
+
+def region_stats(region: Region) -> RegionStats:
+    body = region.instructions
+    load_bits, store_bits, lines = {}, {}, {}
+    counts = dict(loads=0, stores=0, shared=0, local=0, div64=0)
+    for ins in body:
+        b = ins.base
+        if b in GLOBAL_LOADS:
+            counts["loads"] += 1
+            load_bits[access_bits(ins)] = load_bits.get(access_bits(ins), 0) + 1
+            lines[(ins.file, ins.line)] = lines.get((ins.file, ins.line), 0) + 1
+        elif b in GLOBAL_STORES:
+            counts["stores"] += 1
+            store_bits[access_bits(ins)] = store_bits.get(access_bits(ins), 0) + 1
+        elif b in ("LDS", "STS", "ATOMS", "LDSM"):
+            counts["shared"] += 1
+        elif b in ("LDL", "STL"):
+            counts["local"] += 1
+        counts["div64"] += is_div64(ins)
+    mlp, waits, line_waits = memory_parallelism(body, passes=2 if region.loop else 1)
+    return RegionStats(region.loop, len(body), counts["loads"], counts["stores"], load_bits, store_bits,
+                       counts["shared"], counts["local"], counts["div64"], mlp, waits, lines, line_waits)
+
+
+def memory_parallelism(body: list[Instruction], passes: int = 2) -> tuple[int, int, dict[tuple[str, int], int]]:
+    """``(mlp, waits, waits per line)`` of a region: the most global loads in flight when one is first needed,
+    the waits for loads in the last pass, and the source line of the load each wait is for. A loop body runs
+    twice in a row, so that loads issued late in one pass and consumed in the next count.
+
+    A load is in flight from its issue until an instruction reads or overwrites one of its registers. That
+    instruction waits a load's latency if the load was issued since the last wait; all the loads in flight
+    are then taken as returned (issued before it or around the same time), so that loads issued together
+    cost one wait, not one each.
+
+    >>> ldg = lambda d, a: Instruction(0, "", "LDG.E", [f"R{d}", f"desc[UR4][R{a}.64]"], "k.cu", d)
+    >>> use = lambda *r: Instruction(0, "", "FADD", ["R90", *[f"R{x}" for x in r]], "k.cu", 0)
+    >>> memory_parallelism([ldg(10, 2), ldg(11, 4), use(10), use(11)], passes=1)[:2]  # issued together
+    (2, 1)
+    >>> memory_parallelism([ldg(10, 2), use(10), ldg(11, 10), use(11)], passes=1)  # a dependent chain
+    (1, 2, {('k.cu', 10): 1, ('k.cu', 11): 1})
+    """
+    pending: list[tuple[Instruction, set[int], int]] = []  # (load, registers, waits before its issue)
+    mlp = waits = 0
+    per_line: dict[tuple[str, int], int] = {}
+    for rep in range(passes):
+        for ins in body:
+            touched = read(ins) | written(ins)
+            hit = [(load, since) for load, regs, since in pending if regs & touched]
+            if hit:
+                mlp = max(mlp, len(pending))
+                fresh = [load for load, since in hit if since == waits]
+                if fresh:
+                    waits += 1
+                    if rep == passes - 1:
+                        line = (fresh[-1].file, fresh[-1].line)
+                        per_line[line] = per_line.get(line, 0) + 1
+                    pending = []
+                else:
+                    pending = [q for q in pending if not q[1] & touched]
+            if ins.base in GLOBAL_LOADS:
+                pending.append((ins, written(ins), waits))
+    total = sum(per_line.values())
+    return mlp or sum(i.base in GLOBAL_LOADS for i in body), total, per_line
