@@ -5,6 +5,7 @@ compiled fixture and a small traced run against NumPy's count of the same access
 import doctest
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -116,9 +117,10 @@ def card(name, regions, floor=None):
     return cards.Card("k.cu", name, name, "_Z1k", 40, 0, 0, 0, gpu_resources.occupancy(40, 256), regions, floor)
 
 
-def region(loop, load_bits, mlp, loads=None):
-    loads = loads if loads is not None else sum(load_bits.values())
-    return sass.RegionStats(loop, 20, loads, 0, load_bits, {}, 0, 0, 0, mlp, 1, {("k.cu", 3): loads}, {})
+def region(loop, load_bits, mlp, instructions=20, cycles=40.0, groups=()):
+    loads = sum(load_bits.values())
+    return sass.RegionStats(loop, instructions, loads, 0, load_bits, {}, 0, 0, 0, mlp, len(groups),
+                            {("/src/k.cu", 3): loads}, {}, cycles, list(groups))
 
 
 def test_engine_check_wants_128_bit_gathers_and_the_declared_parallelism():
@@ -149,6 +151,7 @@ ENTRY %main (a: f32[1000,16], i: s32[1000]) -> f32[16] {
   %a = f32[1000,16]{1,0} parameter(0)
   %i = s32[1000]{0} parameter(1)
   %k = f32[1000,16]{1,0} custom-call(%a, /*index=1*/%i), custom_call_target="jgo_spmm"
+  %d = f32[1000]{0} custom-call(%a, %a), custom_call_target="jgo_rows_dot"
   %s = f32[16]{0} reduce(%k, %z), dimensions={0}, to_apply=%add
   %w = (s32[], f32[64]{0}) while(%t0), condition=%cond, body=%body, backend_config={"known_trip_count":{"n":"12"}}
   ROOT %r = f32[16]{0} fusion(%s, %i), kind=kLoop, calls=%f2
@@ -159,12 +162,19 @@ ENTRY %main (a: f32[1000,16], i: s32[1000]) -> f32[16] {
 def test_xla_work_of_a_program():
     ops = {o.name: o for o in xla_ops.operations(HLO)}
     assert "k" not in ops  # the kernel is traced, not counted here
+    assert ops["d"].bytes == 4000 + 2 * 64000  # a CPU-only target: XLA's own ops on a GPU
     assert (ops["s"].bytes, ops["s"].count) == (64 + 64000, 1)  # result + the kernel's output (%z: unknown, 0)
     assert (ops["r"].bytes, ops["w"].count, ops["f"].count, ops["c"].count) == (64 + 64 + 4000, 12, 12, 12)
     assert ops["f"].bytes == 512
     ms = model.xla_time(list(ops.values()), model.H100, model.Params(launch_us=3, while_iteration_us=20))
-    expected = (64064 + 4128 + 12 * 512 + 12 * 1) / 2265e6 + 3e-3 * (2 + 24) + 12 * 20e-3
+    expected = (132000 + 64064 + 4128 + 12 * 512 + 12 * 1) / 2265e6 + 3e-3 * (3 + 24) + 12 * 20e-3
     assert ms == pytest.approx(expected)
+
+
+def test_host_targets_are_those_of_targets_h():
+    text = (ROOT / "ffi" / "targets.h").read_text()
+    block = text[text.index("#define JGO_HOST_TARGETS"):]
+    assert tuple(re.findall(r"X\((jgo_\w+),", block)) == xla_ops.HOST_TARGETS
 
 
 def test_makespan():
@@ -188,13 +198,16 @@ def synthetic_launch(l1_hits=0, dram_read=0.0):
 
 
 def test_launch_terms_by_hand():
-    k = card("K", [region((0, 64), {32: 1}, 1)])
-    k.weights = {("k.cu", 3, "load"): (6.0, 0.5)}  # 6 instructions, half a wait per load
-    p = model.Params(lat_unloaded_ns=400, lat_loaded_ns=800, cpi=2, l2_cycles=300, l1_cycles=30, launch_us=3)
+    # two loads of k.cu:3 a pass of 12 instructions, 24 cycles, one wait: 6 instructions, 12 cycles, half a
+    # wait a load
+    k = card("K", [region(None, {}, 0), region((0, 64), {32: 2}, 2, 12, 24.0, [(("/src/k.cu", 3),)])])
+    k.region_of = {("k.cu", 3, "load"): 1}
+    p = model.Params(lat_unloaded_ns=400, lat_loaded_ns=800, cycle_factor=1, l2_cycles=300, l1_cycles=30,
+                     launch_us=3)
     gpu = model.Gpu("test", dram_gbps=1000, l2_gbps=4000, sms=1, clock_ghz=1.0)
     lt = model.launch_time(synthetic_launch(), k, gpu, p)
-    # block 1: 30 loads x (0.5 waits x 300 ns (L2 hits) + 6 instructions x 2 ns) = 4860 ns; block 0: 1620 ns.
-    # 256 threads a block fit 2 blocks a SM here? 32 threads: 32 slots; both run at once, unloaded.
+    # block 1: 30 loads x (0.5 waits x 300 ns (L2 hits) + 12 cycles of 1 ns) = 4860 ns; block 0: 1620 ns.
+    # Blocks of 32 threads: 32 slots on the one SM; both run at once, unloaded.
     assert lt.critical_path_ms == pytest.approx(4.86e-3)
     assert lt.terms["latency"] == pytest.approx(4.86e-3)
     assert lt.terms["l2"] == pytest.approx(160 * 32 / 4000e6)
@@ -221,12 +234,13 @@ def test_extrapolation_follows_the_two_traces():
 
 
 def test_fit_recovers_parameters_and_rank_check():
-    truth_params = model.Params(lat_unloaded_ns=420, lat_loaded_ns=900, cpi=3)
+    truth_params = model.Params(lat_unloaded_ns=420, lat_loaded_ns=900, cycle_factor=3)
     rows = (("a", "forward"), ("b", "forward"), ("c", "forward"))
 
     def evaluate(p, rs):  # three rows, each weighting the parameters differently
-        values = {("a", "forward"): p.lat_unloaded_ns * 10 + p.cpi, ("b", "forward"): p.lat_loaded_ns + p.cpi * 50,
-                  ("c", "forward"): p.lat_unloaded_ns + p.lat_loaded_ns * p.cpi}
+        f = p.cycle_factor
+        values = {("a", "forward"): p.lat_unloaded_ns * 10 + f, ("b", "forward"): p.lat_loaded_ns + f * 50,
+                  ("c", "forward"): p.lat_unloaded_ns + p.lat_loaded_ns * f}
         return {r: values[r] for r in rs}
     truth = evaluate(truth_params, rows)
     fitted = retro.fit(evaluate, model.Params(), rows, truth)
@@ -264,7 +278,7 @@ def test_engine_check_on_compiled_kernels(tmp_path):
     assert cards.engine_failures([wide, scalar]) == [
         f"engine.cu: GatherRowsScalar: no 128-bit global load in its gather loop (loads per pass: "
         f"{scalar.gather.load_bits[32]}x32)"]
-    assert wide.weight("engine.cu", 13, "load")[1] > 0  # its waits are charged to the gather's line
+    assert wide.waits(lambda line: 1.0)[("engine.cu", 13)] > 0  # its waits are charged to the gather's line
 
 
 def _has_emulation() -> bool:

@@ -40,8 +40,9 @@ def _commit() -> str:
 
 
 def _params_line(p: model.Params) -> str:
-    return (f"latency {p.lat_unloaded_ns:.0f} ns unloaded, {p.lat_loaded_ns:.0f} ns loaded; {p.cpi:.2f} cycles "
-            f"per instruction of a warp; effective L2 {p.l2_mb:g} MB; {p.launch_us:g} us a launch; "
+    return (f"DRAM latency {p.lat_unloaded_ns:.0f} ns unloaded, {p.lat_loaded_ns:.0f} ns loaded; the cards' warp "
+            f"cycles x {p.cycle_factor:.2f}; L1/L2 hits {p.l1_cycles:g}/{p.l2_cycles:g} cycles; effective L2 "
+            f"{p.l2_mb:g} MB; {p.launch_us:g} us a launch; "
             f"{p.while_iteration_us:g} us a while-loop iteration")
 
 
@@ -92,8 +93,11 @@ def run_model(args, command) -> int:
 def run_retro(args, command) -> int:
     started = time.perf_counter()
     tree = retro.edecaa7_tree()
+    keys = [k for k in retro.KEYS if not args.cases or k in args.cases]
+    if args.fit and not {k for k, _ in retro.FIT_ROWS} <= set(keys):
+        raise SystemExit(f"gpu_model: --fit needs the cases of {retro.FIT_ROWS}")
     cards = pipeline.cards_of(tree, args.jobs)
-    traced = pipeline.traced_passes(tree, list(retro.KEYS), args.scale, args.jobs)
+    traced = pipeline.traced_passes(tree, keys, args.scale, args.jobs)
     truth = retro.measured()
     params = model.Params()
 
@@ -107,14 +111,16 @@ def run_retro(args, command) -> int:
     h100 = pipeline.model_passes(traced, cards, model.H100, params, args.scale)
     times = {k: pt.ms for k, pt in h100.items()}
     rows, within = [], 0
-    for key in [(k, p) for k in retro.KEYS for p in ("forward", "forward+backward")]:
+    for key in [(k, p) for k in keys for p in ("forward", "forward+backward")]:
         s = render.pass_summary(h100[key])
         ratio = times[key] / truth[key]
         within += 0.5 <= ratio <= 2
-        op, shape = traced[key][2]["op"], traced[key][2]["shape"]
+        op, shape = traced[key][2]["op"], shapes.FULL_SHAPES.get(key[0], traced[key][2]["shape"])
         fitted = " (fit)" if key in retro.FIT_ROWS else ""
-        rows.append([op, shape, key[1] + fitted, f"{truth[key]:.2f}", f"{times[key]:.2f}", f"{ratio:.2f}",
-                     s["binding"], ", ".join(s["close"])])
+        t = s["totals"]
+        rows.append([op, shape, key[1] + fitted, f"{truth[key]:.2f}", f"**{times[key]:.2f}**", f"{ratio:.2f}",
+                     *(render.ms(t[k]) for k in (*model.TERMS, "launch", "xla")), s["binding"],
+                     ", ".join(s["close"])])
     tau, wrong = retro.rank_check(times, truth)
     seconds = time.perf_counter() - started
     stamp = datetime.date.today().isoformat()
@@ -125,8 +131,8 @@ def run_retro(args, command) -> int:
             f"{tau:.2f}, {len(wrong)} pair(s) ordered differently"
             + ("" if not wrong else ": " + "; ".join(f"{a[0]} {a[1]} / {b[0]} {b[1]} ({r:.2f}x apart measured)"
                                                     for a, b, r in wrong)) + ".\n\n"
-            + render.table(["op", "shape", "pass", "measured ms", "modelled ms", "modelled/measured", "binding",
-                            "within 1.5x"], rows, {3, 4, 5}))
+            + render.table(["op", "shape", "pass", "measured ms", "modelled ms", "modelled/measured", *model.TERMS,
+                            "launches", "xla", "binding", "within 1.5x"], rows, set(range(3, 12))))
     print(body)
     if args.markdown:
         _write(args.markdown, SECTIONS["retro"], body)

@@ -4,8 +4,8 @@ A card holds the kernel's ptxas figures (registers, stack, theoretical H100 occu
 ``benchmarks.gpu_resources`` computes them), the statistics of every region of its SASS
 (:mod:`.sass`: instructions, global load and store widths, shared and local memory, 64-bit divisions, the
 loads in flight before one is consumed and the waits per pass) and its *gather loop*: the loop region with
-the most global-load bytes per pass. ``weights`` give the model, per source line and kind of access (load,
-store, shared), the instructions issued and the load latencies waited for per traced warp-level access.
+the most global-load bytes per pass. For the model, :meth:`Card.issue` and :meth:`Card.waits` give, per source
+line and kind of access (load, store, shared), the instructions, cycles and waits per traced warp-level access.
 
 Engine kernels declare themselves to the check with a marker comment on a line of their own, at most
 ten lines above the kernel's ``__global__`` line (above its ``template`` line, say)::
@@ -75,8 +75,8 @@ class Card:
     occupancy: gpu_resources.Occupancy
     regions: list[sass.RegionStats]
     engine_floor: int | None = None
-    weights: dict[tuple[str, int, str], tuple[float, float]] = field(default_factory=dict, repr=False)
-    mean_weight: dict[str, tuple[float, float]] = field(default_factory=dict, repr=False)
+    region_of: dict[tuple[str, int, str], int] = field(default_factory=dict, repr=False)  # (file, line, kind)
+    region_of_kind: dict[str, int] = field(default_factory=dict, repr=False)
 
     @property
     def gather(self) -> sass.RegionStats:
@@ -92,31 +92,58 @@ class Card:
     def local(self) -> int:
         return sum(r.local for r in self.regions)
 
-    def weight(self, file: str, line: int, kind: str) -> tuple[float, float]:
-        """``(instructions issued, load latencies waited)`` per warp-level access of this kind at this source
-        line: the mean over the line's SASS instructions of that kind, else over the kernel's."""
-        return self.weights.get((Path(file).name, line, kind)) or self.mean_weight.get(kind) or (1.0, 0.0)
+    def region(self, file: str, line: int, kind: str) -> sass.RegionStats:
+        """The region whose cost a traced access of this kind at this source line takes (:func:`_weights`):
+        the line's steady-state region, else the kind's most frequent one, else the code in no loop."""
+        key = (Path(file).name, line, kind)
+        index = self.region_of.get(key, self.region_of_kind.get(kind, 0))
+        return self.regions[index]
+
+    def issue(self, file: str, line: int, kind: str) -> tuple[float, float]:
+        """``(instructions, cycles)`` per warp-level access: its region's per memory instruction."""
+        r = self.region(file, line, kind)
+        memory = max(1, r.global_loads + r.global_stores + r.shared)
+        return r.instructions / memory, r.cycles / memory
+
+    def waits(self, latency) -> dict[tuple[str, int], float]:
+        """Waits per load, per (file name, line): each wait of a region is charged to the slowest of the loads
+        it waits out, ``latency((file name, line))`` deciding, and divided over that line's loads in it."""
+        out: dict[tuple[str, int], float] = {}
+        for (file, line, kind), index in self.region_of.items():
+            if kind != "load":
+                continue
+            r = self.regions[index]
+            full = next((w for w in r.lines if Path(w[0]).name == file and w[1] == line), None)
+            if not full:
+                continue
+            charged = 0
+            for group in r.wait_groups:
+                names = [(Path(f).name, ln) for f, ln in group]
+                if max(names, key=latency) == (file, line):
+                    charged += 1
+            out[(file, line)] = charged / r.lines[full]
+        return out
 
 
-def _weights(function: sass.Function):
-    """Per SASS memory instruction: its region's instructions per memory instruction, and for a global load
-    the waits of its region charged to its source line per load at that line; averaged per (file name, line,
-    kind) and per kind."""
-    per_line, per_kind = {}, {}
-    for region in function.regions():
-        stats = sass.region_stats(region)
-        memory = [i for i in region.instructions if kind_of(i)]
-        for ins in memory:
-            kind = kind_of(ins)
-            where = (ins.file, ins.line)
-            chain = stats.line_waits.get(where, 0) / stats.lines[where] if kind == "load" else 0.0
-            w = (stats.instructions / len(memory), chain)
-            per_line.setdefault((Path(ins.file).name, ins.line, kind), []).append(w)
-            per_kind.setdefault(kind, []).append(w)
-
-    def mean(ws):
-        return (sum(w[0] for w in ws) / len(ws), sum(w[1] for w in ws) / len(ws))
-    return {k: mean(v) for k, v in per_line.items()}, {k: mean(v) for k, v in per_kind.items()}
+def _weights(function: sass.Function, regions: list[sass.RegionStats]):
+    """Per (file name, line, kind) of the memory instructions the trace sees: the index of the region that
+    holds the most of that line's instructions (the steady state: a loop unrolled 4x holds a line's load 4
+    times, its remainder once), and per kind its most frequent region."""
+    best, per_kind = {}, {}
+    for index, (region, stats) in enumerate(zip(function.regions(), regions)):
+        counts = {}
+        for ins in region.instructions:
+            if kind := kind_of(ins):
+                key = (Path(ins.file).name, ins.line, kind)
+                counts[key] = counts.get(key, 0) + 1
+        for key, n in counts.items():
+            rank = (n, stats.loop is not None, stats.instructions)
+            if key not in best or rank > best[key][0]:
+                best[key] = (rank, index)
+            per_kind.setdefault(key[2], {}).setdefault(index, 0)
+            per_kind[key[2]][index] += n
+    return ({k: i for k, (_, i) in best.items()},
+            {kind: max(by_region, key=by_region.get) for kind, by_region in per_kind.items()})
 
 
 def build_cards(compiled: list[sass.Compiled], ffi: Path, block: int | None = None) -> list[Card]:
@@ -137,9 +164,10 @@ def build_cards(compiled: list[sass.Compiled], ffi: Path, block: int | None = No
             name = gpu_resources.shorten(names[f.mangled], enums, params)
             raw = gpu_resources.shorten(names[f.mangled])
             occ = gpu_resources.occupancy(e.registers, block, e.shared + gpu_resources.dynamic_shared(name, block))
-            card = Card(c.source.name, name, raw, f.mangled, e.registers, e.stack, e.spill_stores + e.spill_loads, e.shared, occ,
-                        [sass.region_stats(r) for r in f.regions()], engines.get(name.split("<")[0]))
-            card.weights, card.mean_weight = _weights(f)
+            regions = [sass.region_stats(r) for r in f.regions()]
+            card = Card(c.source.name, name, raw, f.mangled, e.registers, e.stack, e.spill_stores + e.spill_loads,
+                        e.shared, occ, regions, engines.get(name.split("<")[0]))
+            card.region_of, card.region_of_kind = _weights(f, regions)
             cards.append(card)
     return sorted(cards, key=lambda k: (k.file, k.name))
 

@@ -4,7 +4,8 @@ between the kernels, for an H100 or an H200.
 Per launch, five terms (ms), each printed:
 
 - ``latency``: the blocks' makespan. A block's duration is that of its busiest warp: the load latencies it
-  waits for plus its instructions (the card's instructions per memory instruction) times ``cpi`` cycles. Per
+  waits for plus its instructions' dependent-issue cycles (the card's, per memory instruction, times
+  ``cycle_factor``). Per
   traced warp-level load, the card gives the waits charged to its source line (the SASS's memory-level
   parallelism); a wait lasts an L1 hit's latency, an L2 hit's or a DRAM read's in the proportions the trace
   found for that load (its L1 hits, its sectors the LRU L2 missed). Blocks start in order on the free slots
@@ -62,14 +63,14 @@ class Params:
 
     lat_unloaded_ns: float = 500.0  # a load from DRAM on an idle GPU
     lat_loaded_ns: float = 1000.0  # ... when every block slot is busy
-    cpi: float = 2.0  # cycles per instruction of one warp's instruction stream
+    cycle_factor: float = 1.0  # scales the cards' dependent-issue cycles of a warp (sass.pass_cycles)
     l1_cycles: float = 35.0  # an L1 hit (published H100 microbenchmarks: 33-40 cycles)
     l2_cycles: float = 300.0  # an L2 hit (260 near, ~400 in the far partition)
     l2_mb: float = 28.0  # the L2 a gather sees (of 50 MB on an H100: ~25-30)
     launch_us: float = 3.0  # a kernel launch, back to back in a stream
     while_iteration_us: float = 20.0  # an XLA while loop's iteration on a GPU (its condition read by the host)
 
-    FITTED = ("lat_unloaded_ns", "lat_loaded_ns", "cpi")
+    FITTED = ("lat_unloaded_ns", "lat_loaded_ns", "cycle_factor")
 
 
 @dataclass
@@ -173,14 +174,25 @@ def launch_time(launch: Launch, card: Card | None, gpu: Gpu, p: Params, trace_sc
         return LaunchTime(launch.name, "memset", terms, p.launch_us / 1e3, dram, l2, requested, 0, 0, 0.0, 0.0)
     clock_ns = 1 / gpu.clock_ghz
     n = max(s.id for s in launch.sites) + 1
-    issue_w, fixed_w, dram_w = np.zeros(n), np.zeros(n), np.zeros(n)  # per warp-level access
-    for s in launch.sites:
-        issue, chain = card.weight(s.file, s.line, s.kind)
-        issue_w[s.id] = issue
-        if chain and s.execs:  # the wait's latency: an L1 hit, else an L2 hit or a DRAM read
+    issue_w, cycles_w, fixed_w, dram_w = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)  # per access
+    levels = {}  # per load site: (fraction of L1 hits, of DRAM reads); the rest hits the L2
+    for s in loads:
+        if s.execs:
             l1 = s.l1_hits / s.execs
             misses = interpolate_dram(s.dram_read, l2_sizes, p.l2_mb)
-            dram = min(1.0, misses / max(1.0, s.execs - s.l1_hits)) * (1 - l1)
+            levels[s.id] = (l1, min(1.0, misses / max(1.0, s.execs - s.l1_hits)) * (1 - l1))
+
+    def unloaded_ns(l1, dram):
+        return (l1 * p.l1_cycles + (1 - l1 - dram) * p.l2_cycles) * clock_ns + dram * p.lat_unloaded_ns
+    slowest: dict[tuple[str, int], float] = {}
+    for s in loads:
+        if s.id in levels:
+            slowest[(s.file, s.line)] = max(slowest.get((s.file, s.line), 0.0), unloaded_ns(*levels[s.id]))
+    chains = card.waits(lambda line: slowest.get(line, 0.0))
+    for s in launch.sites:
+        issue_w[s.id], cycles_w[s.id] = card.issue(s.file, s.line, s.kind)
+        if s.kind == "load" and s.id in levels:  # a wait lasts an L1 hit, an L2 hit or a DRAM read
+            chain, (l1, dram) = chains.get((s.file, s.line), 0.0), levels[s.id]
             fixed_w[s.id] = chain * (l1 * p.l1_cycles + (1 - l1 - dram) * p.l2_cycles) * clock_ns
             dram_w[s.id] = chain * dram
     block_of = np.repeat(np.arange(len(launch.block_ids)), np.diff(launch.offsets.astype(np.int64)))
@@ -188,7 +200,7 @@ def launch_time(launch: Launch, card: Card | None, gpu: Gpu, p: Params, trace_sc
     def per_block(weights):
         return np.bincount(block_of, weights[launch.site_ids] * launch.busiest, len(launch.block_ids))
     instructions = float(np.sum(issue_w[launch.site_ids] * launch.total)) / trace_scale
-    fixed = (per_block(fixed_w) + per_block(issue_w) * p.cpi * clock_ns) / 1e6  # ms
+    fixed = (per_block(fixed_w) + per_block(cycles_w) * p.cycle_factor * clock_ns) / 1e6  # ms
     dram_waits = per_block(dram_w)
     durations = fixed + dram_waits * p.lat_unloaded_ns / 1e6  # unloaded
     loaded = fixed + dram_waits * p.lat_loaded_ns / 1e6

@@ -12,6 +12,7 @@ import hashlib
 import json
 import pickle
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,11 +38,11 @@ class Tree:
         return self.root / "ffi"
 
     def key(self) -> str:
-        """A hash of what its recordings depend on: its ffi/, jaxgraphops/ and cases, and the recorder."""
+        """A hash of what its recordings depend on: its ffi/, jaxgraphops/ and cases (for ``model``, this
+        checkout's shapes too)."""
+        shapes = [ROOT / "benchmarks" / "gpu_model" / "shapes.py"] if self.source == "model" else []
         return _digest([*self.ffi.rglob("*"), *(self.root / "jaxgraphops").rglob("*.py"),
-                        self.root / "benchmarks" / "cases.py", self.root / "benchmarks" / "workloads.py",
-                        ROOT / "benchmarks" / "gpu_model" / "shapes.py",
-                        ROOT / "benchmarks" / "gpu_model" / "record_cases.py"])
+                        self.root / "benchmarks" / "cases.py", self.root / "benchmarks" / "workloads.py", *shapes])
 
 
 def tracer_key() -> str:
@@ -83,17 +84,22 @@ def traced_passes(tree: Tree, ids: list[str], scale: float, jobs: int = 2, log=p
     else None."""
     binary = trace.build_replay(tree.cache / "trace_replay", tree.ffi, jobs, log)
     scales = [scale] if scale >= 1 else [scale, scale / 2]
-    runs = {}
+    work = []
     for s in scales:
         base = tree.cache / f"runs-{tree.key()}" / f"scale-{s:g}"
-        trace.record(base / "calls", ids, s, tree.source, tree.root, tree.python, log)
-        for case_id in ids:
-            for pass_ in trace.PASSES:
-                calls = base / "calls" / case_id / pass_
-                traced = trace.replay(binary, calls, base / f"traces-{tracer_key()}" / case_id / pass_,
-                                      tuple(m * s for m in trace.L2_MB))
-                runs[(s, case_id, pass_)] = (trace.read_launches(traced, binary), (calls / "program.hlo").read_text(),
-                                             json.loads((calls / "case.json").read_text()))
+        trace.record(base / "calls", ids, s, tree.source, tree.root, tree.python, jobs, log)
+        work += [(s, base, case_id, pass_) for case_id in ids for pass_ in trace.PASSES]
+
+    def replayed(item):
+        s, base, case_id, pass_ = item
+        calls = base / "calls" / case_id / pass_
+        traced = trace.replay(binary, calls, base / f"traces-{tracer_key()}" / case_id / pass_,
+                              tuple(m * s for m in trace.L2_MB))
+        return (trace.read_launches(traced, binary), (calls / "program.hlo").read_text(),
+                json.loads((calls / "case.json").read_text()))
+
+    with ThreadPoolExecutor(jobs) as pool:  # each replay is a process of its own
+        runs = {(s, c, p): r for (s, _, c, p), r in zip(work, pool.map(replayed, work))}
     return {(c, p): (*runs[(scale, c, p)], runs[(scales[-1], c, p)][0] if len(scales) > 1 else None)
             for (s, c, p) in runs if s == scale}
 

@@ -34,14 +34,16 @@ def main(argv):
 
     from benchmarks import impl_jax, runners  # the modelled tree's
 
-    if source == "report":
+    if source == "report":  # the parts of benchmarks.cases that hold the ids
         from benchmarks import cases as report
-        cases = {c.key: (c.key, impl_jax.JAXGRAPHOPS, c) for part in ("_graph_cases", "_pool_cases",
-                                                                      "_relational_cases")
+        parts = {"pool": "_pool_cases", "hg_basis": "_relational_cases", "update_efeat": "_relational_cases",
+                 "dmpnn": "_relational_cases"}
+        needed = {next((f for k, f in parts.items() if i.startswith(k)), "_graph_cases") for i in ids}
+        cases = {c.key: (c.key, impl_jax.JAXGRAPHOPS, c) for part in sorted(needed)
                  for c in getattr(report, part)(scale)}
     else:
         from benchmarks.gpu_model import shapes
-        cases = {c.id: (c.key, c.library, c) for c in shapes.cases(scale)}
+        cases = {c.id: (c.key, c.library, c) for c in shapes.cases(scale, ids)}
     for key in ids:
         impl, library, case = cases[key]
         runner = runners.IMPLEMENTATIONS[impl][library](case.data)

@@ -38,7 +38,7 @@ def cards_section(cards: list[cards_module.Card], preamble: str) -> str:
     return text.rstrip() + "\n"
 
 
-def _ms(v: float) -> str:
+def ms(v: float) -> str:
     return "—" if v is None else f"{v:.3f}" if v < 1 else f"{v:.2f}" if v < 10 else f"{v:.1f}"
 
 
@@ -73,9 +73,9 @@ def model_rows(names: dict, h100: dict, h200: dict, xla_measured: dict) -> list[
         t = s["totals"]
         case_id, pass_ = key
         floor = FLOORS.get(case_id) if pass_ == "forward" else None
-        rows.append([names[case_id][0], names[case_id][1], pass_, _ms(t["latency"]), _ms(t["dram"]), _ms(t["l2"]),
-                     _ms(t["issue"]), _ms(t["launch"]), _ms(t["xla"]), f"**{_ms(pt.ms)}**", _ms(h200[key].ms),
+        rows.append([names[case_id][0], names[case_id][1], pass_, ms(t["latency"]), ms(t["dram"]), ms(t["l2"]),
+                     ms(t["issue"]), ms(t["launch"]), ms(t["xla"]), f"**{ms(pt.ms)}**", ms(h200[key].ms),
                      s["binding"], ", ".join(s["close"]) or "", f"{s['sectors_per_request']:.1f}",
-                     f"{s['dram_mb']:.0f}", f"{s['l2_mb']:.0f}", _ms(s["critical"]), _ms(floor),
-                     _ms(xla_measured.get(key))])
+                     f"{s['dram_mb']:.0f}", f"{s['l2_mb']:.0f}", ms(s["critical"]), ms(floor),
+                     ms(xla_measured.get(key))])
     return rows

@@ -311,6 +311,8 @@ class RegionStats:
     waits: int  # waits for global loads per pass
     lines: dict[tuple[str, int], int]  # source line -> global loads at it
     line_waits: dict[tuple[str, int], int]  # source line -> the waits per pass for its loads
+    cycles: float = 0.0  # one warp's cycles per pass, global load latencies left out (pass_cycles)
+    wait_groups: list = field(default_factory=list)  # per wait of a pass: the lines of the loads it waits out
 
     @property
     def load_bytes(self) -> int:
@@ -341,31 +343,35 @@ def region_stats(region: Region) -> RegionStats:
         elif b in ("LDL", "STL"):
             counts["local"] += 1
         counts["div64"] += is_div64(ins)
-    mlp, waits, line_waits = memory_parallelism(body, passes=2 if region.loop else 1)
+    passes = 2 if region.loop else 1
+    mlp, waits, line_waits, groups = memory_parallelism(body, passes)
     return RegionStats(region.loop, len(body), counts["loads"], counts["stores"], load_bits, store_bits,
-                       counts["shared"], counts["local"], counts["div64"], mlp, waits, lines, line_waits)
+                       counts["shared"], counts["local"], counts["div64"], mlp, waits, lines, line_waits,
+                       pass_cycles(body, passes), groups)
 
 
-def memory_parallelism(body: list[Instruction], passes: int = 2) -> tuple[int, int, dict[tuple[str, int], int]]:
-    """``(mlp, waits, waits per line)`` of a region: the most global loads in flight when one is first needed,
-    the waits for loads in the last pass, and the source line of the load each wait is for. A loop body runs
-    twice in a row, so that loads issued late in one pass and consumed in the next count.
+def memory_parallelism(body: list[Instruction], passes: int = 2):
+    """``(mlp, waits, waits per line, wait groups)`` of a region: the most global loads in flight when one is
+    first needed, the waits for loads in the last pass, the source line of the load each wait is for, and per
+    wait the lines of the loads it waits out. A loop body runs twice in a row, so that loads issued late in
+    one pass and consumed in the next count.
 
     A load is in flight from its issue until an instruction reads or overwrites one of its registers. That
-    instruction waits a load's latency if the load was issued since the last wait; all the loads in flight
-    are then taken as returned (issued before it or around the same time), so that loads issued together
-    cost one wait, not one each.
+    instruction waits if the load was issued since the last wait; the loads issued since then are in flight
+    together and are all taken as returned after the wait (it lasts as long as the slowest of them), so that
+    loads issued together cost one wait, not one each.
 
     >>> ldg = lambda d, a: Instruction(0, "", "LDG.E", [f"R{d}", f"desc[UR4][R{a}.64]"], "k.cu", d)
     >>> use = lambda *r: Instruction(0, "", "FADD", ["R90", *[f"R{x}" for x in r]], "k.cu", 0)
-    >>> memory_parallelism([ldg(10, 2), ldg(11, 4), use(10), use(11)], passes=1)[:2]  # issued together
-    (2, 1)
-    >>> memory_parallelism([ldg(10, 2), use(10), ldg(11, 10), use(11)], passes=1)  # a dependent chain
+    >>> memory_parallelism([ldg(10, 2), ldg(11, 4), use(10), use(11)], passes=1)  # issued together
+    (2, 1, {('k.cu', 10): 1}, [(('k.cu', 10), ('k.cu', 11))])
+    >>> memory_parallelism([ldg(10, 2), use(10), ldg(11, 10), use(11)], passes=1)[:3]  # a dependent chain
     (1, 2, {('k.cu', 10): 1, ('k.cu', 11): 1})
     """
     pending: list[tuple[Instruction, set[int], int]] = []  # (load, registers, waits before its issue)
     mlp = waits = 0
     per_line: dict[tuple[str, int], int] = {}
+    groups: list[tuple[tuple[str, int], ...]] = []
     for rep in range(passes):
         for ins in body:
             touched = read(ins) | written(ins)
@@ -374,14 +380,78 @@ def memory_parallelism(body: list[Instruction], passes: int = 2) -> tuple[int, i
                 mlp = max(mlp, len(pending))
                 fresh = [load for load, since in hit if since == waits]
                 if fresh:
-                    waits += 1
                     if rep == passes - 1:
                         line = (fresh[-1].file, fresh[-1].line)
                         per_line[line] = per_line.get(line, 0) + 1
+                        groups.append(tuple(sorted({(q.file, q.line) for q, _, since in pending if since == waits})))
+                    waits += 1
                     pending = []
                 else:
                     pending = [q for q in pending if not q[1] & touched]
             if ins.base in GLOBAL_LOADS:
                 pending.append((ins, written(ins), waits))
-    total = sum(per_line.values())
-    return mlp or sum(i.base in GLOBAL_LOADS for i in body), total, per_line
+    return mlp or sum(i.base in GLOBAL_LOADS for i in body), sum(per_line.values()), per_line, groups
+
+
+# Dependent-issue latencies (cycles) on sm_90, from published Hopper microbenchmarks (rounded): what a
+# consumer of the result waits. A global load's result counts 1 here: its latency is the model's waits.
+LATENCY = {"MUFU": 18, "SHFL": 24, "LDS": 30, "LDSM": 30, "ATOMS": 30, "LDL": 30, "S2R": 20, "LDC": 8,
+           "BAR": 20, "DADD": 8, "DMUL": 8, "DFMA": 8, "DSETP": 8, "F2F": 12, "I2F": 12, "F2I": 12, "FRND": 12,
+           "POPC": 8, "FLO": 8, "BREV": 8, "VOTE": 8, "REDUX": 10, "LDG": 1}
+DEFAULT_LATENCY = 4
+DIV64_CYCLES = 70  # a call of the 64-bit division subroutine, run to its end
+
+
+_PRED = re.compile(r"^!?(U?P)(\d)$")
+
+
+def predicates(ins: Instruction) -> tuple[set[int], set[int]]:
+    """``(read, written)`` predicate registers (P0-P6 as 0-6, UP0-UP6 as 10-16; PT is none): a comparison or a
+    predicate logic op (``ISETP``, ``FSETP``, ``PLOP3``, ...) writes its first two operands; a guard ``@P0``
+    and every other predicate operand are read.
+
+    >>> predicates(Instruction(0, "@!P1", "PLOP3.LUT", ["P0", "PT", "P2", "P0", "PT", "0xa8", "0x0"], "", 0))
+    ({0, 1, 2}, {0})
+    """
+    def number(token):
+        m = _PRED.match(token.strip())
+        return (10 if m[1] == "UP" else 0) + int(m[2]) if m else None
+    read, written = set(), set()
+    if ins.predicate and (n := number(ins.predicate.lstrip("@"))) is not None:
+        read.add(n)
+    writes = 2 if "SETP" in ins.opcode or ins.base in ("PLOP3", "UPLOP3") else 0
+    for k, o in enumerate(ins.operands):
+        if (n := number(o)) is not None:
+            (written if k < writes else read).add(n)
+    return read, written
+
+
+def pass_cycles(body: list[Instruction], passes: int = 2) -> float:
+    """One warp's cycles per pass over a region: instructions issue in order, one a cycle, each when the
+    registers and predicates it reads are ready (``LATENCY`` after their producer issued); a loop body runs
+    twice and its second pass counts, so that a dependence from one pass to the next is paid.
+
+    >>> ins = lambda op, d, *s: Instruction(0, "", op, [f"R{d}", *[f"R{x}" for x in s]], "", 0)
+    >>> pass_cycles([ins("FADD", 1, 2), ins("FADD", 3, 4), ins("FADD", 5, 6)], passes=1)  # independent
+    3.0
+    >>> pass_cycles([ins("MUFU.EX2", 1, 2), ins("FADD", 3, 1)], passes=1)  # waits 18 for the exponential
+    19.0
+    >>> setp = Instruction(0, "", "ISETP.GE.AND", ["P0", "PT", "R1", "R2", "PT"], "", 0)
+    >>> pass_cycles([setp, Instruction(0, "@P0", "BRA", ["`(.L_x_0)"], "", 0)], passes=1)  # the guard waits
+    5.0
+    """
+    ready: dict[int, float] = {}
+    t, ends = 0.0, []
+    for _ in range(passes):
+        for ins in body:
+            p_read, p_written = predicates(ins)
+            start = max([t + 1, *(ready.get(r, 0.0) for r in read(ins)),
+                         *(ready.get(1000 + q, 0.0) for q in p_read)])
+            latency = DIV64_CYCLES if is_div64(ins) else LATENCY.get(ins.base, DEFAULT_LATENCY)
+            for r in written(ins):
+                ready[r] = start + latency
+            for q in p_written:
+                ready[1000 + q] = start + latency
+            t = start
+        ends.append(t)
+    return ends[-1] - (ends[-2] if len(ends) > 1 else 0.0)

@@ -50,35 +50,43 @@ def _copy_u_sum(d):
                       (jgo.Graph.from_edges(d["src"], d["dst"], d["n"], d["n"]), d["x"]), (1,))
 
 
-def cases(scale: float = 1.0) -> list[ModelCase]:
-    """Every modelled case at ``scale``."""
+_REPORT = {"gspmm_sum": "graph", "agg_mean": "graph", "agg_max": "graph", "gat": "graph", "gatv2": "graph",
+           "transformer": "graph", "pool_sum": "pool", "pool_max": "pool", "hg_basis": "relational",
+           "update_efeat": "relational", "dmpnn": "relational", "gspmm_sum_f64": "graph", "agg_max_f64": "graph",
+           "gat_bf16": "graph", "copy_u_sum_uniform": "uniform", "gspmm_sum_uniform": "uniform"}
+
+
+def cases(scale: float = 1.0, ids=None) -> list[ModelCase]:
+    """The modelled cases at ``scale`` (those of ``ids`` only, when given: their inputs alone are built)."""
+    wanted = set(_REPORT) if ids is None else set(ids)
+    parts = {_REPORT[i] for i in wanted}
+    builders = {"graph": report_cases._graph_cases, "pool": report_cases._pool_cases,
+                "relational": report_cases._relational_cases}
     out = [ModelCase(c.key, c.key, c.op, c.shape, c.data)
-           for part in (report_cases._graph_cases, report_cases._pool_cases, report_cases._relational_cases)
-           for c in part(scale)]
+           for part in ("graph", "pool", "relational") if part in parts for c in builders[part](scale)]
     by_key = {c.id: c for c in out}
     rng = np.random.default_rng(7)
-    # F = 64 on the power-law graph
-    g = by_key["gspmm_sum"].data
-    x64 = np.ascontiguousarray(g["x"][:, :64])
-    shape = by_key["gspmm_sum"].shape.replace("F=128", "F=64")
-    out += [ModelCase("gspmm_sum_f64", "gspmm_sum", "gspmm u_mul_e sum", shape, dict(g, x=x64)),
-            ModelCase("agg_max_f64", "agg_max", "agg_simple max", shape, dict(by_key["agg_max"].data, x=x64))]
-    # the uniform graph of the first GPU run's Nsight profile
-    n, e = int(100_000 * scale), int(1_600_000 * scale)
-    src, dst = uniform_graph(n, e)
-    x = rng.normal(size=(n, 128)).astype(np.float32)
-    deg = np.maximum(np.bincount(dst, minlength=n), 1).astype(np.float32)
-    uni = dict(src=src, dst=dst, n=n, x=x, w=(deg[src] * deg[dst]) ** -0.5)
-    ushape = f"uniform N={n:,} E={e:,} F=128"
-    out += [ModelCase("copy_u_sum_uniform", "copy_u_sum", "gspmm copy_u sum", ushape, uni, MODEL),
-            ModelCase("gspmm_sum_uniform", "gspmm_sum", "gspmm u_mul_e sum", ushape, uni)]
-    # bfloat16 features where the kernels store them (the attention families)
-    import ml_dtypes
-    gat = by_key["gat"]
-    out.append(ModelCase("gat_bf16", "gat", gat.op + " bf16", gat.shape + " bf16",
-                         dict(gat.data, x=gat.data["x"].astype(ml_dtypes.bfloat16),
-                              att=gat.data["att"].astype(ml_dtypes.bfloat16))))
-    return out
+    if "graph" in parts:  # F = 64 on the power-law graph; bfloat16 where the kernels store it (attention)
+        import ml_dtypes
+        g = by_key["gspmm_sum"].data
+        x64 = np.ascontiguousarray(g["x"][:, :64])
+        shape = by_key["gspmm_sum"].shape.replace("F=128", "F=64")
+        gat = by_key["gat"]
+        out += [ModelCase("gspmm_sum_f64", "gspmm_sum", "gspmm u_mul_e sum", shape, dict(g, x=x64)),
+                ModelCase("agg_max_f64", "agg_max", "agg_simple max", shape, dict(by_key["agg_max"].data, x=x64)),
+                ModelCase("gat_bf16", "gat", gat.op + " bf16", gat.shape + " bf16",
+                          dict(gat.data, x=gat.data["x"].astype(ml_dtypes.bfloat16),
+                               att=gat.data["att"].astype(ml_dtypes.bfloat16)))]
+    if "uniform" in parts:  # the uniform graph of the first GPU run's Nsight profile
+        n, e = int(100_000 * scale), int(1_600_000 * scale)
+        src, dst = uniform_graph(n, e)
+        x = rng.normal(size=(n, 128)).astype(np.float32)
+        deg = np.maximum(np.bincount(dst, minlength=n), 1).astype(np.float32)
+        uni = dict(src=src, dst=dst, n=n, x=x, w=(deg[src] * deg[dst]) ** -0.5)
+        ushape = f"uniform N={n:,} E={e:,} F=128"
+        out += [ModelCase("copy_u_sum_uniform", "copy_u_sum", "gspmm copy_u sum", ushape, uni, MODEL),
+                ModelCase("gspmm_sum_uniform", "gspmm_sum", "gspmm u_mul_e sum", ushape, uni)]
+    return [c for c in out if c.id in wanted]
 
 
 # The default cases of ``python -m benchmarks.gpu_model`` (each forward and forward+backward): the report's

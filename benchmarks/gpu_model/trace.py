@@ -21,6 +21,7 @@ import re
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,27 +46,35 @@ def build_replay(build: Path, kernel_ffi: Path = ROOT / "ffi", jobs: int = 2, lo
 
 
 def record(out: Path, keys: list[str], scale: float, source: str = "model", root: Path = ROOT,
-           python: str = sys.executable, log=print) -> None:
+           python: str = sys.executable, jobs: int = 1, log=print) -> None:
     """The calls of every case ``key`` at ``scale``, recorded by ``python`` (a jaxgraphops with the emulated
-    handlers) into ``out/KEY/PASS``; ``source`` picks the cases: ``model`` (:mod:`.shapes`) or ``report``
+    handlers) into ``out/KEY/PASS``, one process per case (the recorder keeps at most four calls alike per
+    process), ``jobs`` at once; ``source`` picks the cases: ``model`` (:mod:`.shapes`) or ``report``
     (``benchmarks.cases`` of ``root``, the report's at that commit). Cases already recorded are kept."""
     todo = [k for k in keys if not all((out / k / p / "case.json").is_file() for p in PASSES)]
     if not todo:
         return
-    calls = out / "calls"
-    calls.mkdir(parents=True, exist_ok=True)
-    for stale in calls.glob("*.jgocase"):
-        stale.unlink()
-    env = dict(os.environ, JGO_KERNELS="cuda-emulation", JGO_FFI_RECORD=str(calls), JGO_FFI_RECORD_LIMIT="100000",
-               JGO_FFI_RECORD_MAX_MB="100000", PYTHONUNBUFFERED="1")
-    script = Path(__file__).with_name("record_cases.py")
     log(f"recording {', '.join(todo)} at scale {scale:g} ({source} cases of {root})")
-    done = subprocess.run([python, str(script), str(root), str(out), f"{scale!r}", source, *todo], cwd=out, env=env,
-                          capture_output=True, text=True)
-    if done.returncode:
-        raise SystemExit(f"gpu_model: recording failed:\n{done.stdout[-3000:]}{done.stderr[-6000:]}")
-    for line in done.stdout.splitlines():
-        log(f"  {line}")
+    script = Path(__file__).with_name("record_cases.py")
+
+    def one(key):
+        calls = out / f"calls-{key}"
+        calls.mkdir(parents=True, exist_ok=True)
+        for stale in calls.glob("*.jgocase"):
+            stale.unlink()
+        env = dict(os.environ, JGO_KERNELS="cuda-emulation", JGO_FFI_RECORD=str(calls), PYTHONUNBUFFERED="1",
+                   JGO_FFI_RECORD_LIMIT="100000", JGO_FFI_RECORD_MAX_MB="100000")
+        return subprocess.run([python, str(script), str(root), str(out), f"{scale!r}", source, key], cwd=out,
+                              env=env, capture_output=True, text=True)
+
+    with ThreadPoolExecutor(jobs) as pool:
+        done = list(pool.map(one, todo))
+    for d in done:
+        for line in d.stdout.splitlines():
+            log(f"  {line}")
+    failed = [f"{d.stdout[-2000:]}{d.stderr[-5000:]}" for d in done if d.returncode]
+    if failed:
+        raise SystemExit("gpu_model: recording failed:\n" + "\n".join(failed))
 
 
 def program_order(pass_dir: Path) -> list[Path]:

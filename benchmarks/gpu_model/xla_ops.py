@@ -1,7 +1,8 @@
 """The XLA work of a pass between its kernels, from its optimised HLO: every instruction of the entry
 computation that launches work (a fusion, a copy, a reduce, a sort, ...) moves its operands and result once
 through DRAM and costs one kernel launch; a while loop runs its body the known trip count times, each
-iteration a host round trip; the jaxgraphops custom calls are the traced kernels and cost nothing here.
+iteration a host round trip; the jaxgraphops custom calls are the traced kernels and cost nothing here, but
+for its CPU-only targets (``HOST_TARGETS``), which a GPU program computes with XLA's own ops.
 
 The HLO is the CPU platform's (recorded with the emulated CUDA handlers, so the program is the CUDA lowering's),
 whose fusion decisions are close to, not the same as, XLA:GPU's: a modelled term of its own, printed apart.
@@ -26,6 +27,9 @@ _HEADER = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s*\((.*)\)\s*->\s*.*\{\s*$")
 _INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*)$")
 _ARRAY = re.compile(r"\b(pred|[suf]\d+|bf16|c64|c128|token)\[([\d,]*)\]")
 _BITS = {"pred": 8, "bf16": 16, "c64": 64, "c128": 128, "token": 0}
+# jaxgraphops' CPU-only targets (ffi/targets.h, JGO_HOST_TARGETS): custom calls in a CPU program that are XLA's
+# own ops on a GPU, so XLA work here, not kernels.
+HOST_TARGETS = ("jgo_rows_dot", "jgo_pool_sorted", "jgo_pool_sorted_bwd", "jgo_sample_relabel")
 FREE = {"parameter", "constant", "get-tuple-element", "tuple", "bitcast", "after-all", "partition-id",
         "replica-id", "opt-barrier", "add-dependency", "iota"}
 
@@ -94,7 +98,8 @@ def operations(hlo: str) -> list[Operation]:
         for n, shape, opcode, tail in comps.get(name, []):
             if opcode in FREE:
                 continue
-            if opcode == "custom-call" and re.search(r'custom_call_target="jgo_', tail):
+            target = re.search(r'custom_call_target="(jgo_\w+)"', tail)
+            if opcode == "custom-call" and target and target[1] not in HOST_TARGETS:
                 continue
             if opcode == "while":
                 trips = re.search(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"(\d+)"', tail)
