@@ -27,7 +27,8 @@ from .. import tables
 from . import cards as cards_module
 from . import model, pipeline, render, retro, shapes
 
-SECTIONS = {"cards": "gpu-model-cards", "model": "gpu-model-preregistered", "retro": "gpu-model-retro"}
+SECTIONS = {"cards": "gpu-model-cards", "model": "gpu-model-preregistered", "retro": "gpu-model-retro",
+            "extrapolation": "gpu-model-extrapolation"}
 
 
 def _write(path: str, tag: str, body: str) -> None:
@@ -139,6 +140,31 @@ def run_retro(args, command) -> int:
     return 0
 
 
+def run_extrapolation(args, command) -> int:
+    """The ``--cases`` rows of the retro-diction traced at full size and at ``--scale`` (extrapolated)."""
+    started = time.perf_counter()
+    tree = retro.edecaa7_tree()
+    keys = [k for k in retro.KEYS if k in (args.cases or [])]
+    if not keys or args.scale >= 1:
+        raise SystemExit("gpu_model: --extrapolation-check needs --cases of the retro-diction and --scale < 1")
+    cards = pipeline.cards_of(tree, args.jobs)
+    params, truth = model.Params(), retro.measured()
+    full = pipeline.model_passes(pipeline.traced_passes(tree, keys, 1.0, args.jobs), cards, model.H100, params, 1.0)
+    small = pipeline.model_passes(pipeline.traced_passes(tree, keys, args.scale, args.jobs), cards, model.H100,
+                                  params, args.scale)
+    rows = [[k, p, f"{truth[(k, p)]:.2f}", f"{full[(k, p)].ms:.2f}", f"{small[(k, p)].ms:.2f}",
+             f"{small[(k, p)].ms / full[(k, p)].ms:.2f}"] for k in keys for p in ("forward", "forward+backward")]
+    body = (f"### The extrapolation, checked at full size ({datetime.date.today().isoformat()})\n\n"
+            f"Command: `{command}` ({time.perf_counter() - started:.0f} s): rows of the retro-diction traced at full "
+            f"size and at scale {args.scale:g} (with {args.scale / 2:g}), extrapolated, same parameters.\n\n"
+            + render.table(["case", "pass", "measured ms", "traced at full size", f"from scale {args.scale:g}",
+                            "extrapolated/full"], rows))
+    print(body)
+    if args.markdown:
+        _write(args.markdown, SECTIONS["extrapolation"], body)
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu_model", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -147,6 +173,8 @@ def main(argv=None) -> int:
     parser.add_argument("--check", action="store_true", help="with --cards: exit 1 on an engine kernel's failure")
     parser.add_argument("--retro", action="store_true", help="the first GPU run's rows on the code at edecaa7")
     parser.add_argument("--fit", action="store_true", help="with --retro: fit the parameters on FIT_ROWS first")
+    parser.add_argument("--extrapolation-check", action="store_true",
+                        help="the --cases rows of the retro-diction traced at full size and at --scale")
     parser.add_argument("--cases", nargs="+", metavar="ID", help=f"case ids (default: {' '.join(shapes.DEFAULT)})")
     parser.add_argument("--scale", type=float, default=0.1, help="trace at this fraction of each shape (0.1)")
     parser.add_argument("--markdown", metavar="FILE", help="write the section into FILE (BENCHMARKS.md)")
@@ -155,6 +183,8 @@ def main(argv=None) -> int:
     command = shlex.join(["python", "-m", "benchmarks.gpu_model", *(sys.argv[1:] if argv is None else argv)])
     if args.cards:
         return run_cards(args, command)
+    if args.extrapolation_check:
+        return run_extrapolation(args, command)
     return run_retro(args, command) if args.retro else run_model(args, command)
 
 

@@ -61,9 +61,11 @@ H200 = Gpu("H200 SXM", dram_gbps=2265.0 * 4.8 / 3.35, l2_gbps=7000.0)
 class Params:
     """The model's global parameters."""
 
-    lat_unloaded_ns: float = 500.0  # a load from DRAM on an idle GPU
-    lat_loaded_ns: float = 1000.0  # ... when every block slot is busy
-    cycle_factor: float = 1.0  # scales the cards' dependent-issue cycles of a warp (sass.pass_cycles)
+    # Fitted (``python -m benchmarks.gpu_model --retro --fit``, traced at scale 0.1, 2026-11-29) on the rows of
+    # retro.FIT_ROWS only; the search started from 500 ns, 1,000 ns and 1.
+    lat_unloaded_ns: float = 171.0  # a load from DRAM on an idle GPU
+    lat_loaded_ns: float = 262.0  # ... when every block slot is busy
+    cycle_factor: float = 6.14  # scales the cards' dependent-issue cycles of a warp (sass.pass_cycles)
     l1_cycles: float = 35.0  # an L1 hit (published H100 microbenchmarks: 33-40 cycles)
     l2_cycles: float = 300.0  # an L2 hit (260 near, ~400 in the far partition)
     l2_mb: float = 28.0  # the L2 a gather sees (of 50 MB on an H100: ~25-30)
@@ -91,21 +93,32 @@ class LaunchTime:
     blocks: int = 0
     slots: int = 0
     bulk_ms: float = 0.0  # the blocks' work over the slots at the loaded latency
+    setup_bulk_ms: float = 0.0  # ... of it, the call sites a warp runs at most once (as traced)
+    setup_issue_ms: float = 0.0  # the issue term's part of those sites, as traced (not scaled)
 
-    def extrapolated(self, half: LaunchTime | None, scale: float) -> LaunchTime:
-        """This launch (traced at ``scale``) at full size, from the same launch traced at ``scale / 2``:
-        the latency term scales as its longest block and its bulk do between the two traces (the longest
-        block may grow with the longest row, or not at all where rows are cut), each as a power of the size
-        (exponents within [0, 1.2]; without the half-size launch, 0.83 and 1: a power-law graph's longest
-        row and its edges). Bytes and instructions are already scaled."""
-        def grown(now, before, default):
-            exponent = default if not before or before <= 0 or now <= 0 else min(1.2, max(0.0, math.log2(now / before)))
-            return now * (1 / scale) ** exponent
-        tail = grown(self.critical_path_ms, half and half.critical_path_ms, 0.83)
-        bulk = grown(self.bulk_ms, half and half.bulk_ms, 1.0)
+    def extrapolated(self, half: LaunchTime | None, scale: float, max_blocks: int = 1 << 16) -> LaunchTime:
+        """This launch (traced at ``scale``) at full size, from the same launch traced at ``scale / 2``.
+
+        The grid grows as it grew between the two traces, up to ``max_blocks`` (launch.cuh's ``kMaxBlocks``:
+        beyond, grid-stride loops give each warp more rows). A warp's setup (the call sites in no loop of the
+        kernel) grows with the grid, the rest of the work with the size. The latency term scales as the longest
+        block and the bulk of the blocks do between the two traces, each as a power of the size (exponents
+        within [0, 1.2]; without the half-size launch, 0.83 and 1: a power-law graph's longest row and its
+        edges)."""
+        def exponent(now, before, default):
+            return default if not before or before <= 0 or now <= 0 else min(1.2, max(0.0, math.log2(now / before)))
+        blocks = min(max_blocks, self.blocks * (1 / scale) ** exponent(self.blocks, half and half.blocks, 1.0))
+        grid = blocks / max(1, self.blocks)
+        work, setup = self.bulk_ms - self.setup_bulk_ms, self.setup_bulk_ms
+        before = half and half.bulk_ms - half.setup_bulk_ms
+        bulk = work * (1 / scale) ** exponent(work, before, 1.0) + setup * grid
+        tail = self.critical_path_ms * (1 / scale) ** exponent(self.critical_path_ms, half and half.critical_path_ms,
+                                                                0.83)
         traced = max(self.critical_path_ms, self.bulk_ms)
         latency = self.terms["latency"] * max(tail, bulk) / traced if traced > 0 else 0.0
-        return replace(self, terms=dict(self.terms, latency=latency), critical_path_ms=tail, bulk_ms=bulk)
+        issue = self.terms["issue"] - self.setup_issue_ms / scale + self.setup_issue_ms * grid
+        return replace(self, terms=dict(self.terms, latency=latency, issue=issue), critical_path_ms=tail,
+                       bulk_ms=bulk, blocks=round(blocks))
 
     @property
     def ms(self) -> float:
@@ -204,6 +217,12 @@ def launch_time(launch: Launch, card: Card | None, gpu: Gpu, p: Params, trace_sc
     dram_waits = per_block(dram_w)
     durations = fixed + dram_waits * p.lat_unloaded_ns / 1e6  # unloaded
     loaded = fixed + dram_waits * p.lat_loaded_ns / 1e6
+    setup_w = np.zeros(n)  # 1 for the sites in no loop of the kernel: a warp's setup
+    for s in launch.sites:
+        setup_w[s.id] = card.region(s.file, s.line, s.kind).loop is None
+    setup_durations = (per_block(fixed_w * setup_w) + per_block(cycles_w * setup_w) * p.cycle_factor * clock_ns
+                       + per_block(dram_w * setup_w) * p.lat_unloaded_ns) / 1e6
+    setup_instructions = float(np.sum((issue_w * setup_w)[launch.site_ids] * launch.total))
     occ = gpu_resources.occupancy(card.registers, launch.threads_per_block,
                                   card.static_shared + launch.shared_bytes)
     slots = max(1, occ.blocks) * gpu.sms
@@ -216,9 +235,11 @@ def launch_time(launch: Launch, card: Card | None, gpu: Gpu, p: Params, trace_sc
     terms["latency"] = makespan(durations[order], slots, slowdown)
     terms["l2"] = l2 / gpu.l2_gbps / 1e6
     terms["issue"] = instructions / (gpu.issue_per_sm_cycle * gpu.sms * gpu.clock_ghz * 1e9) * 1e3
+    issue_rate = gpu.issue_per_sm_cycle * gpu.sms * gpu.clock_ghz * 1e9 / 1e3  # per ms
     return LaunchTime(launch.name, card.name, terms, p.launch_us / 1e3, dram, l2, requested, load_sectors,
-                      load_requests, float(durations.max(initial=0.0)), instructions, len(durations), slots,
-                      float(np.sum(durations)) / slots * slowdown(1.0))
+                      load_requests, float(durations.max(initial=0.0)), instructions, launch.blocks, slots,
+                      float(np.sum(durations)) / slots * slowdown(1.0),
+                      float(np.sum(setup_durations)) / slots * slowdown(1.0), setup_instructions / issue_rate)
 
 
 @dataclass

@@ -79,7 +79,7 @@ def fit(evaluate, start: model.Params, rows=FIT_ROWS, truth=None) -> model.Param
         return float(np.sum(log_errors(evaluate(params(x), rows), rows, truth) ** 2))
 
     x0 = np.log([start.lat_unloaded_ns, max(start.lat_loaded_ns / start.lat_unloaded_ns - 1, 0.05),
-                 start.cycle_factor])
+                 start.cycle_factor])  # model.Params says where the committed fit started
     best = minimize(loss, x0, method="Nelder-Mead", options=dict(xatol=1e-3, fatol=1e-8, maxiter=400))
     return params(best.x)
 
@@ -87,7 +87,7 @@ def fit(evaluate, start: model.Params, rows=FIT_ROWS, truth=None) -> model.Param
 def rank_check(times: dict, truth: dict, keys=POWER_LAW) -> tuple[float, list[tuple]]:
     """Kendall's tau between modelled and measured times over the power-law rows, and the pairs ordered
     differently (with their measured ratio)."""
-    rows = [(k, p) for k in keys for p in ("forward", "forward+backward") if (k, p) in truth]
+    rows = [(k, p) for k in keys for p in ("forward", "forward+backward") if (k, p) in truth and (k, p) in times]
     concordant = discordant = 0
     wrong = []
     for i, a in enumerate(rows):
