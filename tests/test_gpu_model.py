@@ -4,6 +4,7 @@ compiled fixture and a small traced run against NumPy's count of the same access
 
 import doctest
 import json
+import math
 import os
 import re
 import shutil
@@ -171,6 +172,15 @@ def test_xla_work_of_a_program():
     assert ms == pytest.approx(expected)
 
 
+def test_while_loops_grow_with_the_size_as_between_the_two_traces():
+    """A binary search over the rows: 13 iterations traced at scale 0.1, 12 at 0.05, so 13 + log2(10) at full
+    size."""
+    p = model.Params(launch_us=0, while_iteration_us=20)
+    pt = model.pass_time([], {}, HLO.replace('"n":"12"', '"n":"13"'), model.H100, p, 0.1, [], HLO)
+    (loop,) = [o for o in pt.xla if o.opcode == "while iteration"]
+    assert loop.count == round(13 + math.log2(10))
+
+
 def test_host_targets_are_those_of_targets_h():
     text = (ROOT / "ffi" / "targets.h").read_text()
     block = text[text.index("#define JGO_HOST_TARGETS"):]
@@ -216,7 +226,7 @@ def test_launch_terms_by_hand():
     # every load a DRAM read: 0.5 waits x 400 ns each
     lt = model.launch_time(synthetic_launch(dram_read=40), k, gpu, p)
     assert lt.critical_path_ms == pytest.approx(30 * (0.5 * 400 + 12) * 1e-6)
-    assert lt.terms["dram"] == pytest.approx(40 * 32 / 1000e6)
+    assert lt.terms["dram"] == pytest.approx(40 * 32 / 1000e6) and lt.dram_bytes == 40 * 32
     # L1 hits: 30 ns
     lt = model.launch_time(synthetic_launch(l1_hits=40), k, gpu, p)
     assert lt.critical_path_ms == pytest.approx(30 * (0.5 * 30 + 12) * 1e-6)

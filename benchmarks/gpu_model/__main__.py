@@ -35,9 +35,16 @@ def _write(path: str, tag: str, body: str) -> None:
     tables.replace_section(Path(path), f"<!-- {tag} -->", f"<!-- /{tag} -->", body + "\n")
 
 
-def _commit() -> str:
-    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=pipeline.ROOT, capture_output=True,
-                          text=True).stdout.strip() or "?"
+def _commit(*paths: str) -> str:
+    """The checkout's commit, or the last one that changed ``paths``."""
+    cmd = ["git", "log", "-1", "--format=%h", "HEAD", "--", *paths] if paths else ["git", "rev-parse", "--short", "HEAD"]
+    return subprocess.run(cmd, cwd=pipeline.ROOT, capture_output=True, text=True).stdout.strip() or "?"
+
+
+def _traced(tree, ids, scale) -> str:
+    recorded, replayed = pipeline.trace_seconds(tree, ids, scale)
+    return (f"the traces, cached under build/gpu_model, took {recorded:.0f} s of emulated passes and {replayed:.0f} s "
+            f"of traced replays")
 
 
 def _params_line(p: model.Params) -> str:
@@ -74,13 +81,15 @@ def run_model(args, command) -> int:
     params = model.Params()
     h100 = pipeline.model_passes(traced, cards, model.H100, params, args.scale)
     h200 = pipeline.model_passes(traced, cards, model.H200, params, args.scale)
-    names = {k[0]: (case["op"], shapes.FULL_SHAPES.get(k[0], case["shape"])) for k, (_, _, case, _) in traced.items()}
+    names = {k[0]: (case["op"], shapes.FULL_SHAPES.get(k[0], case["shape"])) for k, (_, _, case, *_) in traced.items()}
     xla = retro.measured("XLA reference")
     rows = render.model_rows(names, h100, h200, {k: v for k, v in xla.items() if k[0] in names})
     seconds = time.perf_counter() - started
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    body = (f"## Modelled GPU times of main (pre-registered), {stamp}, commit {_commit()}\n\n"
-            f"Command: `{command}` ({seconds:.0f} s); traced at scale {args.scale:g} of each shape and extrapolated "
+    body = (f"## Modelled GPU times of main (pre-registered), {stamp}, commit {_commit()} (kernels as last changed "
+            f"in {_commit('ffi/cuda', 'ffi/common')})\n\n"
+            f"Command: `{command}` ({seconds:.0f} s; {_traced(tree, ids, args.scale)}); traced at scale {args.scale:g} "
+            f"of each shape and extrapolated "
             f"(docs/performance.md, \"The GPU model\"). Parameters: {_params_line(params)}. Times in ms; the terms "
             f"are H100's, summed over the pass's launches; `binding`: the term that takes the most of the pass; "
             f"`within 1.5x`: terms within 1.5x of the binding one in the pass's longest launch.\n\n"
@@ -103,7 +112,7 @@ def run_retro(args, command) -> int:
     params = model.Params()
 
     def evaluate(p, rows):
-        return {r: model.pass_time(traced[r][0], cards, traced[r][1], model.H100, p, args.scale, traced[r][3]).ms
+        return {r: model.pass_time(traced[r][0], cards, traced[r][1], model.H100, p, args.scale, *traced[r][3:]).ms
                 for r in rows}
 
     if args.fit:
@@ -123,17 +132,26 @@ def run_retro(args, command) -> int:
                      *(render.ms(t[k]) for k in (*model.TERMS, "launch", "xla")), s["binding"],
                      ", ".join(s["close"])])
     tau, wrong = retro.rank_check(times, truth)
+    uniform = retro.uniform_tree(tree)
+    case, pass_, kernel_ms = retro.NSIGHT
+    u = pipeline.traced_passes(uniform, [case], args.scale, args.jobs)
+    nsight = pipeline.model_passes(u, pipeline.cards_of(uniform, args.jobs), model.H100, params, args.scale)
+    kernels = sum(lt.ms for lt in nsight[(case, pass_)].launches)
     seconds = time.perf_counter() - started
     stamp = datetime.date.today().isoformat()
     body = (f"## Retro-diction of the first GPU run (H100, code at {retro.COMMIT}), {stamp}\n\n"
-            f"Command: `{command}` ({seconds:.0f} s), traced at scale {args.scale:g}. Parameters, fitted on "
+            f"Command: `{command}` ({seconds:.0f} s; {_traced(tree, keys, args.scale)}), traced at scale "
+            f"{args.scale:g}. Parameters, fitted on "
             f"{', '.join(f'{k} {p}' for k, p in retro.FIT_ROWS)}: {_params_line(params)}. **Within 2x of the "
             f"measured time on {within} of {len(rows)} rows**; the power-law rows' order: Kendall tau "
             f"{tau:.2f}, {len(wrong)} pair(s) ordered differently"
             + ("" if not wrong else ": " + "; ".join(f"{a[0]} {a[1]} / {b[0]} {b[1]} ({r:.2f}x apart measured)"
                                                     for a, b, r in wrong)) + ".\n\n"
             + render.table(["op", "shape", "pass", "measured ms", "modelled ms", "modelled/measured", *model.TERMS,
-                            "launches", "xla", "binding", "within 1.5x"], rows, set(range(3, 12))))
+                            "launches", "xla", "binding", "within 1.5x"], rows, set(range(3, 12)))
+            + f"\nBeyond the 22 rows, the run's Nsight profile: gspmm copy_u sum over a uniform graph "
+              f"({shapes.FULL_SHAPES[case]}) ran one kernel of {kernel_ms} ms; modelled (its kernels, same "
+              f"parameters): **{kernels:.2f} ms** ({kernels / kernel_ms:.2f}x).\n")
     print(body)
     if args.markdown:
         _write(args.markdown, SECTIONS["retro"], body)
@@ -155,7 +173,8 @@ def run_extrapolation(args, command) -> int:
     rows = [[k, p, f"{truth[(k, p)]:.2f}", f"{full[(k, p)].ms:.2f}", f"{small[(k, p)].ms:.2f}",
              f"{small[(k, p)].ms / full[(k, p)].ms:.2f}"] for k in keys for p in ("forward", "forward+backward")]
     body = (f"### The extrapolation, checked at full size ({datetime.date.today().isoformat()})\n\n"
-            f"Command: `{command}` ({time.perf_counter() - started:.0f} s): rows of the retro-diction traced at full "
+            f"Command: `{command}` ({time.perf_counter() - started:.0f} s; {_traced(tree, keys, 1.0)} at full size): "
+            f"rows of the retro-diction traced at full "
             f"size and at scale {args.scale:g} (with {args.scale / 2:g}), extrapolated, same parameters.\n\n"
             + render.table(["case", "pass", "measured ms", "traced at full size", f"from scale {args.scale:g}",
                             "extrapolated/full"], rows))

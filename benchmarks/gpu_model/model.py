@@ -195,8 +195,8 @@ def launch_time(launch: Launch, card: Card | None, gpu: Gpu, p: Params, trace_sc
             misses = interpolate_dram(s.dram_read, l2_sizes, p.l2_mb)
             levels[s.id] = (l1, min(1.0, misses / max(1.0, s.execs - s.l1_hits)) * (1 - l1))
 
-    def unloaded_ns(l1, dram):
-        return (l1 * p.l1_cycles + (1 - l1 - dram) * p.l2_cycles) * clock_ns + dram * p.lat_unloaded_ns
+    def unloaded_ns(l1, from_dram):
+        return (l1 * p.l1_cycles + (1 - l1 - from_dram) * p.l2_cycles) * clock_ns + from_dram * p.lat_unloaded_ns
     slowest: dict[tuple[str, int], float] = {}
     for s in loads:
         if s.id in levels:
@@ -205,9 +205,9 @@ def launch_time(launch: Launch, card: Card | None, gpu: Gpu, p: Params, trace_sc
     for s in launch.sites:
         issue_w[s.id], cycles_w[s.id] = card.issue(s.file, s.line, s.kind)
         if s.kind == "load" and s.id in levels:  # a wait lasts an L1 hit, an L2 hit or a DRAM read
-            chain, (l1, dram) = chains.get((s.file, s.line), 0.0), levels[s.id]
-            fixed_w[s.id] = chain * (l1 * p.l1_cycles + (1 - l1 - dram) * p.l2_cycles) * clock_ns
-            dram_w[s.id] = chain * dram
+            chain, (l1, from_dram) = chains.get((s.file, s.line), 0.0), levels[s.id]
+            fixed_w[s.id] = chain * (l1 * p.l1_cycles + (1 - l1 - from_dram) * p.l2_cycles) * clock_ns
+            dram_w[s.id] = chain * from_dram
     block_of = np.repeat(np.arange(len(launch.block_ids)), np.diff(launch.offsets.astype(np.int64)))
 
     def per_block(weights):
@@ -278,19 +278,25 @@ def xla_time(ops: list[xla_ops.Operation], gpu: Gpu, p: Params, trace_scale: flo
 
 
 def pass_time(launches: list[Launch], cards, hlo: str, gpu: Gpu, p: Params, trace_scale: float = 1.0,
-              half: list[Launch] | None = None) -> PassTime:
-    """The pass's modelled time; traced at ``trace_scale`` < 1, its launches are extrapolated to full size with
-    ``half``, the same pass traced at half that scale (:meth:`LaunchTime.extrapolated`)."""
+              half: list[Launch] | None = None, half_hlo: str | None = None) -> PassTime:
+    """The pass's modelled time; traced at ``trace_scale`` < 1, it is extrapolated to full size with the same
+    pass traced at half that scale (``half``, ``half_hlo``): its launches (:meth:`LaunchTime.extrapolated`) and
+    its XLA while loops, whose trip counts grow by as much per halving as between the two traces (a binary
+    search's, as the log of the size)."""
     def model_all(ls, scale):
         return [launch_time(l, None if l.name == "cudaMemsetAsync" else card_for(l, cards), gpu, p, scale)
                 for l in ls]
     times = model_all(launches, trace_scale)
+    ops = xla_ops.operations(hlo)
     if trace_scale != 1.0:
         before: dict[tuple[str, str], list[LaunchTime]] = {}
         for lt in model_all(half or [], trace_scale / 2):
             before.setdefault((lt.name, lt.kernel), []).append(lt)
         times = [lt.extrapolated((before.get((lt.name, lt.kernel)) or [None]).pop(0), trace_scale) for lt in times]
-    ops = xla_ops.operations(hlo)
+        counts = {o.name: o.count for o in xla_ops.operations(half_hlo or "") if o.opcode == "while iteration"}
+        halvings = math.log2(1 / trace_scale)
+        ops = [replace(o, count=round(o.count + max(0, o.count - counts.get(o.name, o.count)) * halvings))
+               if o.opcode == "while iteration" else o for o in ops]
     return PassTime(times, ops, xla_time(ops, gpu, p, trace_scale))
 
 

@@ -25,17 +25,19 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 @dataclass(frozen=True)
 class Tree:
     """A source tree to model: ``root`` (ffi/, jaxgraphops/, benchmarks/), ``python`` importing its build,
-    ``source`` of its cases (``model``: this checkout's shapes, ``report``: its own ``benchmarks.cases``)."""
+    ``source`` of its cases (``model``: this checkout's shapes, ``report``: its own ``benchmarks.cases``);
+    ``kernels``, when given, the ffi/ whose kernels run (the one ``python``'s build holds)."""
 
     name: str
     root: Path
     python: str
     source: str
     cache: Path
+    kernels: Path | None = None  # another tree's ffi/ to trace (default: root's)
 
     @property
     def ffi(self) -> Path:
-        return self.root / "ffi"
+        return self.kernels or self.root / "ffi"
 
     def key(self) -> str:
         """A hash of what its recordings depend on: its ffi/, jaxgraphops/ and cases (for ``model``, this
@@ -79,9 +81,9 @@ def cards_of(tree: Tree, jobs: int = 2, log=print) -> dict[tuple[str, str], card
 
 
 def traced_passes(tree: Tree, ids: list[str], scale: float, jobs: int = 2, log=print):
-    """``{(case id, pass): (launches, hlo, case.json, half)}`` of the tree's cases traced at ``scale`` (recorded,
-    replayed); below full size, ``half`` holds the launches traced at ``scale / 2`` (for the extrapolation),
-    else None."""
+    """``{(case id, pass): (launches, hlo, case.json, half, half_hlo)}`` of the tree's cases traced at ``scale``
+    (recorded, replayed); below full size, ``half`` and ``half_hlo`` are the pass traced at ``scale / 2`` (for
+    the extrapolation), else None."""
     binary = trace.build_replay(tree.cache / "trace_replay", tree.ffi, jobs, log)
     scales = [scale] if scale >= 1 else [scale, scale / 2]
     work = []
@@ -100,11 +102,26 @@ def traced_passes(tree: Tree, ids: list[str], scale: float, jobs: int = 2, log=p
 
     with ThreadPoolExecutor(jobs) as pool:  # each replay is a process of its own
         runs = {(s, c, p): r for (s, _, c, p), r in zip(work, pool.map(replayed, work))}
-    return {(c, p): (*runs[(scale, c, p)], runs[(scales[-1], c, p)][0] if len(scales) > 1 else None)
+    return {(c, p): (*runs[(scale, c, p)], *(runs[(scales[-1], c, p)][:2] if len(scales) > 1 else (None, None)))
             for (s, c, p) in runs if s == scale}
+
+
+def trace_seconds(tree: Tree, ids: list[str], scale: float) -> tuple[float, float]:
+    """``(recording, replaying)`` seconds the cached traces of these cases took (both scales below full size):
+    the passes' runs under JAX (not the processes' start) and the traced replays."""
+    recorded = replayed = 0.0
+    for s in [scale] if scale >= 1 else [scale, scale / 2]:
+        base = tree.cache / f"runs-{tree.key()}" / f"scale-{s:g}"
+        for case_id in ids:
+            for pass_ in trace.PASSES:
+                case = base / "calls" / case_id / pass_ / "case.json"
+                done = base / f"traces-{tracer_key()}" / case_id / pass_ / "done"
+                recorded += json.loads(case.read_text())["emulated_seconds"] if case.is_file() else 0.0
+                replayed += float(done.read_text()) if done.is_file() else 0.0
+    return recorded, replayed
 
 
 def model_passes(traced, cards, gpu: model.Gpu, params: model.Params, scale: float):
     """``{(case id, pass): PassTime}``."""
-    return {k: model.pass_time(launches, cards, hlo, gpu, params, scale, half)
-            for k, (launches, hlo, _, half) in traced.items()}
+    return {k: model.pass_time(launches, cards, hlo, gpu, params, scale, half, half_hlo)
+            for k, (launches, hlo, _, half, half_hlo) in traced.items()}

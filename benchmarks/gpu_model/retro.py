@@ -59,6 +59,16 @@ def edecaa7_tree(base: Path = Path("/tmp") / COMMIT, cache: Path = ROOT / "build
     return Tree(COMMIT, base, str(python), "report", cache / COMMIT)
 
 
+# The first GPU run's Nsight profile (BENCHMARKS.md): gspmm copy_u sum over a uniform graph of 100,000 nodes and
+# 1.6M edges at F = 128 ran one kernel of 0.33 ms. Not one of the 22 rows: a check of the bulk, without hubs.
+NSIGHT = ("copy_u_sum_uniform", "forward", 0.33)
+
+
+def uniform_tree(tree: Tree) -> Tree:
+    """The commit's kernels and jaxgraphops on this checkout's uniform-graph case (:mod:`.shapes`)."""
+    return Tree(f"{tree.name}-uniform", ROOT, tree.python, "model", tree.cache, tree.ffi)  # its cubins, its driver
+
+
 def log_errors(times: dict, rows, truth: dict) -> np.ndarray:
     return np.array([math.log(times[r] / truth[r]) for r in rows])
 

@@ -270,7 +270,8 @@ def written(ins: Instruction) -> set[int]:
     if ins.base in _NO_DEST or not ins.operands or ins.operands[0].startswith(("P", "UP", "!P", "PT")):
         return set()
     if ins.base in ("LDG", "LDS", "LDL", "LD", "LDC", "ATOMG", "ATOM", "ATOMS", "LDSM"):
-        return {int(m) + k for m in re.findall(r"\bR(\d+)", ins.operands[0])[:1] for k in range(max(1, access_bits(ins) // 32))}
+        first = re.findall(r"\bR(\d+)", ins.operands[0])[:1]
+        return {int(m) + k for m in first for k in range(max(1, access_bits(ins) // 32))}
     wide = "WIDE" in ins.opcode or bool(_PAIR_OPS.match(ins.opcode))
     return registers(ins.operands[0], wide)
 

@@ -103,6 +103,6 @@ FULL_SHAPES = {
     **dict.fromkeys(("pool_sum", "pool_max"), "molecules graphs=4,096 N=78,141 F=128"),
     "hg_basis": f"{_PL} D=64 R=8 B=4", "update_efeat": "2-D mesh N=200,000 E=1,411,190 F=32+32+32",
     "dmpnn": "7,000 molecules E=252,000 bonds D=300", "gspmm_sum_f64": f"{_PL} F=64", "agg_max_f64": f"{_PL} F=64",
-    "copy_u_sum_uniform": "uniform N=100,000 E=1,600,000 F=128", "gspmm_sum_uniform": "uniform N=100,000 E=1,600,000 F=128",
+    **dict.fromkeys(("copy_u_sum_uniform", "gspmm_sum_uniform"), "uniform N=100,000 E=1,600,000 F=128"),
     "gat_bf16": f"{_PL} H=8 C=16 bf16",
 }

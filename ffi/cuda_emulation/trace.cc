@@ -452,7 +452,8 @@ void WriteLaunch(bool failed) {
     const Site& s = g.sites[id];
     const SiteStats& st = l.sites[id];
     json += std::string(first ? "" : ",") + "\n {\"id\": " + std::to_string(id) +
-            ", \"pc_offset\": " + std::to_string(Offset(s.pc, nullptr)) + ", \"write\": " + (s.write ? "true" : "false") +
+            ", \"pc_offset\": " + std::to_string(Offset(s.pc, nullptr)) +
+            ", \"write\": " + (s.write ? "true" : "false") +
             ", \"shared\": " + (s.shared ? "true" : "false") + ", \"lane_bytes\": " + std::to_string(s.size) +
             ", \"execs\": " + std::to_string(st.execs) + ", \"lanes\": " + std::to_string(st.lanes) +
             ", \"bytes\": " + std::to_string(st.bytes) + ", \"sectors\": " + std::to_string(st.sectors) +
@@ -553,7 +554,8 @@ extern "C" void jgo_emulation_trace_memset(const void* ptr, size_t bytes) {
   auto& st = g.launch.sites[jgo_emulation::trace::SiteOf(1, true, false, 16)];
   st.dram_read.assign(g.l2.size(), 0);
   st.dram_write.assign(g.l2.size(), 0);
-  const uint64_t first = reinterpret_cast<uintptr_t>(ptr) / 32, last = (reinterpret_cast<uintptr_t>(ptr) + bytes - 1) / 32;
+  const uintptr_t at = reinterpret_cast<uintptr_t>(ptr);
+  const uint64_t first = at / 32, last = (at + bytes - 1) / 32;
   st.bytes = bytes;
   st.sectors = last - first + 1;
   st.execs = (bytes + 511) / 512;  // 16 bytes a lane
@@ -596,10 +598,12 @@ JGO_TSAN_ACCESS(16)
 
 // A range (an aggregate copy): recorded as one access per 16 bytes.
 void __tsan_read_range(void* p, unsigned long size) {
-  for (unsigned long i = 0; i < size; i += 16) Record(static_cast<char*>(p) + i, std::min(16ul, size - i), false, JGO_PC);
+  for (unsigned long i = 0; i < size; i += 16)
+    Record(static_cast<char*>(p) + i, static_cast<uint32_t>(std::min(16ul, size - i)), false, JGO_PC);
 }
 void __tsan_write_range(void* p, unsigned long size) {
-  for (unsigned long i = 0; i < size; i += 16) Record(static_cast<char*>(p) + i, std::min(16ul, size - i), true, JGO_PC);
+  for (unsigned long i = 0; i < size; i += 16)
+    Record(static_cast<char*>(p) + i, static_cast<uint32_t>(std::min(16ul, size - i)), true, JGO_PC);
 }
 
 // Atomics: performed here (sequentially consistent), recorded as a write.
