@@ -50,6 +50,18 @@ def test_parse_takes_the_innermost_line_of_an_inlining_chain():
     assert f.instructions[2].predicate == "@!P0" and f.instructions[2].target() == ".L_x_0"
 
 
+def test_parse_reads_cuobjdump_too():
+    """cuobjdump -sass: a "Function :" header, encodings after each instruction, branches to addresses."""
+    text = "\n".join(["\t\tFunction : _Z1kPKfPf",
+                      "        /*0000*/                   LDG.E.128 R4, desc[UR4][R2.64] ;   /* 0x0000000402047981 */",
+                      "        /*0010*/                   FADD R8, R4, R5 ;                  /* 0x0000000504087221 */",
+                      "        /*0020*/              @P0 BRA 0x0 ;                           /* 0x000000fc00b80947 */",
+                      "        /*0030*/                   EXIT ;"])
+    (f,) = sass.parse(text)
+    assert f.mangled == "_Z1kPKfPf" and f.loops() == [(0, 32)]
+    assert sass.region_stats(f.regions()[1]).load_bits == {128: 1}
+
+
 def test_regions_split_nested_loops_and_count_widths():
     (f,) = sass.parse(sass_text('''
         .L_x_1:

@@ -126,12 +126,12 @@ def disassemble(cubin: Path) -> str:
 # ---------------------------------------------------------------------------------------------------------
 # Parsing
 
-_FUNCTION = re.compile(r"^//-+ \.text\.(\S+) -+")
+_FUNCTION = re.compile(r"^//-+ \.text\.(\S+) -+|^\s+Function : (\S+)")  # nvdisasm's, cuobjdump's
 _LINE = re.compile(r'^\s*//## File "([^"]+)", line (\d+)')
 _LABEL = re.compile(r"^(\.L_x_\d+):$")
 _INSTR = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 _REG = re.compile(r"\bR(\d+)(\.64)?\b")
-_TARGET = re.compile(r"`\(([^)]+)\)")
+_TARGET = re.compile(r"`\(([^)]+)\)|\b(0x[0-9a-f]+)\b")  # a label (nvdisasm), an address (cuobjdump)
 
 
 @dataclass
@@ -149,7 +149,7 @@ class Instruction:
 
     def target(self) -> str | None:
         m = _TARGET.search(" ".join(self.operands))
-        return m[1] if m else None
+        return (m[1] or m[2]) if m else None
 
 
 @dataclass
@@ -171,9 +171,11 @@ class Function:
         itself, the trap after the last EXIT, is none)."""
         found = set()
         for ins in self.instructions:
-            if ins.base in ("BRA", "BRX", "JMP") and (t := ins.target()) in self.labels:
-                if self.labels[t] < ins.address:
-                    found.add((self.labels[t], ins.address))
+            if ins.base not in ("BRA", "BRX", "JMP") or not (t := ins.target()):
+                continue
+            to = self.labels.get(t, int(t, 16) if t.startswith("0x") else None)
+            if to is not None and to < ins.address:
+                found.add((to, ins.address))
         return sorted(found, key=lambda r: (r[1] - r[0], r[0]))
 
     def regions(self) -> list[Region]:
@@ -199,7 +201,7 @@ def parse(text: str) -> list[Function]:
     functions, current, where, chain = [], None, ("", 0), []
     for raw in text.splitlines():
         if m := _FUNCTION.match(raw):
-            current = Function(m[1])
+            current = Function(m[1] or m[2])
             functions.append(current)
             where, chain = ("", 0), []
         elif current is None:
