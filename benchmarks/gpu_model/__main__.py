@@ -37,7 +37,8 @@ def _write(path: str, tag: str, body: str) -> None:
 
 def _commit(*paths: str) -> str:
     """The checkout's commit, or the last one that changed ``paths``."""
-    cmd = ["git", "log", "-1", "--format=%h", "HEAD", "--", *paths] if paths else ["git", "rev-parse", "--short", "HEAD"]
+    cmd = (["git", "log", "-1", "--format=%h", "HEAD", "--", *paths] if paths
+           else ["git", "rev-parse", "--short", "HEAD"])
     return subprocess.run(cmd, cwd=pipeline.ROOT, capture_output=True, text=True).stdout.strip() or "?"
 
 
@@ -90,8 +91,9 @@ def run_model(args, command) -> int:
             f"in {_commit('ffi/cuda', 'ffi/common')})\n\n"
             f"Command: `{command}` ({seconds:.0f} s; {_traced(tree, ids, args.scale)}); traced at scale {args.scale:g} "
             f"of each shape and extrapolated "
-            f"(docs/performance.md, \"The GPU model\"). Parameters: {_params_line(params)}. Times in ms; the terms "
-            f"are H100's, summed over the pass's launches; `binding`: the term that takes the most of the pass; "
+            f"(docs/performance.md, \"The GPU's time without a GPU\"). Parameters: {_params_line(params)}. "
+            f"Times in ms; the terms are H100's, summed over the pass's launches; `binding`: the term that takes "
+            f"the most of the pass; "
             f"`within 1.5x`: terms within 1.5x of the binding one in the pass's longest launch.\n\n"
             + render.table(render.MODEL_HEADER, rows, set(range(3, 11)) | set(range(13, 19))))
     print(body)

@@ -11,7 +11,8 @@ SOURCE ``report`` takes the cases of ``benchmarks.cases`` (ids are the report's 
 ``benchmarks.gpu_model.shapes``. For each case id and pass (forward, forward+backward) it runs the pass once
 through the report's own runner (``benchmarks.runners``), moves the calls recorded meanwhile to
 ``OUT/KEY/PASS/`` and writes there the optimised HLO of the pass (``program.hlo``: the XLA work between the
-custom calls) and ``case.json`` (the shape's description). Only the standard library, NumPy and JAX are imported before ROOT's packages.
+custom calls) and ``case.json`` (the shape's description). Only the standard library, NumPy and JAX are
+imported before ROOT's packages.
 """
 
 import json
