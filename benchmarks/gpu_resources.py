@@ -194,7 +194,7 @@ def read_template_params(source: str) -> dict[str, list[str]]:
     return {name: [p.strip() for p in params.split(",")] for params, name in found}
 
 
-def _split_top(args: str) -> list[str]:
+def split_top(args: str) -> list[str]:
     parts, depth, start = [], 0, 0
     for i, c in enumerate(args):
         depth += {"<": 1, "(": 1, ">": -1, ")": -1}.get(c, 0)
@@ -224,7 +224,7 @@ def shorten(demangled: str, enums=None, params=None) -> str:
             break
     declared = (params or {}).get(name[1], [])
     args = []
-    for i, arg in enumerate(_split_top(rest[1:end])):
+    for i, arg in enumerate(split_top(rest[1:end])):
         if m := re.fullmatch(r"\((?:\w+::)*(\w+)\)(-?\d+)", arg):
             arg = (enums or {}).get((m[1], int(m[2])), arg)
         elif arg in ("true", "false") and i < len(declared) and declared[i].startswith("bool "):

@@ -120,7 +120,19 @@ def test_registers_read_and_written():
 
 def test_engine_markers():
     source = "// gpu-model: engine mlp>=8\ntemplate <typename T>\n__global__ void __launch_bounds__(256) K(T* x)\n"
-    assert cards.declarations(source) == {"K": 8}
+    assert cards.declarations(source) == {"K": cards.Engine(8)}
+    vector_if = "// gpu-model: engine mlp>=8 vector-if kVector\ntemplate <bool kVector>\n__global__ void K()"
+    assert cards.declarations(vector_if) == {"K": cards.Engine(8, "kVector")}
+    params = ["typename T", "bool kVector", "int kV"]
+    assert cards.Engine(8, "kVector").vector(["float", "kVector", "4"], params)
+    assert not cards.Engine(8, "kVector").vector(["float", "!kVector", "4"], params)
+    assert cards.Engine(8, "kV>1").vector(["float", "!kVector", "4"], params)
+    assert not cards.Engine(8, "kV>1").vector(["float", "kVector", "1"], params)
+    assert cards.Engine(8).vector([], [])
+    with pytest.raises(ValueError, match="no template parameter kWide"):
+        cards.Engine(8, "kWide").vector(["float", "kVector", "4"], params)
+    with pytest.raises(ValueError, match="kV is not a bool template parameter"):
+        cards.Engine(8, "kV").vector(["float", "kVector", "4"], params)
     assert cards.declarations("// gpu-model engine\n__global__ void K()") == {}
     with pytest.raises(ValueError, match="line 1: an engine marker with no __global__ kernel"):
         cards.declarations("// gpu-model: engine mlp>=4\n" + "int x;\n" * 11 + "__global__ void K()")
@@ -142,7 +154,9 @@ def test_engine_check_wants_128_bit_gathers_and_the_declared_parallelism():
     scalar = card("Scalar", [region(None, {}, 0), region((0, 64), {32: 16}, 16)], floor=8)
     loopless = card("Loopless", [region(None, {128: 4}, 4)], floor=2)
     undeclared = card("Plain", [region((0, 64), {32: 4}, 1)])
-    assert cards.engine_failures([good, undeclared]) == []
+    tail = card("Tail", [region(None, {}, 0), region((0, 64), {32: 16}, 8)], floor=8)
+    tail.engine_vector = False  # a vector-if kernel's scalar path: the MLP floor only
+    assert cards.engine_failures([good, undeclared, tail]) == []
     assert cards.engine_failures([shallow, scalar, loopless]) == [
         "k.cu: Shallow: 4 global loads in flight in its gather loop, under the declared floor of 8",
         "k.cu: Scalar: no 128-bit global load in its gather loop (loads per pass: 16x32)",
@@ -291,16 +305,27 @@ def _nvdisasm():
                     reason="needs nvcc and nvdisasm (pip install nvidia-cuda-nvdisasm)")
 @pytest.mark.exhaustive  # the card tool end to end, for CI
 def test_engine_check_on_compiled_kernels(tmp_path):
-    """The fixture's 128-bit gather passes its declared floor; the 32-bit gather fails (one nvcc, ~5 s)."""
+    """The fixture's 128-bit gather passes its declared floor; the 32-bit gather fails; a template's scalar
+    path (``vector-if kVector``) is held to its MLP floor only; the kernel with no marker is not checked, and
+    ``--engine`` builds no card for it (one nvcc, ~5 s)."""
     compiled = sass.compile_sources(FIXTURE, tmp_path, jobs=1, log=lambda *a: None)
     found = {k.name: k for k in cards.build_cards(compiled, FIXTURE, block=256)}
+    assert sorted(found) == ["GatherRows128", "GatherRowsEither<!kVector>", "GatherRowsEither<kVector>",
+                             "GatherRowsScalar", "ScaleRows"]
+    engines = cards.build_cards(compiled, FIXTURE, block=256, engine=True)
+    assert [k.name for k in engines] == sorted(set(found) - {"ScaleRows"})
     wide, scalar = found["GatherRows128"], found["GatherRowsScalar"]
     assert wide.gather.load_bits.get(128) == 8 and wide.gather.mlp >= 4
     assert set(scalar.gather.load_bits) == {32}
-    assert cards.engine_failures([wide, scalar]) == [
+    assert cards.engine_failures(list(found.values())) == [
         f"engine.cu: GatherRowsScalar: no 128-bit global load in its gather loop (loads per pass: "
         f"{scalar.gather.load_bits[32]}x32)"]
-    assert wide.waits(lambda line: 1.0)[("engine.cu", 13)] > 0  # its waits are charged to the gather's line
+    either, tail = found["GatherRowsEither<kVector>"], found["GatherRowsEither<!kVector>"]
+    assert either.engine_vector and either.gather.load_bits.get(128) == 8
+    assert not tail.engine_vector and set(tail.gather.load_bits) == {32}
+    gather_line = next(i for i, line in enumerate((FIXTURE / "cuda" / "engine.cu").read_text().splitlines(), 1)
+                       if line.endswith("// the gather"))
+    assert wide.waits(lambda line: 1.0)[("engine.cu", gather_line)] > 0  # its waits are charged to the gather
 
 
 def _has_emulation() -> bool:

@@ -5,7 +5,8 @@
   term, the binding one, the terms within 1.5x of it, sectors per request, DRAM and L2 bytes, the critical
   path, the floor of the GPU note's section 4 and the XLA time measured on the H100;
 - ``--cards``: the SASS cost cards of every kernel instantiation (``--check``: exit 1 when an engine kernel
-  lost its 128-bit loads or its declared memory-level parallelism);
+  lost its 128-bit loads or its declared memory-level parallelism; ``--engine``: the engine kernels' cards
+  alone, compiling only the files that declare one, which CI runs);
 - ``--retro``: the first GPU run's 22 rows modelled on the code they measured (edecaa7, built beside this
   checkout), modelled vs measured (``--fit``: fit the parameters on :data:`.retro.FIT_ROWS` first).
 
@@ -58,7 +59,10 @@ def _params_line(p: model.Params) -> str:
 def run_cards(args, command) -> int:
     started = time.perf_counter()
     tree = pipeline.current_tree()
-    cards = sorted(pipeline.cards_of(tree, args.jobs).values(), key=lambda k: (k.file, k.name))
+    cards = sorted(pipeline.cards_of(tree, args.jobs, engine=args.engine).values(), key=lambda k: (k.file, k.name))
+    if args.engine and not cards:
+        print("gpu_model: no engine kernel is declared in ffi/cuda (`// gpu-model: engine mlp>=N`): nothing to check")
+        return 0
     stamp = datetime.date.today().isoformat()
     preamble = (f"## SASS cost cards (sm_90), {stamp}, commit {_commit()}\n\nCommand: `{command}`; {len(cards)} "
                 f"kernel instantiations of `ffi/cuda` compiled by nvcc for sm_90 (the plugin's flags, `-lineinfo`) "
@@ -192,6 +196,8 @@ def main(argv=None) -> int:
     parser.add_argument("--cards", action="store_true", help="the SASS cost cards")
     parser.add_argument("--all", action="store_true", help="with --cards: every instantiation, not the summary")
     parser.add_argument("--check", action="store_true", help="with --cards: exit 1 on an engine kernel's failure")
+    parser.add_argument("--engine", action="store_true",
+                        help="with --cards: the engine kernels only, compiling only their files (CI's check)")
     parser.add_argument("--retro", action="store_true", help="the first GPU run's rows on the code at edecaa7")
     parser.add_argument("--fit", action="store_true", help="with --retro: fit the parameters on FIT_ROWS first")
     parser.add_argument("--extrapolation-check", action="store_true",
@@ -201,6 +207,8 @@ def main(argv=None) -> int:
     parser.add_argument("--markdown", metavar="FILE", help="write the section into FILE (BENCHMARKS.md)")
     parser.add_argument("--jobs", type=int, default=2, help="compilers run at once (2)")
     args = parser.parse_args(argv)
+    if args.engine and (args.markdown or not args.cards):
+        parser.error("--engine goes with --cards, without --markdown (the section holds every kernel)")
     command = shlex.join(["python", "-m", "benchmarks.gpu_model", *(sys.argv[1:] if argv is None else argv)])
     if args.cards:
         return run_cards(args, command)

@@ -8,17 +8,23 @@ the most global-load bytes per pass. For the model, :meth:`Card.issue` and :meth
 line and kind of access (load, store, shared), the instructions, cycles and waits per traced warp-level access.
 
 Engine kernels declare themselves to the check with a marker comment on a line of their own, at most
-ten lines above the kernel's ``__global__`` line (above its ``template`` line, say)::
+ten lines above the kernel's ``__global__`` line (above its ``template`` line, say), in a ``.cu`` file of
+``ffi/cuda`` or in a ``.cuh`` header there::
 
     // gpu-model: engine mlp>=8
     template <typename T, typename I>
     __global__ void SpmmEngineKernel(...)
 
-:func:`engine_failures` then fails every instantiation whose gather loop has no 128-bit global load
-(``LDG.E.128``) or keeps fewer global loads in flight than the declared floor.
+:func:`engine_failures` then fails every instantiation whose gather loop keeps fewer global loads in flight
+than the declared floor, or, on its vector path, has no 128-bit global load (``LDG.E.128``). Every
+instantiation is on the vector path unless the marker ends in ``vector-if COND``: ``kName``, a ``bool``
+template parameter (the vector path where it is true), or ``kName>N``, an ``int`` one (where it exceeds N);
+the other instantiations (a scalar tail for unaligned rows, say) are held to the MLP floor only.
 
 >>> declarations("// gpu-model: engine mlp>=8\\ntemplate <typename T>\\n__global__ void K(const T* x) {}")
-{'K': 8}
+{'K': Engine(mlp=8, vector_if=None)}
+>>> declarations("// gpu-model: engine mlp>=8 vector-if kV>1\\ntemplate <int kV>\\n__global__ void K() {}")
+{'K': Engine(mlp=8, vector_if='kV>1')}
 """
 
 from __future__ import annotations
@@ -30,23 +36,58 @@ from pathlib import Path
 from .. import gpu_resources
 from . import sass
 
-MARKER = re.compile(r"^\s*//\s*gpu-model:\s*engine\s+mlp\s*>=\s*(\d+)\s*$")
+MARKER = re.compile(r"^\s*//\s*gpu-model:\s*engine\s+mlp\s*>=\s*(\d+)(?:\s+vector-if\s+(\w+(?:>-?\d+)?))?\s*$")
 _GLOBAL = re.compile(r"__global__\s+(?:__launch_bounds__\([^)]*\)\s*)?void\s+(?:__launch_bounds__\([^)]*\)\s*)?(\w+)")
 KINDS = ("load", "store", "shared")
 
 
-def declarations(source: str) -> dict[str, int]:
-    """``kernel -> MLP floor`` of the engine markers in a source file's text."""
+@dataclass(frozen=True)
+class Engine:
+    """An engine marker: the MLP floor, and where the 128-bit loads are due (None: every instantiation)."""
+
+    mlp: int
+    vector_if: str | None = None
+
+    def vector(self, args: list[str], params: list[str]) -> bool:
+        """Whether the instantiation with these template arguments (as :func:`gpu_resources.shorten` writes
+        them; ``params`` the template's parameter declarations) is on the vector path."""
+        if self.vector_if is None:
+            return True
+        name, _, bound = self.vector_if.partition(">")
+        names = [p.split()[-1] for p in params]
+        if name not in names or len(args) != len(names):
+            raise ValueError(f"vector-if {self.vector_if}: no template parameter {name} in {params}")
+        arg = args[names.index(name)]
+        if bound:
+            return int(arg) > int(bound)
+        if arg not in (name, "!" + name):
+            raise ValueError(f"vector-if {self.vector_if}: {name} is not a bool template parameter ({arg})")
+        return arg == name
+
+
+def declarations(source: str) -> dict[str, Engine]:
+    """``kernel -> Engine`` of the engine markers in a source file's text."""
     lines, found = source.splitlines(), {}
     for i, line in enumerate(lines):
         if m := MARKER.match(line):
             for j in range(i + 1, min(i + 11, len(lines))):
                 if k := _GLOBAL.search(lines[j]):
-                    found[k[1]] = int(m[1])
+                    found[k[1]] = Engine(int(m[1]), m[2])
                     break
             else:
                 raise ValueError(f"line {i + 1}: an engine marker with no __global__ kernel in the 10 lines after it")
     return found
+
+
+def _headers(ffi: Path) -> list[str]:
+    return [p.read_text() for p in sorted((ffi / "cuda").glob("*.cuh"))]
+
+
+def declares_engine(source: Path, ffi: Path) -> bool:
+    """Whether a ``.cu`` file declares an engine kernel or names one declared in a header of ``ffi/cuda``."""
+    text = source.read_text()
+    names = {n for h in _headers(ffi) for n in declarations(h)}
+    return bool(declarations(text)) or any(re.search(rf"\b{n}\b", text) for n in names)
 
 
 def kind_of(ins: sass.Instruction) -> str | None:
@@ -75,6 +116,7 @@ class Card:
     occupancy: gpu_resources.Occupancy
     regions: list[sass.RegionStats]
     engine_floor: int | None = None
+    engine_vector: bool = True  # an engine kernel's instantiation on its vector path (128-bit loads due)
     region_of: dict[tuple[str, int, str], int] = field(default_factory=dict, repr=False)  # (file, line, kind)
     region_of_kind: dict[str, int] = field(default_factory=dict, repr=False)
 
@@ -146,14 +188,17 @@ def _weights(function: sass.Function, regions: list[sass.RegionStats]):
             {kind: max(by_region, key=by_region.get) for kind, by_region in per_kind.items()})
 
 
-def build_cards(compiled: list[sass.Compiled], ffi: Path, block: int | None = None) -> list[Card]:
-    """The cards of every kernel in the compiled files (sm_90)."""
+def build_cards(compiled: list[sass.Compiled], ffi: Path, block: int | None = None, engine: bool = False) -> list[Card]:
+    """The cards of every kernel in the compiled files (sm_90; ``engine``: of the engine kernels only)."""
     block = block or gpu_resources.block_size(ffi)
     enums = gpu_resources.read_enums(sorted((ffi / "common" / "jgo").glob("*.h")) + [c.source for c in compiled])
     cards = []
+    headers = _headers(ffi)
     for c in compiled:
-        text = c.source.read_text()
-        params, engines = gpu_resources.read_template_params(text), declarations(text)
+        params, engines = {}, {}
+        for text in [*headers, c.source.read_text()]:
+            params.update(gpu_resources.read_template_params(text))
+            engines.update(declarations(text))
         functions = sass.parse(sass.disassemble(c.cubin))
         entries = {e.mangled: e for e in gpu_resources.parse_ptxas(c.ptxas) if e.arch == sass.ARCH}
         names = dict(zip(entries, gpu_resources.demangle(list(entries)))) if entries else {}
@@ -162,11 +207,16 @@ def build_cards(compiled: list[sass.Compiled], ffi: Path, block: int | None = No
                 continue  # a device subroutine, not a kernel
             e = entries[f.mangled]
             name = gpu_resources.shorten(names[f.mangled], enums, params)
+            base = name.split("<")[0]
+            declared = engines.get(base)
+            if engine and declared is None:
+                continue
             raw = gpu_resources.shorten(names[f.mangled])
             occ = gpu_resources.occupancy(e.registers, block, e.shared + gpu_resources.dynamic_shared(name, block))
             regions = [sass.region_stats(r) for r in f.regions()]
             card = Card(c.source.name, name, raw, f.mangled, e.registers, e.stack, e.spill_stores + e.spill_loads,
-                        e.shared, occ, regions, engines.get(name.split("<")[0]))
+                        e.shared, occ, regions, declared and declared.mlp,
+                        not declared or declared.vector(template_args(name), params.get(base, [])))
             card.region_of, card.region_of_kind = _weights(f, regions)
             cards.append(card)
     return sorted(cards, key=lambda k: (k.file, k.name))
@@ -179,7 +229,7 @@ def engine_failures(cards: list[Card]) -> list[str]:
         if k.engine_floor is None:
             continue
         g = k.gather
-        if not g.loop or not g.load_bits.get(128):
+        if k.engine_vector and (not g.loop or not g.load_bits.get(128)):
             bad.append(f"{k.file}: {k.name}: no 128-bit global load in its gather loop "
                        f"(loads per pass: {_widths(g.load_bits) or 'none'})")
         if g.mlp < k.engine_floor:
@@ -188,8 +238,23 @@ def engine_failures(cards: list[Card]) -> list[str]:
     return bad
 
 
+def template_args(name: str) -> list[str]:
+    """The template arguments of a shortened kernel name.
+
+    >>> template_args("K<float, kAdd, !kVector, 4>")
+    ['float', 'kAdd', '!kVector', '4']
+    """
+    return gpu_resources.split_top(name[name.index("<") + 1:-1]) if "<" in name else []
+
+
 def _widths(bits: dict[int, int]) -> str:
     return " ".join(f"{n}x{b}" for b, n in sorted(bits.items(), reverse=True))
+
+
+def _engine(k: Card) -> str:
+    if k.engine_floor is None:
+        return ""
+    return f"mlp>={k.engine_floor}" + ("" if k.engine_vector else ", scalar path")
 
 
 def card_row(k: Card) -> list[str]:
@@ -197,7 +262,7 @@ def card_row(k: Card) -> list[str]:
     per_elem = g.instructions / g.elements
     return [k.name, str(k.registers), f"{k.occupancy.fraction:.0%}", str(g.instructions), str(g.elements),
             f"{per_elem:.1f}", _widths(g.load_bits) or "-", _widths(g.store_bits) or "-", str(g.mlp), str(g.waits),
-            str(k.div64), f"{k.local}/{k.stack}", "" if k.engine_floor is None else f"mlp>={k.engine_floor}"]
+            str(k.div64), f"{k.local}/{k.stack}", _engine(k)]
 
 
 CARD_HEADER = ["kernel", "regs", "occ.", "instr/pass", "elem/pass", "instr/elem", "loads/pass (n x bits)",
@@ -221,7 +286,7 @@ def summary_rows(cards: list[Card]) -> list[list[str]]:
                      "/".join(map(str, widths)) or "-", span([g.mlp for g in gs]), span([g.waits for g in gs]),
                      span([k.div64 for k in ks]), span([k.local for k in ks]),
                      f"{min(k.occupancy.fraction for k in ks):.0%}",
-                     "" if ks[0].engine_floor is None else f"mlp>={ks[0].engine_floor}"])
+                     _engine(ks[0]) + ("" if all(k.engine_vector for k in ks) else ", vector-if")])
     return rows
 
 

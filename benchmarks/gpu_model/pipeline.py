@@ -66,16 +66,19 @@ def current_tree(cache: Path = ROOT / "build" / "gpu_model") -> Tree:
     return Tree("current", ROOT, sys.executable, "model", cache / "current")
 
 
-def cards_of(tree: Tree, jobs: int = 2, log=print) -> dict[tuple[str, str], cards_module.Card]:
-    """The tree's cost cards by (file, ``Card.raw_name``), cached beside its cubins."""
-    compiled = sass.compile_sources(tree.ffi, tree.cache / "cubins", jobs, log=log)
+def cards_of(tree: Tree, jobs: int = 2, log=print, engine: bool = False):
+    """``{(file, Card.raw_name): Card}``: the tree's cost cards, cached beside its cubins (``engine``: only those
+    of the kernels with an engine marker, compiling only the files that hold one)."""
+    select = (lambda source: cards_module.declares_engine(source, tree.ffi)) if engine else (lambda source: True)
+    compiled = sass.compile_sources(tree.ffi, tree.cache / "cubins", jobs, log=log, select=select)
     key = hashlib.sha256("".join(sorted(c.cubin.name for c in compiled)).encode())
     for module in (cards_module, sass):
         key.update(Path(module.__file__).read_bytes())
+    key.update(b"engine kernels only" if engine else b"")
     cached = tree.cache / "cubins" / f"cards-{key.hexdigest()[:12]}.pickle"
     if cached.is_file():
         return pickle.loads(cached.read_bytes())
-    cards = {(c.file, c.raw_name): c for c in cards_module.build_cards(compiled, tree.ffi)}
+    cards = {(c.file, c.raw_name): c for c in cards_module.build_cards(compiled, tree.ffi, engine=engine)}
     cached.write_bytes(pickle.dumps(cards))
     return cards
 

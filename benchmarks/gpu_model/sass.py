@@ -74,10 +74,11 @@ class Compiled:
     ptxas: str
 
 
-def compile_sources(ffi: Path, cache: Path, jobs: int = 2, nvcc: str = "nvcc", log=print) -> list[Compiled]:
-    """Every ``ffi/cuda/*.cu`` compiled for sm_90 into ``cache`` (reused while the sources, headers, flags and
-    compiler are unchanged), at most ``jobs`` compilers at once."""
-    sources = sorted((ffi / "cuda").glob("*.cu"))
+def compile_sources(ffi: Path, cache: Path, jobs: int = 2, nvcc: str = "nvcc", log=print,
+                    select=lambda source: True) -> list[Compiled]:
+    """Every ``ffi/cuda/*.cu`` (those ``select`` keeps) compiled for sm_90 into ``cache`` (reused while the
+    sources, headers, flags and compiler are unchanged), at most ``jobs`` compilers at once."""
+    sources = [s for s in sorted((ffi / "cuda").glob("*.cu")) if select(s)]
     cache.mkdir(parents=True, exist_ok=True)
 
     def build(source):
