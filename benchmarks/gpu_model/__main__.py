@@ -58,7 +58,7 @@ def _params_line(p: model.Params) -> str:
 
 def run_cards(args, command) -> int:
     started = time.perf_counter()
-    tree = pipeline.current_tree()
+    tree = pipeline.current_tree(Path(args.build))
     cards = sorted(pipeline.cards_of(tree, args.jobs, engine=args.engine).values(), key=lambda k: (k.file, k.name))
     if args.engine and not cards:
         print("gpu_model: no engine kernel is declared in ffi/cuda (`// gpu-model: engine mlp>=N`): nothing to check")
@@ -79,7 +79,7 @@ def run_cards(args, command) -> int:
 
 def run_model(args, command) -> int:
     started = time.perf_counter()
-    tree = pipeline.current_tree()
+    tree = pipeline.current_tree(Path(args.build))
     ids = args.cases or list(shapes.DEFAULT)
     cards = pipeline.cards_of(tree, args.jobs)
     traced = pipeline.traced_passes(tree, ids, args.scale, args.jobs)
@@ -108,7 +108,7 @@ def run_model(args, command) -> int:
 
 def run_retro(args, command) -> int:
     started = time.perf_counter()
-    tree = retro.edecaa7_tree()
+    tree = retro.edecaa7_tree(cache=Path(args.build))
     keys = [k for k in retro.KEYS if not args.cases or k in args.cases]
     if args.fit and not {k for k, _ in retro.FIT_ROWS} <= set(keys):
         raise SystemExit(f"gpu_model: --fit needs the cases of {retro.FIT_ROWS}")
@@ -167,7 +167,7 @@ def run_retro(args, command) -> int:
 def run_extrapolation(args, command) -> int:
     """The ``--cases`` rows of the retro-diction traced at full size and at ``--scale`` (extrapolated)."""
     started = time.perf_counter()
-    tree = retro.edecaa7_tree()
+    tree = retro.edecaa7_tree(cache=Path(args.build))
     keys = [k for k in retro.KEYS if k in (args.cases or [])]
     if not keys or args.scale >= 1:
         raise SystemExit("gpu_model: --extrapolation-check needs --cases of the retro-diction and --scale < 1")
@@ -206,6 +206,8 @@ def main(argv=None) -> int:
     parser.add_argument("--scale", type=float, default=0.1, help="trace at this fraction of each shape (0.1)")
     parser.add_argument("--markdown", metavar="FILE", help="write the section into FILE (BENCHMARKS.md)")
     parser.add_argument("--jobs", type=int, default=2, help="compilers run at once (2)")
+    parser.add_argument("--build", default=str(pipeline.ROOT / "build" / "gpu_model"), metavar="DIR",
+                        help="where the cubins, recordings and traces are cached (build/gpu_model)")
     args = parser.parse_args(argv)
     if args.engine and (args.markdown or not args.cards):
         parser.error("--engine goes with --cards, without --markdown (the section holds every kernel)")
