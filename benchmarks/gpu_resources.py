@@ -208,9 +208,9 @@ def shorten(demangled: str, enums=None, params=None) -> str:
     """A readable kernel name: no return type, namespaces or parameter list; enum template arguments
     by name (from ``read_enums``), ``bool`` ones as ``kName`` / ``!kName`` (from ``read_template_params``).
 
-    >>> shorten("void jgo::(anonymous namespace)::K<float, (jgo::Op)1, true>(float*)",
-    ...         {("Op", 1): "kAdd"}, {"K": ["typename T", "Op op", "bool kEdge"]})
-    'K<float, kAdd, kEdge>'
+    >>> shorten("void jgo::(anonymous namespace)::K<float, (jgo::Op)1, true, false>(float*)",
+    ...         {("Op", 1): "kAdd"}, {"K": ["typename T", "Op op", "bool kEdge", "bool kByPosition = false"]})
+    'K<float, kAdd, kEdge, !kByPosition>'
     """
     text = re.sub(r"^void ", "", demangled).replace("(anonymous namespace)::", "")
     name = re.match(r"(?:\w+::)*(\w+)", text)
@@ -228,7 +228,7 @@ def shorten(demangled: str, enums=None, params=None) -> str:
         if m := re.fullmatch(r"\((?:\w+::)*(\w+)\)(-?\d+)", arg):
             arg = (enums or {}).get((m[1], int(m[2])), arg)
         elif arg in ("true", "false") and i < len(declared) and declared[i].startswith("bool "):
-            arg = ("" if arg == "true" else "!") + declared[i].split()[-1]
+            arg = ("" if arg == "true" else "!") + declared[i].split("=")[0].split()[-1]
         args.append(arg)
     return f"{name[1]}<{', '.join(args)}>"
 

@@ -123,7 +123,7 @@ def test_engine_markers():
     assert cards.declarations(source) == {"K": cards.Engine(8)}
     vector_if = "// gpu-model: engine mlp>=8 vector-if kVector\ntemplate <bool kVector>\n__global__ void K()"
     assert cards.declarations(vector_if) == {"K": cards.Engine(8, "kVector")}
-    params = ["typename T", "bool kVector", "int kV"]
+    params = ["typename T", "bool kVector", "int kV = 1"]
     assert cards.Engine(8, "kVector").vector(["float", "kVector", "4"], params)
     assert not cards.Engine(8, "kVector").vector(["float", "!kVector", "4"], params)
     assert cards.Engine(8, "kV>1").vector(["float", "!kVector", "4"], params)

@@ -54,7 +54,7 @@ class Engine:
         if self.vector_if is None:
             return True
         name, _, bound = self.vector_if.partition(">")
-        names = [p.split()[-1] for p in params]
+        names = [p.split("=")[0].split()[-1] for p in params]  # "bool kX = false": kX
         if name not in names or len(args) != len(names):
             raise ValueError(f"vector-if {self.vector_if}: no template parameter {name} in {params}")
         arg = args[names.index(name)]
