@@ -27,7 +27,7 @@ def cases(scale: float = 1.0):
     n = int(50_000 * scale)
     rng = np.random.default_rng(0)
     pos = rng.uniform(size=(n, d))
-    g = jgo.knn_graph(pos, None, k)
+    g = jgo.knn_graph(pos, None, k, loop=True)  # the point itself among its k neighbours, as before
     dx = jgo.edge_vectors(g, jnp.asarray(pos, jnp.float32))
     f = jnp.asarray(rng.normal(size=(n, c)).astype(np.float32))
     U = jnp.asarray(rng.normal(size=(hidden, d)).astype(np.float32) * 10)

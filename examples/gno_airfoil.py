@@ -131,7 +131,7 @@ def main():
     pos, lap = load_airfoil()
     s, u = make_data(rng, pos, lap, 64 + 16)
     (s_train, u_train), (s_test, u_test) = (s[:64], u[:64]), (s[64:], u[64:])
-    g = jgo.radius_graph(pos, None, args.radius, max_num_neighbors=32)
+    g = jgo.radius_graph(pos, None, args.radius, loop=True, max_num_neighbors=32)  # the ball includes the point
     print(f"airfoil mesh: {len(pos)} points; GNO graph: {g.n_edges} edges (radius {args.radius}, <= 32 per point)")
     pos_j = jnp.asarray(pos, jnp.float32)
     dx = jgo.edge_vectors(g, pos_j) / args.radius  # O(1) kernel inputs

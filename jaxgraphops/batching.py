@@ -295,9 +295,15 @@ def _disjoint_union(fn: str, graphs: list[Graph]) -> Graph:
     def cat(field, offsets):
         return xp.concatenate([xp.asarray(getattr(g, field)) + o.astype(idx) for g, o in zip(graphs, offsets)])
 
-    def cat_offsets(field):  # ends where the last graph's rows end: its padding edges, if any, stay in no row
-        parts = [xp.asarray(getattr(g, field))[:-1] + o.astype(idx) for g, o in zip(graphs, e_off)]
-        return xp.concatenate([*parts, xp.asarray(getattr(graphs[-1], field))[-1:] + e_off[-1].astype(idx)])
+    def cat_offsets(field):
+        """The groupings' offsets: graph k's rows start after the real edges of the graphs before it, so the union
+        ends where the real edges do and the padding edges of a graph, if any (only the last graph with edges
+        may have them: padding edges come last), stay in no row, also before an empty padding graph."""
+        offsets = [xp.asarray(getattr(g, field)) for g in graphs]
+        ends = xp.stack([o[-1].astype(idx) for o in offsets])
+        starts = xp.cumsum(ends) - ends
+        parts = [o[:-1] + starts[k] for k, o in enumerate(offsets)]
+        return xp.concatenate([*parts, offsets[-1][-1:] + starts[-1]]).astype(idx)
 
     arrays = (cat("src", src_off), cat("dst", dst_off),
               cat_offsets("csc_offsets"), cat("csc_src", src_off), cat("csc_eid", e_off),

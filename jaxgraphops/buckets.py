@@ -85,16 +85,27 @@ def bucket_sizes(n_nodes, n_edges, batch_size: int, *, n_buckets: int = 4, multi
     size = min(_positive(fn, "batch_size", batch_size), nodes.size)
     n_buckets, multiple = _positive(fn, "n_buckets", n_buckets), _positive(fn, "multiple", multiple)
     samples = _positive(fn, "samples", samples)
-    largest = Bucket(int(_round_up(np.sort(nodes)[-size:].sum() + 1, multiple)),
-                     int(_round_up(np.sort(edges)[-size:].sum(), multiple)))
-    rng = np.random.default_rng(seed)
-    picks = np.argsort(rng.random((samples, nodes.size)), axis=1)[:, :size]
+    largest = Bucket(int(_round_up(_largest(nodes, size).sum() + 1, multiple)),
+                     int(_round_up(_largest(edges, size).sum(), multiple)))
+    picks = _random_batches(np.random.default_rng(seed), nodes.size, size, samples)
     totals_n, totals_e = nodes[picks].sum(1) + 1, edges[picks].sum(1)
     quantiles = np.arange(1, n_buckets) / n_buckets
     smaller = zip(_round_up(np.quantile(totals_n, quantiles, method="higher"), multiple),
                   _round_up(np.quantile(totals_e, quantiles, method="higher"), multiple), strict=True)
     found = {Bucket(int(n), int(e)) for n, e in smaller if n < largest.n_nodes or e < largest.n_edges}
     return tuple(sorted(found | {largest}))
+
+
+def _largest(x, k: int):
+    """The ``k`` largest entries of ``x`` (in no order)."""
+    return np.partition(x, x.size - k)[x.size - k:]
+
+
+def _random_batches(rng, n: int, size: int, samples: int) -> np.ndarray:
+    """``[samples, size]``: ``samples`` uniform random batches of ``size`` distinct ids of ``range(n)``. Each
+    is one ``Generator.choice`` without replacement (a hash-set Floyd draw for ``size`` small against a large
+    ``n``): memory ``samples * size``, never ``samples * n``."""
+    return np.stack([rng.choice(n, size, replace=False, shuffle=False) for _ in range(samples)])
 
 
 def pick_bucket(buckets: Sequence[Bucket], n_nodes: int, n_edges: int) -> Bucket:
@@ -126,9 +137,23 @@ def padded_batches(graphs: Sequence[Graph], batch_size: int, buckets: Sequence[B
     """
     fn = "padded_batches"
     batch_size = _positive(fn, "batch_size", batch_size)
-    order = np.arange(len(graphs)) if order is None else np.asarray(order)
+    order = np.arange(len(graphs)) if order is None else _order(fn, order, len(graphs))
     for start in range(0, order.size, batch_size):
         idx = order[start:start + batch_size]
         union = batch([graphs[i] for i in idx])
         bucket = pick_bucket(buckets, union.graph.n_dst, union.graph.n_edges)
         yield pad_batch(union, bucket.n_nodes, bucket.n_edges, batch_size + 1), idx
+
+
+def _order(fn: str, order, n: int) -> np.ndarray:
+    """``order`` as a 1-D int array of graph indices in ``[0, n)``, or a ValueError naming the bad entry."""
+    order = np.asarray(order)
+    if order.ndim != 1 or not (np.issubdtype(order.dtype, np.integer) or order.size == 0):
+        raise ValueError(f"{fn}: order must be a 1-D array of graph indices (ints); got shape {order.shape}, "
+                         f"dtype {order.dtype}")
+    bad = np.flatnonzero((order < 0) | (order >= n))
+    if bad.size:
+        raise ValueError(f"{fn}: order[{bad[0]}] = {order[bad[0]]} is not a graph index: graphs has {n} graphs, so "
+                         f"order must index [0, {n}) (e.g. a permutation, np.random.permutation({n}))")
+    return order.astype(np.int64)
+

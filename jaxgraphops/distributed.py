@@ -10,9 +10,12 @@ with one ``all_to_all`` of only the boundary rows, and any op of this library th
 graph (:attr:`PartitionedGraph.local_graph`). Everything is differentiable: the exchange's transpose
 sends the cotangents of the halo rows back to their owners and sums them there.
 
-The last owned row and the last halo row of every part are padding (never a node): the padding edges
-run from that halo row, which :func:`halo_exchange` fills with zeros, to that owned row, so they change
-no real row and stay finite; :meth:`PartitionedGraph.gather_nodes` drops the padding rows.
+The last owned row and the last halo row of every part are padding (never a node), and so are the edges
+after each part's own: padding edges of the local graph (:class:`~jaxgraphops.Graph`), in no
+neighbourhood, which every op skips. :meth:`PartitionedGraph.gather_nodes` drops the padding rows. A
+padded graph is partitioned as the graph of its real edges: its padding edges belong to no part (their
+rows of :meth:`PartitionedGraph.gather_edges` are 0), so the forward pass and the gradients equal the
+padded graph's on one device.
 
 >>> import jax, jax.numpy as jnp, numpy as np, jaxgraphops as jgo
 >>> from jax.sharding import Mesh, PartitionSpec as P
@@ -35,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._checks import check_choice, check_graph
-from .graph import Graph
+from .graph import Graph, padded_arrays
 
 METHODS = ("metis", "coordinates", "contiguous")
 
@@ -69,6 +72,11 @@ class PartitionedGraph:
     def tree_unflatten(cls, aux, children):
         return cls(*children, *aux)
 
+    def __repr__(self) -> str:
+        return (f"PartitionedGraph(n_parts={self.n_parts}, n_nodes={self.n_nodes}, n_edges={self.n_edges}, "
+                f"n_owned={self.n_owned}, n_halo={self.n_halo}, n_edges_local={self.edges.shape[1]}, "
+                f"index_dtype={self.graph.index_dtype})")
+
     @property
     def n_parts(self) -> int:
         return self.owned.shape[0]
@@ -100,7 +108,8 @@ class PartitionedGraph:
         return _scatter("scatter_edges", "w", w, self.edges, self.n_edges, "edge")
 
     def gather_edges(self, y):
-        """``y [n_parts, n_edges_local, ...]`` -> ``[n_edges, ...]`` in input edge order (drops padding)."""
+        """``y [n_parts, n_edges_local, ...]`` -> ``[n_edges, ...]`` in input edge order (drops the local padding
+        edges; the padding edges of a padded graph, in no part, get 0)."""
         return _gather("gather_edges", y, self.edges, self.n_edges, "n_edges_local")
 
 
@@ -109,23 +118,25 @@ def _scatter(method, name, x, ids, n, what):
     x = jnp.asarray(x)
     if x.ndim == 0 or x.shape[0] != n:
         raise ValueError(f"PartitionedGraph.{method}: {name} must have {n} rows (one per {what}); got shape {x.shape}")
-    valid = (ids >= 0).reshape(ids.shape + (1,) * (x.ndim - 1))
-    return jnp.where(valid, x[jnp.maximum(ids, 0)], 0)
+    if n == 0:  # nothing to gather (a graph without edges): every row is padding
+        return jnp.zeros(ids.shape + x.shape[1:], x.dtype)
+    return x.at[jnp.where(ids >= 0, ids, n)].get(mode="fill", fill_value=0)  # padding (-1) reads 0
 
 
 def _gather(method, y, ids, n, width):
-    """The inverse of :func:`_scatter`: ``[n, ...]`` from ``y [n_parts, width, ...]``."""
+    """The inverse of :func:`_scatter`: ``[n, ...]`` from ``y [n_parts, width, ...]`` (0 for an id in no part)."""
     y = jnp.asarray(y)
     if y.shape[:2] != ids.shape:
         raise ValueError(f"PartitionedGraph.{method}: y must be [n_parts, {width}, ...] = [{ids.shape[0]}, "
                          f"{ids.shape[1]}, ...]; got shape {y.shape}")
-    return y.reshape((-1,) + y.shape[2:])[_positions(ids, n)]
+    return y.reshape((-1,) + y.shape[2:]).at[_positions(ids, n)].get(mode="fill", fill_value=0)
 
 
 def _positions(ids, n):
-    """``[n]``: where each of ``0 .. n-1`` stands in ``ids`` flattened (each appears once; ``-1`` pads)."""
+    """``[n]``: where each of ``0 .. n-1`` stands in ``ids`` flattened (each appears at most once; ``-1`` pads),
+    ``ids.size`` (out of range) for one that does not."""
     flat = jnp.arange(ids.size, dtype=ids.dtype).reshape(ids.shape)
-    return jnp.zeros(n, ids.dtype).at[jnp.where(ids >= 0, ids, n)].set(flat, mode="drop")
+    return jnp.full(n, ids.size, ids.dtype).at[jnp.where(ids >= 0, ids, n)].set(flat, mode="drop")
 
 
 def shard_parts(tree, mesh, axis_name: str):
@@ -201,7 +212,8 @@ def partition_graph(g: Graph, n_parts: int, *, method: str = "contiguous", coord
                              f"{None if coords is None else coords.shape}")
     elif coords is not None:
         raise ValueError(f"{fn}: coords are used only by method='coordinates'; got method={method!r}")
-    src, dst = np.asarray(g.src, np.int64), np.asarray(g.dst, np.int64)
+    real = g._n_real_edges()  # the padding edges after it belong to no part
+    src, dst = np.asarray(g.src, np.int64)[:real], np.asarray(g.dst, np.int64)[:real]
     n = g.n_dst
     weight = np.ones(n) + (np.bincount(dst, minlength=n) if balance == "edges" else 0)
     if method == "contiguous":
@@ -291,10 +303,10 @@ def _build(g, src, dst, part, n_parts):
         halo_pos[h] = n_owned + np.arange(len(h))
         e = local_edges[p]
         s = np.where(part[src[e]] == p, row[src[e]], halo_pos[src[e]])
-        pad = n_edges - len(e)
-        local_src = np.concatenate([s, np.full(pad, n_owned + n_halo - 1)])
-        local_dst = np.concatenate([row[dst[e]], np.full(pad, n_owned - 1)])
-        graphs.append(Graph.from_edges(local_src, local_dst, n_owned + n_halo, n_owned, index_dtype=idx))
+        local = Graph.from_edges(s, row[dst[e]], n_owned + n_halo, n_owned, index_dtype=idx)
+        # padding edges up to the common size, in no row (the last halo row -> the last owned row)
+        graphs.append(Graph(*padded_arrays(local, n_owned + n_halo, n_owned, n_edges - len(e)), n_owned + n_halo,
+                            n_owned, validate=False))
     stacked = jax.tree_util.tree_map(lambda *leaves: jnp.stack(leaves), *graphs)
     pad_ids = lambda lists, width: np.stack([np.concatenate([x, np.full(width - len(x), -1)]) for x in lists])  # noqa: E731
     as_idx = lambda a: jnp.asarray(a, idx)  # noqa: E731

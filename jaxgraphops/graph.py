@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._checks import check_graph
+from ._checks import check_choice, check_graph
 from ._edge_check import checked_edges
 
 __all__ = ["Graph", "pad", "padding_masks"]
@@ -235,7 +235,10 @@ class Graph:
                              f"do not fit the index dtype {idx}")
 
         if traced:
-            src, dst = checked_edges(src.astype(idx), dst.astype(idx), n_src, n_dst)
+            # checked before the cast to the index dtype, which could wrap an id into range (2^32 + 1 -> 1)
+            wide = np.int64 if _x64_enabled() else np.int32
+            src, dst = checked_edges(src.astype(wide), dst.astype(wide), n_src, n_dst)
+            src, dst = src.astype(idx), dst.astype(idx)
             csc = _group_jnp(dst, src, n_dst)
             csr = _group_jnp(src, dst, n_src)
         else:
@@ -330,9 +333,12 @@ class Graph:
     # -- export ---------------------------------------------------------------------------
 
     def to_scipy(self, weights=None):
-        """``scipy.sparse.coo_array`` of shape ``(n_src, n_dst)`` with one entry per edge.
+        """``scipy.sparse.coo_array`` of shape ``(n_src, n_dst)`` with one entry per real edge.
 
-        ``weights [E]`` (default ones) are the entries; duplicate edges stay separate entries.
+        ``weights [E]`` (default ones, input edge order) are the entries; duplicate edges stay separate
+        entries. The padding edges (:class:`Graph`) are dropped, with their weights: a sparse matrix
+        has no entries that are in no neighbourhood, so ``Graph.from_scipy(g.to_scipy())`` is ``g``
+        without its padding.
         """
         import scipy.sparse
 
@@ -341,25 +347,52 @@ class Graph:
         if data.shape != (self.n_edges,):
             raise ValueError(f"Graph.to_scipy: weights must have shape ({self.n_edges},), "
                              f"got {data.shape}")
-        coords = (np.asarray(self.src), np.asarray(self.dst))
-        return scipy.sparse.coo_array((data, coords), shape=(self.n_src, self.n_dst))
+        real = self._n_real_edges()
+        coords = (np.asarray(self.src)[:real], np.asarray(self.dst)[:real])
+        return scipy.sparse.coo_array((data[:real], coords), shape=(self.n_src, self.n_dst))
 
-    def to_edge_index(self) -> jax.Array:
-        """PyG-style ``edge_index [2, E]``: row 0 the sources, row 1 the destinations."""
-        return jnp.stack([self.src, self.dst])
+    def to_edge_index(self, *, padding: str = "drop") -> jax.Array:
+        """PyG-style ``edge_index [2, E]``: row 0 the sources, row 1 the destinations.
+
+        ``padding="drop"`` (the default) returns the real edges only, ``[2, R]``: PyG has no padding
+        edges, and kept ones would be real edges there (a round trip through
+        :meth:`from_edge_index` makes them edges of the padding nodes). It needs a concrete graph,
+        since ``R`` sets the shape. ``padding="keep"`` returns every edge, ``[2, E]``, also inside
+        ``jit``, the padding edges last (mask them with :meth:`real_edge_mask`).
+
+        >>> import numpy as np
+        >>> p = Graph.from_edges(np.array([0, 1]), np.array([1, 0])).pad(3, 3, 3)
+        >>> p.to_edge_index().tolist(), p.to_edge_index(padding="keep").tolist()
+        ([[0, 1], [1, 0]], [[0, 1, 2], [1, 0, 2]])
+        """
+        check_choice("Graph.to_edge_index", "padding", padding, ("drop", "keep"))
+        every = jnp.stack([self.src, self.dst])
+        if padding == "keep":
+            return every
+        if any(isinstance(x, jax.core.Tracer) for x in (self.src, self.csc_offsets)):
+            raise TypeError("Graph.to_edge_index: padding='drop' needs a concrete graph (the number of real edges "
+                            "sets the shape); inside jax.jit pass padding='keep', which returns every edge with "
+                            "the padding edges last (mask them with g.real_edge_mask()), or convert outside jit")
+        return every[:, : self._n_real_edges()]
 
     def to_networkx(self):
-        """``networkx.MultiDiGraph`` with nodes ``0..n-1`` and one edge per graph edge."""
+        """``networkx.MultiDiGraph`` with nodes ``0..n-1`` and one edge per real edge (the padding edges of a
+        padded graph are dropped: networkx has none)."""
         import networkx as nx
 
         _require_concrete("Graph.to_networkx", self)
         if self.n_src != self.n_dst:
             raise ValueError(f"Graph.to_networkx: needs n_src == n_dst, got a bipartite graph "
                              f"with n_src={self.n_src}, n_dst={self.n_dst}")
+        real = self._n_real_edges()
         G = nx.MultiDiGraph()
         G.add_nodes_from(range(self.n_src))
-        G.add_edges_from(zip(np.asarray(self.src).tolist(), np.asarray(self.dst).tolist()))
+        G.add_edges_from(zip(np.asarray(self.src)[:real].tolist(), np.asarray(self.dst)[:real].tolist()))
         return G
+
+    def _n_real_edges(self) -> int:
+        """``R``, the number of real edges (the padding edges are the last ``E - R``), of a concrete graph."""
+        return int(np.asarray(self.csc_offsets)[-1])
 
 
 def pad(g: Graph, n_src: int, n_dst: int, n_edges: int) -> Graph:
@@ -386,6 +419,8 @@ def pad(g: Graph, n_src: int, n_dst: int, n_edges: int) -> Graph:
     if not isinstance(g, Graph):
         hint = " (pad a BatchedGraph with pad_batch)" if type(g).__name__ == "BatchedGraph" else ""
         raise TypeError(f"pad: g must be a Graph{hint}; got {type(g).__name__}")
+    n_src, n_dst, n_edges = (static_count("pad", name, n) for name, n in
+                             (("n_src", n_src), ("n_dst", n_dst), ("n_edges", n_edges)))
     sizes = (("n_src", n_src, g.n_src), ("n_dst", n_dst, g.n_dst), ("n_edges", n_edges, g.n_edges))
     for name, new, old in sizes:
         if new < old:
@@ -405,14 +440,14 @@ def pad(g: Graph, n_src: int, n_dst: int, n_edges: int) -> Graph:
     return padded
 
 
-def padded_arrays(g: Graph, n_src: int, n_dst: int, n_pad: int, pad_src: int | None = None,
-                  pad_dst: int | None = None) -> tuple:
+def padded_arrays(g: Graph, n_src: int, n_dst: int, n_pad: int, pad_src=None, pad_dst=None) -> tuple:
     """The eight arrays of ``g`` with ``n_src - g.n_src`` source and ``n_dst - g.n_dst`` destination nodes
-    (no edges) and ``n_pad`` padding edges (``pad_src -> pad_dst``, default the last nodes, in no row)
-    appended, never re-sorted: NumPy for a concrete graph, ``jnp`` for a traced one."""
-    traced = any(isinstance(x, jax.core.Tracer) for x in g.tree_flatten()[0])
+    (no edges) and ``n_pad`` padding edges (``pad_src -> pad_dst``: node ids, or ``[n_pad]`` arrays of them;
+    default the last nodes; in no row) appended, never re-sorted: NumPy for a concrete graph, ``jnp`` for a
+    traced one."""
+    traced = any(isinstance(x, jax.core.Tracer) for x in (*g.tree_flatten()[0], pad_src, pad_dst))
     xp, idx = (jnp if traced else np), g.index_dtype
-    src, dst = (xp.full(n_pad, n - 1 if node is None else node, idx)
+    src, dst = (xp.broadcast_to(xp.asarray(n - 1 if node is None else node).astype(idx), (n_pad,))
                 for n, node in ((n_src, pad_src), (n_dst, pad_dst)))
     new_ids = xp.arange(g.n_edges, g.n_edges + n_pad, dtype=idx)
 
@@ -442,7 +477,7 @@ def padding_masks(original: Graph, padded: Graph) -> tuple[jax.Array, jax.Array,
 
 
 def _require_concrete(fn: str, g: Graph, *arrays) -> None:
-    if any(isinstance(x, jax.core.Tracer) for x in (g.src, g.dst, *arrays)):
+    if any(isinstance(x, jax.core.Tracer) for x in (g.src, g.dst, g.csc_offsets, *arrays)):
         raise TypeError(f"{fn}: needs concrete arrays (it builds a host object); call it outside jax.jit")
 
 

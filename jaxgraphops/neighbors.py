@@ -38,17 +38,31 @@ def _graph(lists, n_src, n_dst, index_dtype):
     return Graph.from_edges(src, dst, n_src, n_dst, index_dtype=index_dtype)
 
 
-def radius_graph(pos_src, pos_dst, r: float, *, max_num_neighbors: int | None = None,
+def _check_loop(fn, loop, pos_dst) -> bool:
+    if not isinstance(loop, (bool, np.bool_)):
+        raise TypeError(f"{fn}: loop must be a bool; got {loop!r}")
+    if loop and pos_dst is not None:
+        raise ValueError(f"{fn}: loop=True adds self loops to one point set (pos_dst=None); with two point sets "
+                         f"(pos_dst given) source j and destination i are different points and no edge is a loop")
+    return bool(loop)
+
+
+def radius_graph(pos_src, pos_dst, r: float, *, loop: bool = False, max_num_neighbors: int | None = None,
                  index_dtype=None) -> Graph:
     """Edges ``j -> i`` for every source point within distance ``r`` of destination point ``i``.
 
-    ``pos_src [n_src, d]``, ``pos_dst [n_dst, d]`` (None: ``pos_src``, self loops included,
-    as neuraloperator's neighbour search). Distances ``<= r`` count. With ``max_num_neighbors``,
-    each destination keeps its nearest ``max_num_neighbors`` sources within ``r`` (ties by
-    source index). Edges are grouped by destination, sources in increasing order.
+    ``pos_src [n_src, d]``, ``pos_dst [n_dst, d]`` (None: ``pos_src``, one point set). Distances ``<= r``
+    count. On one point set, ``loop=False`` (the default, as PyG's ``radius_graph``) leaves out the self
+    loops ``i -> i``, whose distance 0 would make a force or a direction from ``pos[j] - pos[i]`` NaN;
+    ``loop=True`` keeps them (neuraloperator's neighbour search, a GNO's integral over a ball around each
+    point). With ``max_num_neighbors``, each destination keeps its nearest ``max_num_neighbors`` sources
+    within ``r`` (ties by source index). Edges are grouped by destination, sources in increasing order.
 
     >>> import numpy as np, jaxgraphops as jgo
     >>> g = jgo.radius_graph(np.array([[0.0], [1.0], [3.0]]), None, 1.5)
+    >>> g.src.tolist(), g.dst.tolist()
+    ([1, 0], [0, 1])
+    >>> g = jgo.radius_graph(np.array([[0.0], [1.0], [3.0]]), None, 1.5, loop=True)
     >>> g.src.tolist(), g.dst.tolist()
     ([0, 1, 0, 1, 2], [0, 0, 1, 1, 2])
     """
@@ -56,12 +70,15 @@ def radius_graph(pos_src, pos_dst, r: float, *, max_num_neighbors: int | None = 
 
     fn = "radius_graph"
     src, dst = _pair(fn, pos_src, pos_dst)
+    loop = _check_loop(fn, loop, pos_dst)
     r = float(r)
     if not np.isfinite(r) or r < 0:
         raise ValueError(f"{fn}: r must be a finite number >= 0; got {r}")
     if max_num_neighbors is not None and (isinstance(max_num_neighbors, bool) or int(max_num_neighbors) < 1):
         raise ValueError(f"{fn}: max_num_neighbors must be a positive int or None; got {max_num_neighbors!r}")
     lists = cKDTree(src).query_ball_point(dst, r) if len(src) else [[] for _ in range(len(dst))]
+    if pos_dst is None and not loop:
+        lists = [[j for j in js if j != i] for i, js in enumerate(lists)]
     if max_num_neighbors is not None:
         k = int(max_num_neighbors)
         kept = []
@@ -73,15 +90,20 @@ def radius_graph(pos_src, pos_dst, r: float, *, max_num_neighbors: int | None = 
     return _graph(lists, len(src), len(dst), index_dtype)
 
 
-def knn_graph(pos_src, pos_dst, k: int, *, index_dtype=None) -> Graph:
+def knn_graph(pos_src, pos_dst, k: int, *, loop: bool = False, index_dtype=None) -> Graph:
     """Edges ``j -> i`` from the ``k`` nearest source points of every destination point ``i``.
 
-    ``pos_src [n_src, d]``, ``pos_dst [n_dst, d]`` (None: ``pos_src``, where a point is its
-    own nearest neighbour). Needs ``k <= n_src``. Ties in distance are broken by the KD-tree.
-    Edges are grouped by destination, sources in increasing order.
+    ``pos_src [n_src, d]``, ``pos_dst [n_dst, d]`` (None: ``pos_src``, one point set). On one point set,
+    ``loop=False`` (the default, as PyG's ``knn_graph``) leaves a point out of its own neighbours: the ``k``
+    nearest other points (needs ``k < n_src``); ``loop=True`` counts the point itself, its own nearest
+    neighbour (needs ``k <= n_src``). Ties in distance are broken by the KD-tree. Edges are grouped by
+    destination, sources in increasing order.
 
     >>> import numpy as np, jaxgraphops as jgo
-    >>> g = jgo.knn_graph(np.array([[0.0], [1.0], [3.0]]), None, 2)
+    >>> g = jgo.knn_graph(np.array([[0.0], [1.0], [3.0]]), None, 1)
+    >>> g.src.tolist(), g.dst.tolist()
+    ([1, 0, 1], [0, 1, 2])
+    >>> g = jgo.knn_graph(np.array([[0.0], [1.0], [3.0]]), None, 2, loop=True)
     >>> g.src.tolist(), g.dst.tolist()
     ([0, 1, 0, 1, 1, 2], [0, 0, 1, 1, 2, 2])
     """
@@ -89,12 +111,19 @@ def knn_graph(pos_src, pos_dst, k: int, *, index_dtype=None) -> Graph:
 
     fn = "knn_graph"
     src, dst = _pair(fn, pos_src, pos_dst)
+    loop = _check_loop(fn, loop, pos_dst)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"{fn}: k must be a positive int; got {k!r}")
-    if k > len(src):
-        raise ValueError(f"{fn}: k={k} exceeds the number of source points n_src={len(src)}")
+    skip_self = pos_dst is None and not loop
+    if k + skip_self > len(src):
+        what = "other points (loop=False leaves a point out of its own neighbours)" if skip_self else "source points"
+        raise ValueError(f"{fn}: k={k} exceeds the number of {what}: n_src={len(src)}")
     if len(dst) == 0:
         return _graph([], len(src), 0, index_dtype)
-    _, idx = cKDTree(src).query(dst, k=int(k))
-    idx = np.asarray(idx).reshape(len(dst), int(k))
+    _, idx = cKDTree(src).query(dst, k=int(k) + skip_self)
+    idx = np.asarray(idx).reshape(len(dst), int(k) + skip_self)
+    if skip_self:  # drop the point itself, or the farthest where a tie at distance 0 left it out
+        is_self = idx == np.arange(len(dst))[:, None]
+        drop = np.where(is_self.any(axis=1), is_self.argmax(axis=1), int(k))
+        idx = idx[np.arange(int(k) + 1)[None, :] != drop[:, None]].reshape(len(dst), int(k))
     return _graph(list(idx), len(src), len(dst), index_dtype)

@@ -36,11 +36,13 @@ _HIGHEST = jax.lax.Precision.HIGHEST
 
 def _checks_graph(f):
     """Checks the graph argument ``g`` of a reference function (named ``reference.<name>``) and gives the function
-    :func:`_padding_dropped` of it."""
+    :func:`_padding_dropped` of it. ``wrapped.on_dropped`` is ``f`` itself, for a reference that calls another on
+    its graph, already dropped (no longer a valid graph: its padding edges name nodes past the last)."""
     @functools.wraps(f)
     def wrapped(g, *args, **kwargs):
         check_graph(f"reference.{f.__name__}", g)
         return f(_padding_dropped(g), *args, **kwargs)
+    wrapped.on_dropped = f
     return wrapped
 
 
@@ -220,8 +222,9 @@ def agg_weighted(g, x, edge_weight, *, reduce="sum"):
 def agg_concat(g, x, *, x_dst=None, edge_feat=None, edge_weight=None, reduce="sum"):
     """Reference of :func:`jaxgraphops.agg_concat`."""
     x_dst = x if x_dst is None else x_dst
-    agg = agg_simple(g, x, reduce=reduce) if edge_weight is None else agg_weighted(g, x, edge_weight, reduce=reduce)
-    parts = [agg] + ([agg_simple(g, edge_feat=edge_feat, reduce=reduce)] if edge_feat is not None else [])
+    simple, weighted = agg_simple.on_dropped, agg_weighted.on_dropped
+    agg = simple(g, x, reduce=reduce) if edge_weight is None else weighted(g, x, edge_weight, reduce=reduce)
+    parts = [agg] + ([simple(g, edge_feat=edge_feat, reduce=reduce)] if edge_feat is not None else [])
     return jnp.concatenate(parts + [x_dst[: g.n_dst]], axis=-1)
 
 
@@ -247,7 +250,7 @@ def mha_gat(g, x_src, attn_weights, *, x_dst=None, num_heads=1, concat_heads=Tru
     if edge_feat is not None:
         p = p + jnp.einsum("ehc,hc->eh", edge_feat.reshape(-1, h, c), a[2], precision=_HIGHEST)
     z = jnp.where(p > 0, p, negative_slope * p)
-    alpha = _dropped(edge_softmax(g, z), dropout_rate, dropout_key)  # 0 at padding edges
+    alpha = _dropped(edge_softmax.on_dropped(g, z), dropout_rate, dropout_key)  # 0 at padding edges
     out = jax.ops.segment_sum(alpha[..., None] * _rows(xs, g.src), g.dst, num_segments=g.n_dst)
     out = out.reshape(g.n_dst, h * c) if concat_heads else out.mean(axis=1)
     return (out, alpha) if return_attention else out
@@ -269,7 +272,7 @@ def mha_gat_v2(g, x_src, x_dst, attn_weights, *, num_heads=1, concat_heads=True,
         t = t + edge_feat.reshape(-1, h, c)
     u = jnp.where(t > 0, t, negative_slope * t)
     z = jnp.einsum("ehc,hc->eh", u, attn_weights.reshape(h, c), precision=_HIGHEST)
-    alpha = _dropped(edge_softmax(g, z), dropout_rate, dropout_key)  # 0 at padding edges
+    alpha = _dropped(edge_softmax.on_dropped(g, z), dropout_rate, dropout_key)  # 0 at padding edges
     out = jax.ops.segment_sum(alpha[..., None] * _rows(xs, g.src), g.dst, num_segments=g.n_dst)
     out = out.reshape(g.n_dst, h * c) if concat_heads else out.mean(axis=1)
     return (out, alpha) if return_attention else out
@@ -291,7 +294,7 @@ def mha_simple(g, query, key, value, *, num_heads=1, concat_heads=True, edge_fea
         e = edge_feat.reshape(-1, h, c)
         k, v = k + e, v + e
     z = jnp.sum(q * k, axis=-1) / jnp.sqrt(jnp.asarray(c, q.dtype))
-    alpha = _dropped(edge_softmax(g, z), dropout_rate, dropout_key)  # 0 at padding edges
+    alpha = _dropped(edge_softmax.on_dropped(g, z), dropout_rate, dropout_key)  # 0 at padding edges
     out = jax.ops.segment_sum(alpha[..., None] * v, g.dst, num_segments=g.n_dst)
     out = out.reshape(g.n_dst, h * c) if concat_heads else out.mean(axis=1)
     return (out, alpha) if return_attention else out
@@ -370,16 +373,20 @@ def agg_hg_basis(g, x, edge_types, comp=None, *, n_edge_types, x_dst=None, conca
     """Reference of :func:`jaxgraphops.agg_hg_basis`, term by term from the definition: the per-(dst, type) edge
     counts from a table of ``n_dst * R`` segments, the ``[E, B, D]`` per-edge terms with comp."""
     n_dst, d, r = g.n_dst, x.shape[1], n_edge_types
-    key = g.dst.astype(edge_types.dtype) * r + edge_types  # the (destination, relation) of each edge
-    norm = jnp.ones((g.n_edges,), x.dtype)
+    edge_types = jnp.asarray(edge_types)
+    # the (destination, relation) of each edge; n_dst * r (dropped) for a padding edge and, under jit, a type out of
+    # range [0, r) (no contribution, as from the CUDA kernels; the CPU kernels raise), never a neighbour's block
+    counted = g.real_edge_mask() & (edge_types >= 0) & (edge_types < r)
+    key = jnp.where(counted, g.dst.astype(edge_types.dtype) * r + edge_types, n_dst * r)
+    norm = counted.astype(x.dtype)
     if norm_by_dst_degree:
-        count = jax.ops.segment_sum(jnp.ones((g.n_edges,), x.dtype), key, num_segments=n_dst * r)
-        norm = 1 / count[key]
+        count = _rows(jax.ops.segment_sum(norm, key, num_segments=n_dst * r), key)
+        norm = norm / jnp.maximum(count, 1)  # 1/count, 0 where the edge is not counted (no 1/0)
     x_j = _rows(x, g.src) * norm[:, None]
     if comp is None:
         out = jax.ops.segment_sum(x_j, key, num_segments=n_dst * r).reshape(n_dst, r * d)
     else:
-        terms = jnp.einsum("eb,ed->ebd", comp[edge_types], x_j, precision=_HIGHEST)
+        terms = jnp.einsum("eb,ed->ebd", _rows(comp, jnp.where(counted, edge_types, r)), x_j, precision=_HIGHEST)
         out = jax.ops.segment_sum(terms.reshape(g.n_edges, comp.shape[1] * d), g.dst, num_segments=n_dst)
     if concat_own:
         out = jnp.concatenate([out, x[:n_dst] if x_dst is None else x_dst], axis=1)

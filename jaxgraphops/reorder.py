@@ -20,10 +20,14 @@ Methods:
   nodes) with few cut edges; nodes are grouped by part, in their old order within a part. Needs pymetis
   (the ``test``, ``examples`` or ``distributed`` extra).
 
-Edges are sorted by (new destination, new source): the reordered graph's input edge order is its CSC
-order, so edge-valued arrays (weights, edge features, attention) are read contiguously by the forward
-kernels instead of through a scattered edge-id gather. :meth:`Permutation.permute_edges` takes an edge
-array from the old input order to the new one, :meth:`Permutation.unpermute_edges` back.
+Edges are sorted by new destination, the in-edges of each destination kept in their input order: the
+reordered graph's input edge order is its CSC order, so edge-valued arrays (weights, edge features,
+attention) are read contiguously by the forward kernels instead of through a scattered edge-id gather,
+and each destination sees its in-edges in the order it saw them before, so every op gives the same
+result on the reordered graph, gradients included (a sum adds in the same order; a max/min tie goes to
+the same edge). :meth:`Permutation.permute_edges` takes an edge array from the old input order to the new
+one, :meth:`Permutation.unpermute_edges` back. A padded graph's padding edges (:class:`~jaxgraphops.Graph`)
+stay padding edges, last and in their order; the relabelling sees the real edges only.
 
 Bipartite graphs (``n_src != n_dst``) have their source and destination sides permuted separately: the
 methods run on the graph of ``n_src + n_dst`` nodes in which each edge links its source node to its
@@ -40,8 +44,8 @@ from dataclasses import dataclass
 import jax
 import numpy as np
 
-from ._checks import check_choice
-from .graph import Graph
+from ._checks import check_choice, check_graph
+from .graph import Graph, padded_arrays
 
 __all__ = ["Permutation", "reorder"]
 
@@ -117,7 +121,7 @@ class Permutation:
 
 
 def reorder(g: Graph, method: str = "rcm", *, n_parts: int | None = None) -> tuple[Graph, Permutation]:
-    """Relabels the nodes of ``g`` for locality and sorts its edges by (destination, source).
+    """Relabels the nodes of ``g`` for locality and sorts its edges by destination (stable).
 
     Args:
       g: a concrete :class:`~jaxgraphops.Graph` (not traced: call it outside ``jit``, once per graph).
@@ -127,9 +131,10 @@ def reorder(g: Graph, method: str = "rcm", *, n_parts: int | None = None) -> tup
       n_parts: METIS parts (``"metis"`` only); default ``ceil(nodes / 1024)``.
 
     Returns:
-      ``(reordered graph, Permutation)``; the graph keeps ``g``'s sizes and index dtype. An op on the
-      reordered graph with permuted inputs gives the permuted result: ``perm.unpermute_nodes(op(new,
-      perm.permute_nodes(x)))`` equals ``op(g, x)``.
+      ``(reordered graph, Permutation)``; the graph keeps ``g``'s sizes, index dtype and padding edges
+      (last, as padding). An op on the reordered graph with permuted inputs gives the permuted result,
+      and its gradients the permuted gradients: ``perm.unpermute_nodes(op(new, perm.permute_nodes(x)))``
+      equals ``op(g, x)`` (on the CPU bit for bit: each destination's in-edges keep their order).
 
     >>> import numpy as np, jaxgraphops as jgo
     >>> ring = np.array([0, 3, 1, 4, 2])  # a 5-cycle 0-3-1-4-2-0 with scattered ids
@@ -146,18 +151,20 @@ def reorder(g: Graph, method: str = "rcm", *, n_parts: int | None = None) -> tup
     if not isinstance(g, Graph):
         raise TypeError(f"{fn}: g must be a jaxgraphops.Graph; got {type(g).__name__}")
     check_choice(fn, "method", method, METHODS)
-    if any(isinstance(x, jax.core.Tracer) for x in (g.src, g.dst)):
+    if any(isinstance(x, jax.core.Tracer) for x in g.tree_flatten()[0]):
         raise TypeError(f"{fn}: needs a concrete graph (it relabels the nodes on the host, once per graph); "
                         f"got a traced one: call it outside jax.jit and pass the reordered graph in")
     if n_parts is not None and method != "metis":
         raise ValueError(f"{fn}: n_parts is a METIS option; got n_parts={n_parts!r} with method={method!r}")
+    check_graph(fn, g)
+    real = g._n_real_edges()  # the edges after it are padding: in no row, kept last
     src, dst = np.asarray(g.src, np.int64), np.asarray(g.dst, np.int64)
     square = g.n_src == g.n_dst
     # one node set for a square graph; sources then destinations (offset by n_src) for a bipartite one
     n = g.n_src if square else g.n_src + g.n_dst
-    a, b = (src, dst) if square else (src, dst + g.n_src)
+    a, b = (src[:real], dst[:real]) if square else (src[:real], dst[:real] + g.n_src)
     if method == "rcm":
-        order = _rcm(a, b, n)
+        order = _rcm(a, b, n) if n else np.zeros(0, np.int64)  # scipy's RCM fails on an empty pattern
     elif method == "degree":
         order = np.argsort(-np.bincount(np.concatenate([a, b]), minlength=n), kind="stable")
     else:
@@ -169,8 +176,13 @@ def reorder(g: Graph, method: str = "rcm", *, n_parts: int | None = None) -> tup
     inv_src = _invert(new_src)
     inv_dst = inv_src if square else _invert(new_dst)
     s, d = inv_src[src], inv_dst[dst]
-    edges = np.lexsort((s, d))  # by new destination, then new source: the CSC order
-    new = Graph.from_edges(s[edges], d[edges], g.n_src, g.n_dst, index_dtype=g.index_dtype)
+    # by new destination; a destination's in-edges stay in their input order (the same sums, the same max ties)
+    edges = np.concatenate([np.argsort(d[:real], kind="stable"), np.arange(real, g.n_edges)])
+    new = Graph.from_edges(s[edges[:real]], d[edges[:real]], g.n_src, g.n_dst, index_dtype=g.index_dtype)
+    if real < g.n_edges:
+        new = Graph(*padded_arrays(new, g.n_src, g.n_dst, g.n_edges - real, s[real:], d[real:]), g.n_src, g.n_dst,
+                    validate=False)
+        new._checked = True
     return new, Permutation(new_src, new_dst, edges)
 
 

@@ -3,7 +3,11 @@
 A sampled *block* is a bipartite :class:`~jaxgraphops.Graph` of static shape whose destinations are
 the seeds and whose sources are the block's input nodes, relabelled to local ids with the seeds
 first (destinations are a prefix of the sources, as DGL's blocks and PyG's ``NeighborLoader``
-relabelling), so that a jitted train step compiles once for every batch of the same size.
+relabelling), so that a jitted train step compiles once for every batch of the same size. Its empty
+edge slots (a seed with fewer in-edges than the fanout) are padding edges of the graph
+(:class:`~jaxgraphops.Graph`), after the sampled ones: every op and layer on a block computes exactly
+what it computes on the sampled subgraph (a mean divides by the sampled in-degree, a softmax runs over
+the sampled in-edges), with no masking by hand.
 
 The sampling itself is a kernel (``jgo_sample_neighbors``: C++ on the CPU, CUDA on a GPU) whose
 random numbers are counter-based (Philox-4x32-10 of the key, the seed's position and the draw's
@@ -35,28 +39,27 @@ IMPLS = (None, "ffi", "xla")
 class SampledBlock(NamedTuple):
     """One sampled block (a pytree: a NamedTuple of arrays and a Graph, so it passes through ``jit``).
 
-    With ``S = len(seeds)`` and ``f`` the fanout:
+    With ``S = len(seeds)``, ``f`` the fanout and ``R`` the number of sampled in-edges (at most ``S * f``):
 
     - ``graph``: the block, a :class:`~jaxgraphops.Graph` with ``n_dst = S`` (the seeds),
-      ``n_src = S * (1 + f)`` (the input nodes, local ids) and ``S * f`` edges. Edge slot
-      ``s * f + m`` is the m-th sampled in-edge of seed ``s`` (``dst = s``); its source is the local id
-      of the neighbour. Local source ``i < S`` is seed ``i`` itself (the prefix property).
-    - ``edge_mask [S * f]`` (bool): the real edge slots. A padding slot is an edge from the last
-      source slot ``n_src - 1`` (always a padding node when a padding edge exists) into its own
-      seed, so the CSC layout is static.
+      ``n_src = S * (1 + f)`` (the input nodes, local ids) and ``S * f`` edges: first the ``R`` sampled
+      edges, seed by seed (edge ``k`` of the block goes into seed ``dst[k]`` from the local id ``src[k]`` of
+      the neighbour; local source ``i < S`` is seed ``i`` itself, the prefix property), then ``S * f - R``
+      **padding edges** (:class:`~jaxgraphops.Graph`: ``csc_offsets[-1] == R``), in no neighbourhood. So
+      the block *is* the sampled subgraph for every op: ``graph.in_degrees()`` are the seeds' sampled
+      in-degrees, a mean divides by them, a softmax or max runs over the sampled in-edges only, an
+      edge-valued result is 0 at the padding edges, and nothing depends on what the padding rows hold.
+    - ``edge_mask [S * f]`` (bool): the real edges, ``graph.real_edge_mask()`` (the first ``R``).
     - ``input_nodes [S * (1 + f)]``: the global id of each source (local id), -1 for padding: the
       seeds first (as given, -1 for padding seeds), then the newly reached nodes in order of first
-      appearance in the edge slots, then -1.
+      appearance among the edges, then -1.
     - ``node_mask [S * (1 + f)]`` (bool): ``input_nodes >= 0``.
     - ``edge_ids [S * f]``: the sampled edges' ids in ``g``'s input edge order (to gather edge
-      features), -1 for padding.
+      features: ``jnp.where(edge_mask[:, None], ef[edge_ids], 0)``), -1 for padding.
 
-    Padding edges contribute nothing to a sum aggregation on the block as long as the features of
-    padding source nodes are zero: gather them as ``jnp.where(node_mask[:, None],
-    x[input_nodes], 0)`` and, between layers, zero the rows of padding nodes again
-    (``h * node_mask[:, None]``), since a layer's bias makes them non-zero. Equivalently, weight
-    the edges by ``edge_mask`` (``agg_weighted``). A mean must divide by the real in-degree,
-    ``edge_mask.reshape(S, f).sum(1)``, not by ``graph.in_degrees()`` (always ``f``).
+    Gather the input features as ``x[input_nodes]`` (a padding row reads ``x[-1]``, which no op
+    reads back; ``jnp.where(node_mask[:, None], x[input_nodes], 0)`` keeps them 0 for a readout or a
+    loss over the block's nodes).
     """
 
     graph: Graph
@@ -133,21 +136,38 @@ def _slots(g: Graph, seeds, key_words, fanout: int, replace: bool, impl):
                                       cuda=kernel if _backend.with_cuda() else fallback, default=fallback)
 
 
-def _block_graph(local_src, csr_offsets, csr_eid, n_seeds: int, fanout: int) -> Graph:
-    """The block: ``fanout`` edge slots per seed (CSC in slot order), sources ``local_src``, and the CSR
-    (``csr_offsets``, ``csr_eid``) of the relabelling; valid by construction."""
+def _real_slots_first(slot_src, slot_eid, n_seeds: int, fanout: int):
+    """The sampled edge slots (``[S * fanout]``, seed by seed, -1 for an empty slot) with the real ones first, in
+    their order (so grouped by seed), and the empty ones after: ``(src, eid, csc_offsets [S + 1])``, the block's
+    CSC with its padding edges last (:class:`~jaxgraphops.Graph`)."""
+    idx, E = slot_src.dtype, slot_src.shape[0]
+    real = slot_src >= 0
+    rank = jnp.cumsum(real, dtype=idx) - 1  # a real slot's position among the real ones
+    where = jnp.where(real, rank, E)  # E: dropped, the empty slots stay -1
+    src, eid = (jnp.full(E, -1, idx).at[where].set(x, mode="drop", unique_indices=True) for x in (slot_src, slot_eid))
+    counts = real.reshape(n_seeds, fanout).sum(1, dtype=idx)
+    return src, eid, jnp.concatenate([jnp.zeros(1, idx), jnp.cumsum(counts, dtype=idx)])
+
+
+def _block_graph(local_src, csc_offsets, csr_offsets, csr_eid, n_seeds: int) -> Graph:
+    """The block: its real edges first (seed by seed: the CSC is the input order), then its padding edges from
+    the last source ``n_src - 1`` into the last seed; the CSR (``csr_offsets``, ``csr_eid``) of the relabelling
+    ends where the real edges do. Valid by construction."""
     idx, E = local_src.dtype, local_src.shape[0]
-    dst = jnp.repeat(jnp.arange(n_seeds, dtype=idx), fanout, total_repeat_length=E)
-    csc_offsets = jnp.arange(n_seeds + 1, dtype=idx) * fanout
-    g = Graph(local_src, dst, csc_offsets, local_src, jnp.arange(E, dtype=idx), csr_offsets, csr_eid // max(fanout, 1),
-              csr_eid, n_seeds + E, n_seeds, validate=False)
+    n_real = csc_offsets[-1]
+    # the seeds of the real edges; the padding edges after them repeat the last seed
+    dst = jnp.repeat(jnp.arange(n_seeds, dtype=idx), jnp.diff(csc_offsets), total_repeat_length=E)
+    g = Graph(local_src, dst, csc_offsets, local_src, jnp.arange(E, dtype=idx), jnp.minimum(csr_offsets, n_real),
+              dst[csr_eid], csr_eid, n_seeds + E, n_seeds, validate=False)
     g._checked = True
     return g
 
 
-def _relabel_block(seeds, slot_src, fanout: int) -> tuple[Graph, jax.Array]:
-    """The block graph and its input node ids (seeds first, then the new nodes by first appearance
-    in the edge slots, then -1), from one stable sort of ``[seeds, slot_src]`` by global id.
+def _relabel_block(seeds, slot_src):
+    """``(local_src [E], input_nodes [N], csr_offsets [N + 1], csr_eid [E])``: the local id of each edge slot's
+    source (``N - 1`` for an empty slot), the input node ids (seeds first, then the new nodes by first
+    appearance in the edge slots, then -1) and the slots grouped by local source, from one stable sort of
+    ``[seeds, slot_src]`` by global id.
 
     The sort groups the entries of one node (seed positions first, then its edge slots in order);
     the first position of a group names the node's local id. The CSR (edges grouped by local
@@ -183,27 +203,26 @@ def _relabel_block(seeds, slot_src, fanout: int) -> tuple[Graph, jax.Array]:
     csr_offsets = jnp.concatenate([jnp.zeros(1, idx), jnp.cumsum(counts).astype(idx)])
     csr_pos = jnp.where(is_edge > 0, csr_offsets[jnp.minimum(local_sorted, N - 1)] + rank_in_node, E)
     csr_eid = jnp.zeros(E, idx).at[csr_pos].set(slot, mode="drop")
-    return _block_graph(local_src, csr_offsets, csr_eid, S, fanout), input_nodes
+    return local_src, input_nodes, csr_offsets, csr_eid
 
 
-def _kernel_relabel_block(seeds, slot_src, fanout: int) -> tuple[Graph, jax.Array]:
+def _kernel_relabel_block(seeds, slot_src):
     """``_relabel_block`` by the CPU kernel jgo_sample_relabel (one hash-map pass instead of a sort)."""
     idx = seeds.dtype
     S, E = seeds.shape[0], slot_src.shape[0]
     N = S + E
     shapes = [jax.ShapeDtypeStruct((n,), idx) for n in (E, N, N + 1, E)]
     call = jax.ffi.ffi_call("jgo_sample_relabel", shapes, vmap_method="sequential")
-    local_src, input_nodes, csr_offsets, csr_eid = call(seeds, slot_src)
-    return _block_graph(local_src, csr_offsets, csr_eid, S, fanout), input_nodes
+    return tuple(call(seeds, slot_src))
 
 
-def _relabel(seeds, slot_src, fanout: int, impl):
-    """The block graph and input nodes: the CPU kernel on the CPU (not when emulating CUDA, whose
-    platform runs the sort-based twin as a GPU does), the jax.numpy version elsewhere."""
-    twin = lambda: _relabel_block(seeds, slot_src, fanout)  # noqa: E731
+def _relabel(seeds, slot_src, impl):
+    """:func:`_relabel_block`: the CPU kernel on the CPU (not when emulating CUDA, whose platform runs the
+    sort-based twin as a GPU does), the jax.numpy version elsewhere."""
+    twin = lambda: _relabel_block(seeds, slot_src)  # noqa: E731
     if impl == "xla" or not _backend.kernels_on_cpu() or _backend.emulating_cuda() or seeds.shape[0] == 0:
         return twin()
-    kernel = lambda: _kernel_relabel_block(seeds, slot_src, fanout)  # noqa: E731
+    kernel = lambda: _kernel_relabel_block(seeds, slot_src)  # noqa: E731
     return jax.lax.platform_dependent(cpu=kernel, default=twin)
 
 
@@ -213,8 +232,9 @@ def _sample(fn, key_words, g: Graph, seeds, fanout: int, replace: bool, impl) ->
         raise ValueError(f"{fn}: len(seeds) * (1 + fanout) = {S * (1 + fanout)} does not fit the graph's index "
                          f"dtype {g.index_dtype}")
     slot_src, slot_eid = _slots(g, seeds, key_words, fanout, replace, impl)
-    graph, input_nodes = _relabel(seeds, slot_src, fanout, impl)
-    graph._checked = True  # valid by construction (platform_dependent rebuilt it from its leaves)
+    slot_src, slot_eid, csc_offsets = _real_slots_first(slot_src, slot_eid, S, fanout)
+    local_src, input_nodes, csr_offsets, csr_eid = _relabel(seeds, slot_src, impl)
+    graph = _block_graph(local_src, csc_offsets, csr_offsets, csr_eid, S)
     return SampledBlock(graph, slot_eid >= 0, input_nodes, input_nodes >= 0, slot_eid)
 
 
@@ -250,20 +270,24 @@ def sample_neighbors(key, g: Graph, seeds, fanout: int, *, replace: bool = False
 
     Returns:
       A :class:`SampledBlock`: ``graph`` (``n_dst = S``, ``n_src = S * (1 + fanout)``,
-      ``S * fanout`` edges), ``edge_mask``, ``input_nodes``, ``node_mask``, ``edge_ids``. See
-      :class:`SampledBlock` for the padding, and what a sum or mean over the block needs.
+      ``S * fanout`` edges: the sampled ones, seed by seed, then padding edges), ``edge_mask``,
+      ``input_nodes``, ``node_mask``, ``edge_ids``. Every op on ``graph`` equals the op on the sampled
+      subgraph: the empty slots are padding edges (see :class:`SampledBlock`).
 
     >>> import jax, numpy as np, jaxgraphops as jgo
     >>> g = jgo.Graph.from_edges(np.array([0, 1, 3, 2]), np.array([2, 2, 2, 0]))
-    >>> b = jgo.sample_neighbors(jax.random.key(0), g, np.array([2, 0]), 3)  # fanout >= degrees: all in-edges
+    >>> b = jgo.sample_neighbors(jax.random.key(0), g, np.array([0, 2]), 3)  # fanout >= degrees: all in-edges
     >>> b.graph
     Graph(n_src=8, n_dst=2, n_edges=6, index_dtype=int32)
     >>> b.input_nodes.tolist()            # the seeds, then the new nodes, then padding
-    [2, 0, 1, 3, -1, -1, -1, -1]
-    >>> b.graph.src.tolist(), b.graph.dst.tolist()   # local ids; padding edges from source 7
-    ([1, 2, 3, 0, 7, 7], [0, 0, 0, 1, 1, 1])
-    >>> b.edge_mask.tolist(), b.edge_ids.tolist()
-    ([True, True, True, True, False, False], [0, 1, 2, 3, -1, -1])
+    [0, 2, 1, 3, -1, -1, -1, -1]
+    >>> b.graph.src.tolist(), b.graph.dst.tolist()   # local ids: 2 -> 0, then 0, 1, 3 -> 2, then 2 padding edges
+    ([1, 0, 2, 3, 7, 7], [0, 1, 1, 1, 1, 1])
+    >>> b.graph.in_degrees().tolist(), b.edge_mask.tolist(), b.edge_ids.tolist()
+    ([1, 3], [True, True, True, True, False, False], [3, 0, 1, 2, -1, -1])
+    >>> x = np.array([[1.0], [2.0], [4.0], [6.0]])
+    >>> jgo.gspmm(b.graph, x[b.input_nodes], reduce="mean")[:, 0].tolist()  # the sampled neighbours' mean
+    [4.0, 3.0]
     """
     fn = "sample_neighbors"
     check_choice(fn, "impl", impl, IMPLS)

@@ -7,7 +7,8 @@
 // written exactly once: no [n, D] buffer, no atomics, and the result does not depend on the thread
 // count. Nodes are split into ranges of equal work (edges of both groupings plus nodes). Gathered
 // rows are prefetched kPrefetchDistance edges ahead. Every call checks both groupings
-// (CheckCompressed) and rev_edge_ids (in [-1, E), an involution) before touching a feature row.
+// (CheckCompressed) and rev_edge_ids (in [-1, E), an involution on the real edges naming none of the padding
+// edges) before touching a feature row.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -34,17 +35,22 @@ int64_t NodeAtWork(const I* a, const I* b, int64_t n_nodes, int64_t target) {
   return lo;
 }
 
-// rev_edge_ids in [-1, E) and an involution on its defined entries; the error names the first bad entry.
+// rev_edge_ids in [-1, E), and on the real edges (ids below n_real, the others padding: in no row) an
+// involution on its defined entries that names no padding edge; the error names the first bad entry.
 template <typename I>
-ffi::Error CheckRev(const I* rev, int64_t n_edges, const char* fn) {
+ffi::Error CheckRev(const I* rev, int64_t n_edges, int64_t n_real, const char* fn) {
   for (int64_t e = 0; e < n_edges; ++e) {  // every entry in range first, so that rev[r] below is
     const int64_t r = rev[e];
     if (r < -1 || r >= n_edges)
       return InvalidArgument(std::string("agg_dmpnn (") + fn + "): rev_edge_ids[" + std::to_string(e) + "] = " +
                              std::to_string(r) + " is out of range " + Range(-1, n_edges));
   }
-  for (int64_t e = 0; e < n_edges; ++e) {
+  for (int64_t e = 0; e < n_real; ++e) {
     const int64_t r = rev[e];
+    if (r >= n_real)
+      return InvalidArgument(std::string("agg_dmpnn (") + fn + "): rev_edge_ids[" + std::to_string(e) + "] = " +
+                             std::to_string(r) + " names a padding edge: the edges from " + std::to_string(n_real) +
+                             " on are padding (in no neighbourhood), so a real edge's reverse is a real edge or -1");
     if (r >= 0 && static_cast<int64_t>(rev[r]) != e)
       return InvalidArgument(std::string("agg_dmpnn (") + fn + "): rev_edge_ids must be an involution " +
                              "(rev[rev[e]] == e wherever rev[e] != -1): rev_edge_ids[" + std::to_string(e) + "] = " +
@@ -109,7 +115,7 @@ ffi::Error DmpnnTyped(ffi::ThreadPool& pool, DmpnnPass pass, const DmpnnArgs& a,
   if (auto err = CheckCompressed<I>(pool, oo, nullptr, oe, a.n_nodes, a.n_edges, 0, false, out_what.c_str());
       err.failure())
     return err;
-  if (auto err = CheckRev(rv, a.n_edges, fn); err.failure()) return err;
+  if (auto err = CheckRev(rv, a.n_edges, static_cast<int64_t>(io[a.n_nodes]), fn); err.failure()) return err;
   const T* xd = x.typed_data<T>();
   T* yd = y.typed_data<T>();
   const int64_t total = static_cast<int64_t>(io[a.n_nodes]) + static_cast<int64_t>(oo[a.n_nodes]) + a.n_nodes;

@@ -58,7 +58,8 @@ def triplets(g) -> Triplets:
     """All triplets ``(e_in = k->j, e_out = j->i)`` with ``k != i`` of a Graph (built on the host).
 
     The graph must be square (``n_src == n_dst``) and concrete (not traced): like
-    ``Graph.from_edges``, this runs outside ``jit``.
+    ``Graph.from_edges``, this runs outside ``jit``. The padding edges of a padded graph
+    (:class:`~jaxgraphops.Graph`) are in no triplet: ``agg_edge_to_edge`` gives them 0.
 
     >>> import jaxgraphops as jgo, numpy as np
     >>> g = jgo.Graph.from_edges(np.array([0, 1, 1, 2]), np.array([1, 0, 2, 1]))
@@ -74,8 +75,10 @@ def triplets(g) -> Triplets:
     except jax.errors.TracerArrayConversionError:
         raise TypeError("triplets: the graph must be concrete; build triplets outside jit") from None
     n_edges = src.shape[0]
-    # For every e_out = (j -> i): the edges into j, from the CSC grouping.
-    starts, counts = csc_offsets[src], csc_offsets[src + 1] - csc_offsets[src]
+    # For every real e_out = (j -> i): the edges into j, from the CSC grouping (real edges only: a padding edge,
+    # in no row, is in no triplet, whatever its endpoints)
+    real = np.arange(n_edges) < csc_offsets[-1]
+    starts, counts = csc_offsets[src], np.where(real, csc_offsets[src + 1] - csc_offsets[src], 0)
     e_out = np.repeat(np.arange(n_edges), counts)
     first = np.repeat(np.cumsum(counts) - counts, counts)
     e_in = csc_eid[np.repeat(starts, counts) + np.arange(e_out.shape[0]) - first]

@@ -345,8 +345,9 @@ def _edge_contract(ga, ct_e, other, other_target, target, mask_arg, out_shape, t
     source nodes, destination nodes or edges. This is the transpose of every form.
     """
     if target == "edge":
-        if other is None and mask_arg is None:
-            return sum_to_shape(jnp.broadcast_to(ct_e, (ct_e.shape[0],) + tuple(out_shape)), target_shape)
+        if other is None and mask_arg is None:  # the cotangent itself, 0 at the padding edges (they reach no output)
+            return sum_to_shape(ga.at_real_edges(jnp.broadcast_to(ct_e, (ct_e.shape[0],) + tuple(out_shape))),
+                                target_shape)
         return _edge_wise(ga, ct_e, "edge", other, other_target, mask_arg, out_shape, target_shape)
     reverse = target == "src"
     nbr_target = "dst" if reverse else "src"

@@ -14,14 +14,24 @@ from ._primitive_utils import compute_dtype, graph_arrays
 from .message_passing import IMPLS
 
 
-def check_rev_edge_ids(fn: str, rev, n_edges: int) -> None:
-    """A concrete ``rev_edge_ids`` must lie in ``[-1, n_edges)`` and be an involution on its defined entries."""
+def check_rev_edge_ids(fn: str, rev, n_edges: int, n_real: int | None = None) -> None:
+    """A concrete ``rev_edge_ids`` must lie in ``[-1, n_edges)`` and be an involution on its defined entries; with
+    ``n_real`` (the graph's real edges, the others padding), a real edge's entry must not name a padding edge, and
+    the padding edges' entries are not read."""
     rev = np.asarray(rev).astype(np.int64)
     bad = np.flatnonzero((rev < -1) | (rev >= n_edges))
     if bad.size:
         k = bad[0]
         raise ValueError(f"{fn}: rev_edge_ids[{k}] = {rev[k]} is out of range [-1, {n_edges}) (the input-order id "
                          f"of edge {k}'s reverse, or -1 for none)")
+    if n_real is not None:
+        rev = rev[:n_real]
+        bad = np.flatnonzero(rev >= n_real)
+        if bad.size:
+            k = bad[0]
+            raise ValueError(f"{fn}: rev_edge_ids[{k}] = {rev[k]} names a padding edge: the graph's edges from "
+                             f"{n_real} on are padding (in no neighbourhood), so a real edge's reverse is a real "
+                             f"edge or -1 (none)")
     defined = np.flatnonzero(rev >= 0)
     bad = defined[rev[rev[defined]] != defined]
     if bad.size:
@@ -59,13 +69,18 @@ def agg_dmpnn(g: Graph, h, rev_edge_ids, *, concat_own: bool = False, impl: str 
       computed in float32). Differentiable in ``h`` to every order; ``rev_edge_ids`` and the graph
       are not differentiable.
 
-    Errors: a concrete ``rev_edge_ids`` out of range ``[-1, n_edges)`` or not an involution is a
-    ValueError. Under ``jit`` the CPU kernels check it when they run (a ``JaxRuntimeError`` naming
-    rev_edge_ids); the CUDA kernels cannot raise: they write NaN into the rows of the edges whose
-    entry is out of range or breaks the involution (forward and gradient), never touching memory
-    out of bounds. ``impl="xla"``, and the pure-JAX lowering where no kernel runs (``JGO_KERNELS=xla``,
-    a GPU without the CUDA build), compute the definition and its true gradient for any in-range
-    ``rev``, involution or not; a traced entry out of range is clamped there, as every JAX gather does.
+    On a padded graph (:class:`~jaxgraphops.Graph`) the padding edges' entries are not read, and a real
+    edge's entry must not name a padding edge (the padding edges are in no neighbourhood; a padding row is
+    not a reverse bond).
+
+    Errors: a concrete ``rev_edge_ids`` out of range ``[-1, n_edges)``, not an involution, or naming a
+    padding edge from a real edge is a ValueError. Under ``jit`` the CPU kernels check it when they run (a
+    ``JaxRuntimeError`` naming rev_edge_ids); the CUDA kernels cannot raise: they write NaN into the rows
+    of the edges whose entry is out of range, breaks the involution or names a padding edge (forward and
+    gradient), never touching memory out of bounds. ``impl="xla"``, and the pure-JAX lowering where no
+    kernel runs (``JGO_KERNELS=xla``, a GPU without the CUDA build), compute the definition and its true
+    gradient for any in-range ``rev``, involution or not (a padding edge's row is 0 there); a traced entry
+    out of range is clamped there, as every JAX gather does.
 
     NaN and Inf propagate as in the reference: each node's sum is formed first and the reverse row
     subtracted from it after, so an infinite ``h[e']`` that is also the subtracted reverse gives
@@ -96,11 +111,14 @@ def agg_dmpnn(g: Graph, h, rev_edge_ids, *, concat_own: bool = False, impl: str 
     if rev.shape != (g.n_edges,):
         raise ValueError(f"{fn}: rev_edge_ids must have shape [n_edges] = ({g.n_edges},); got {rev.shape}")
     if not isinstance(rev, jax.core.Tracer):
-        check_rev_edge_ids(fn, rev, g.n_edges)
+        concrete_graph = not isinstance(g.csc_offsets, jax.core.Tracer)
+        check_rev_edge_ids(fn, rev, g.n_edges, int(np.asarray(g.csc_offsets)[-1]) if concrete_graph else None)
     if impl == "xla":
         return reference.agg_dmpnn(g, h, rev, concat_own=concat_own)
     idx = g.index_dtype
-    rev = jnp.asarray(rev)
+    # the padding edges' entries are not read: -1, so that a real edge naming a padding edge breaks the
+    # involution (the CUDA kernels' NaN rows; the CPU kernels name it)
+    rev = jnp.where(g.real_edge_mask(), jnp.asarray(rev), -1)
     if rev.dtype != idx:
         if jnp.iinfo(rev.dtype).bits > jnp.iinfo(idx).bits:  # keep an out-of-range entry out of range
             rev = jnp.clip(rev, -2, g.n_edges)

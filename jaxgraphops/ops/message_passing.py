@@ -6,6 +6,7 @@ input edge order of the Graph.
 
 from __future__ import annotations
 
+import jax.numpy as jnp
 import numpy as np
 
 from .. import reference
@@ -73,7 +74,7 @@ def gspmm(g: Graph, u=None, e=None, *, op: str = "copy_u", reduce: str = "sum", 
     if op == "u_sub_e":
         e = -e
     elif op == "u_div_e":
-        e = 1 / e
+        e = 1 / _read_rows_only(e, g.real_edge_mask())
     kernel_op = {"copy_u": "copy_lhs", "copy_e": "copy_rhs", "u_mul_e": "mul", "u_div_e": "mul"}.get(op, "add")
     out, _ = spmm(graph_arrays(g), u, e, op=kernel_op, reduce=reduce, out_shape=tuple(out_shape))
     return out.astype(dtype)
@@ -122,11 +123,25 @@ def gsddmm(g: Graph, lhs, rhs, *, op: str = "dot", lhs_target: str = "u", rhs_ta
     if op == "sub":
         rhs = -rhs
     elif op == "div":
-        rhs = 1 / rhs
+        rhs = 1 / _read_rows_only(rhs, _rows_read(g, rhs_target))
     kernel_op = "add" if op in ("add", "sub") else "mul"
     out = sddmm(graph_arrays(g), lhs, rhs, op=kernel_op, lhs_target=TARGETS[lhs_target],
                 rhs_target=TARGETS[rhs_target], out_shape=out_shape, dot=op == "dot")
     return out.astype(dtype)
+
+
+def _rows_read(g: Graph, target: str):
+    """``[rows]`` bool: the rows of a ``target`` operand some real edge reads (its padding edges read none)."""
+    if target == "e":
+        return g.real_edge_mask()
+    return jnp.diff(g.csr_offsets if target == "u" else g.csc_offsets) > 0
+
+
+def _read_rows_only(x, read):
+    """``x`` with 1 in the rows no edge reads, before a division by it: a padding row holding 0 (what
+    ``pad_nodes``/``pad_edges`` write) would give ``1/0``, and its gradient ``-1/0**2`` times a zero cotangent
+    NaN; through ``where`` an unread row gets an exact 0 gradient, whatever it holds."""
+    return jnp.where(read.reshape((-1,) + (1,) * (x.ndim - 1)), x, jnp.ones((), x.dtype))
 
 
 def edge_softmax(g: Graph, logits, *, impl: str | None = None):
