@@ -245,8 +245,9 @@ def mha_gat(g, x_src, attn_weights, *, x_dst=None, num_heads=1, concat_heads=Tru
     xs = x_src.reshape(x_src.shape[0], h, c)
     xd = (x_src[: g.n_dst] if x_dst is None else x_dst).reshape(g.n_dst, h, c)
     a = attn_weights.reshape(-1, h, c)
-    p = (_rows(jnp.einsum("nhc,hc->nh", xs, a[0], precision=_HIGHEST), g.src)
-         + _rows(jnp.einsum("nhc,hc->nh", xd, a[1], precision=_HIGHEST), g.dst))
+    # per edge, from the rows the edges read (a padding row's junk reaches no gradient)
+    p = (jnp.einsum("ehc,hc->eh", _rows(xs, g.src), a[0], precision=_HIGHEST)
+         + jnp.einsum("ehc,hc->eh", _rows(xd, g.dst), a[1], precision=_HIGHEST))
     if edge_feat is not None:
         p = p + jnp.einsum("ehc,hc->eh", edge_feat.reshape(-1, h, c), a[2], precision=_HIGHEST)
     z = jnp.where(p > 0, p, negative_slope * p)

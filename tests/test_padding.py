@@ -24,11 +24,17 @@ def _padded_rows(rng, real, n, width):
     return np.concatenate([real, junk]).astype(real.dtype)
 
 
+def _weights(rng, g):
+    """The weights the ops take besides features, as a dict (differentiated as well)."""
+    normal = lambda *shape: jnp.asarray(rng.normal(size=shape) / 2, jnp.float32)  # noqa: E731
+    return {"a3": normal(3 * F), "a1": normal(F), "U": normal(3, 2), "b_u": normal(3), "V": normal(F * F, 3),
+            "b_v": normal(F * F), "comp": normal(3, 2)}
+
+
 def _families(rng, g):
-    """``{name: (fn(g, xs, xd, ef) -> tuple of outputs, kinds)}`` with kinds "node", "edge" per output."""
-    a3, a1 = rng.normal(size=3 * F) / 2, rng.normal(size=F) / 2
+    """``{name: (fn(g, xs, xd, ef, w, impl) -> tuple of outputs, kinds)}`` with kinds "node", "edge" per output;
+    ``w`` the dict of :func:`_weights`. Every op, with every edge operand and weight it takes."""
     types = rng.integers(0, 3, g.n_edges)
-    gno = [jnp.asarray(rng.normal(size=s) / 2, jnp.float32) for s in ((3, 2), (3,), (F * F, 3), (F * F,))]
     rev = np.full(g.n_edges, -1)  # pairs (2k, 2k + 1) as reverse bonds where they are
     for k in range(0, g.n_edges - 1, 2):
         if np.asarray(g.src)[k] == np.asarray(g.dst)[k + 1] and np.asarray(g.dst)[k] == np.asarray(g.src)[k + 1]:
@@ -37,30 +43,57 @@ def _families(rng, g):
     def t(fn, *kinds):
         return fn, kinds
 
+    def spmm(op, reduce):
+        return t(lambda g, xs, xd, ef, w, impl: (jgo.gspmm(g, xs, ef, op=op, reduce=reduce, impl=impl),), "node")
+
+    def sddmm(op, lhs, rhs):
+        def fn(g, xs, xd, ef, w, impl):
+            x = {"u": xs, "v": xd, "e": ef}
+            return (jgo.gsddmm(g, x[lhs], x[rhs], op=op, lhs_target=lhs, rhs_target=rhs, impl=impl),)
+        return t(fn, "edge")
+
     return {
-        "gspmm u_mul_e sum": t(lambda g, xs, xd, ef, impl: (jgo.gspmm(g, xs, ef, op="u_mul_e", reduce="sum",
+        "gspmm u_mul_e sum": spmm("u_mul_e", "sum"),
+        "gspmm u_add_e max": spmm("u_add_e", "max"),
+        "gspmm u_div_e mean": spmm("u_div_e", "mean"),
+        "gspmm u_div_e min": spmm("u_div_e", "min"),
+        "gspmm u_sub_e sum": spmm("u_sub_e", "sum"),
+        "gspmm copy_u mean": t(lambda g, xs, xd, ef, w, impl: (jgo.gspmm(g, xs, reduce="mean", impl=impl),), "node"),
+        "gspmm copy_e max": t(lambda g, xs, xd, ef, w, impl: (jgo.gspmm(g, e=ef, op="copy_e", reduce="max",
                                                                        impl=impl),), "node"),
-        "gspmm u_add_e max": t(lambda g, xs, xd, ef, impl: (jgo.gspmm(g, xs, ef, op="u_add_e", reduce="max",
+        "gsddmm dot": sddmm("dot", "u", "v"),
+        "gsddmm div u v": sddmm("div", "u", "v"),
+        "gsddmm div v u": sddmm("div", "v", "u"),
+        "gsddmm div u e": sddmm("div", "u", "e"),
+        "gsddmm add u e": sddmm("add", "u", "e"),
+        "gsddmm sub e v": sddmm("sub", "e", "v"),
+        "gsddmm mul e e": sddmm("mul", "e", "e"),
+        "edge_softmax": t(lambda g, xs, xd, ef, w, impl: (jgo.edge_softmax(g, ef[:, :H], impl=impl),), "edge"),
+        "agg_simple max": t(lambda g, xs, xd, ef, w, impl: (jgo.agg_simple(g, xs, ef, reduce="max", impl=impl),),
+                            "node"),
+        "agg_weighted mean": t(lambda g, xs, xd, ef, w, impl: (jgo.agg_weighted(g, xs, ef[:, 0], reduce="mean",
+                                                                               impl=impl),), "node"),
+        "agg_concat": t(lambda g, xs, xd, ef, w, impl: (jgo.agg_concat(g, xs, x_dst=xd, edge_feat=ef, reduce="mean",
                                                                        impl=impl),), "node"),
-        "gspmm copy_u mean": t(lambda g, xs, xd, ef, impl: (jgo.gspmm(g, xs, reduce="mean", impl=impl),), "node"),
-        "gsddmm dot": t(lambda g, xs, xd, ef, impl: (jgo.gsddmm(g, xs, xd, op="dot", impl=impl),), "edge"),
-        "edge_softmax": t(lambda g, xs, xd, ef, impl: (jgo.edge_softmax(g, ef[:, :H], impl=impl),), "edge"),
-        "agg_concat": t(lambda g, xs, xd, ef, impl: (jgo.agg_concat(g, xs, x_dst=xd, edge_feat=ef, reduce="mean",
-                                                                    impl=impl),), "node"),
-        "mha_gat": t(lambda g, xs, xd, ef, impl: jgo.mha_gat(g, xs, a3, x_dst=xd, num_heads=H, edge_feat=ef,
-                                                             return_attention=True, impl=impl), "node", "edge"),
-        "mha_gat_v2": t(lambda g, xs, xd, ef, impl: jgo.mha_gat_v2(g, xs, xd, a1, num_heads=H, edge_feat=ef,
-                                                                   return_attention=True, impl=impl), "node", "edge"),
-        "mha_simple": t(lambda g, xs, xd, ef, impl: jgo.mha_simple(g, xd, xs, xs, num_heads=H, edge_feat=ef,
-                                                                   return_attention=True, impl=impl), "node", "edge"),
-        "gno_conv": t(lambda g, xs, xd, ef, impl: (jgo.gno_conv(g, xs, ef[:, :2], *gno, edge_weight=ef[:, 2],
-                                                                reduce="mean", impl=impl),), "node"),
-        "agg_hg_basis": t(lambda g, xs, xd, ef, impl: (jgo.agg_hg_basis(g, xs, _fit(types, g.n_edges), n_edge_types=3,
-                                                                        norm_by_dst_degree=True, impl=impl),), "node"),
-        "update_efeat": t(lambda g, xs, xd, ef, impl: (jgo.update_efeat(g, ef, xs, xd, impl=impl),), "edge"),
-        "agg_dmpnn": t(lambda g, xs, xd, ef, impl: (jgo.agg_dmpnn(g, ef, _fit(rev, g.n_edges, -1), impl=impl),),
+        "mha_gat": t(lambda g, xs, xd, ef, w, impl: jgo.mha_gat(g, xs, w["a3"], x_dst=xd, num_heads=H, edge_feat=ef,
+                                                                return_attention=True, impl=impl), "node", "edge"),
+        "mha_gat_v2": t(lambda g, xs, xd, ef, w, impl: jgo.mha_gat_v2(g, xs, xd, w["a1"], num_heads=H, edge_feat=ef,
+                                                                      return_attention=True, impl=impl),
+                        "node", "edge"),
+        "mha_simple": t(lambda g, xs, xd, ef, w, impl: jgo.mha_simple(g, xd, xs, xs, num_heads=H, edge_feat=ef,
+                                                                      return_attention=True, impl=impl),
+                        "node", "edge"),
+        "gno_conv": t(lambda g, xs, xd, ef, w, impl: (jgo.gno_conv(g, xs, ef[:, :2], w["U"], w["b_u"], w["V"],
+                                                                   w["b_v"], edge_weight=ef[:, 2], reduce="mean",
+                                                                   impl=impl),), "node"),
+        "agg_hg_basis": t(lambda g, xs, xd, ef, w, impl: (jgo.agg_hg_basis(g, xs, _fit(types, g.n_edges), w["comp"],
+                                                                           n_edge_types=3, norm_by_dst_degree=True,
+                                                                           impl=impl),), "node"),
+        "update_efeat": t(lambda g, xs, xd, ef, w, impl: (jgo.update_efeat(g, ef, xs, xd, impl=impl),), "edge"),
+        "agg_dmpnn": t(lambda g, xs, xd, ef, w, impl: (jgo.agg_dmpnn(g, ef, _fit(rev, g.n_edges, -1), impl=impl),),
                        "edge"),
-        "edge_vectors": t(lambda g, xs, xd, ef, impl: (jgo.edge_vectors(g, xs[:, :3], xd[:, :3]),), "edge"),
+        "edge_vectors": t(lambda g, xs, xd, ef, w, impl: (jgo.edge_vectors(g, xs[:, :3], xd[:, :3]),),
+                          "edge"),
     }
 
 
@@ -75,15 +108,28 @@ def _case(seed, square=True):
     ps, pd, pe = (int(v) for v in rng.integers(1, 6, 3))
     pd = ps if square else pd
     padded = jgo.pad(g, g.n_src + ps, g.n_dst + pd, g.n_edges + pe)
-    xs, xd, ef = (rng.normal(size=(n, F)).astype(np.float32) for n in (g.n_src, g.n_dst, g.n_edges))
+    # features away from 0 (the divisors of u_div_e and gsddmm's div)
+    xs, xd, ef = (_away_from_zero(rng, (n, F)) for n in (g.n_src, g.n_dst, g.n_edges))
     if square:
         xd = xs
     real = (xs, xd, ef)
-    pad = (_padded_rows(rng, xs, padded.n_src, F), _padded_rows(rng, xd, padded.n_dst, F),
-           _padded_rows(rng, ef, padded.n_edges, F))
-    if square:
-        pad = (pad[0], pad[0], pad[2])
-    return rng, g, padded, real, pad
+    return rng, g, padded, real, _with_padding_rows(rng, g, padded, real, None, square)
+
+
+def _away_from_zero(rng, shape):
+    return (rng.choice([-1, 1], shape) * (0.5 + np.abs(rng.normal(size=shape)))).astype(np.float32)
+
+
+def _with_padding_rows(rng, g, padded, real, fill, square=True):
+    """``real = (xs, xd, ef)`` extended to ``padded``'s rows, the padding rows ``fill`` (0.0, NaN, inf; None: a
+    mix of 1e30, +-inf, NaN and 3)."""
+    def extend(x, n):
+        if fill is None:
+            return _padded_rows(rng, x, n, F)
+        return np.concatenate([x, np.full((n - x.shape[0],) + x.shape[1:], fill, x.dtype)])
+
+    xs, xd, ef = extend(real[0], padded.n_src), extend(real[1], padded.n_dst), extend(real[2], padded.n_edges)
+    return (xs, xs if square else xd, ef)
 
 
 def _check_outputs(name, kinds, got, want, g, padded):
@@ -100,32 +146,41 @@ def _check_outputs(name, kinds, got, want, g, padded):
 @pytest.mark.parametrize("seed", [0, 1])
 def test_every_op_on_a_padded_graph_equals_the_graph_itself(seed, impl):
     rng, g, padded, real, pad = _case(seed)
+    w = _weights(rng, g)
     for name, (fn, kinds) in _families(rng, g).items():
-        want = [np.asarray(o) for o in fn(g, *real, impl)]
-        got = [np.asarray(o) for o in jax.jit(fn, static_argnums=4)(padded, *pad, impl)]
+        want = [np.asarray(o) for o in fn(g, *real, w, impl)]
+        got = [np.asarray(o) for o in jax.jit(fn, static_argnums=5)(padded, *pad, w, impl)]
         _check_outputs(name, kinds, got, want, g, padded)
 
 
 @pytest.mark.parametrize("impl", [None, "xla"])
 def test_gradients_on_a_padded_graph(impl):
-    """Every input's gradient: the unpadded one on the real rows, 0 on every padding row (the junk in them,
-    NaN included, reaches nothing)."""
-    rng, g, padded, real, pad = _case(2)
+    """Every input's gradient and every weight's: the unpadded one on the real rows and for the weights, exactly 0
+    on every padding row, whatever the padding rows hold: 0 (what ``pad_nodes``/``pad_edges`` write, the divisor
+    of ``u_div_e`` and gsddmm's ``div``), NaN, inf, a mix. Issue 34's case: ``e = ef @ W`` with zero padding rows
+    got a NaN ``dL/dW`` through ``u_div_e`` and a ``v``-target ``div``; gsddmm's ``add``/``sub`` passed a padding
+    edge's cotangent back to it."""
+    rng, g, padded, real, _ = _case(2)
+    weights = _weights(rng, g)
     for name, (fn, kinds) in _families(rng, g).items():
-        if name == "edge_vectors":
-            continue
         cot = [rng.normal(size=(o.shape[0] if kind == "edge" else g.n_dst,) + o.shape[1:]).astype(np.float32)
-               for o, kind in zip(fn(g, *real, impl), kinds)]
+               for o, kind in zip(fn(g, *real, weights, impl), kinds)]
 
-        def loss(gr, xs, xd, ef, cots):
-            outs = fn(gr, xs, xd, ef, impl)
-            return sum(jnp.sum(jnp.where(jnp.isfinite(c), o[: c.shape[0]] * c, 0)) for o, c in zip(outs, cots))
+        def loss(gr, xs, xd, ef, w, cots):
+            outs = fn(gr, xs, xd, ef, w, impl)
+            return sum(jnp.sum(o[: c.shape[0]] * c) for o, c in zip(outs, cots))
 
-        want = jax.grad(loss, (1, 2, 3))(g, *real, cot)
-        got = jax.jit(jax.grad(loss, (1, 2, 3)))(padded, *pad, cot)
-        for k, (a, b, n) in enumerate(zip(got, want, (g.n_src, g.n_dst, g.n_edges))):
-            np.testing.assert_allclose(a[:n], b, rtol=2e-4, atol=2e-5, err_msg=f"{name} gradient {k}")
-            np.testing.assert_array_equal(a[n:], 0, err_msg=f"{name} gradient {k} at padding rows")
+        want = jax.grad(loss, (1, 2, 3, 4))(g, *real, weights, cot)
+        padded_grad = jax.jit(jax.grad(loss, (1, 2, 3, 4)))
+        for fill in (0.0, np.nan, np.inf, None):
+            got = padded_grad(padded, *_with_padding_rows(rng, g, padded, real, fill), weights, cot)
+            where = f"{name}, padding rows {fill if fill is not None else 'mixed'}"
+            for k, (a, b, n) in enumerate(zip(got[:3], want[:3], (g.n_src, g.n_dst, g.n_edges))):
+                np.testing.assert_allclose(a[:n], b, rtol=2e-4, atol=2e-5, err_msg=f"{where}: gradient {k}")
+                np.testing.assert_array_equal(a[n:], 0, err_msg=f"{where}: gradient {k} at the padding rows")
+            for key in weights:
+                np.testing.assert_allclose(got[3][key], want[3][key], rtol=2e-4, atol=2e-5,
+                                           err_msg=f"{where}: gradient of {key}")
 
 
 def test_vmap_and_the_bipartite_case():

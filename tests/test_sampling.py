@@ -34,9 +34,19 @@ def _star_graph(n_stars, deg, index_dtype=None):
     return jgo.Graph.from_edges(src, dst, n, n, index_dtype=index_dtype)
 
 
+def _seed_rows(block, fanout):
+    """``[S, fanout]``: each seed's sampled edge ids (``g``'s ids) in the order sampled, then -1, read from the
+    block's CSC (its real edges, seed by seed, then the padding edges)."""
+    off, eid = np.asarray(block.graph.csc_offsets), np.asarray(block.edge_ids)
+    rows = np.full((block.graph.n_dst, fanout), -1, np.int64)
+    for s in range(block.graph.n_dst):
+        rows[s, :off[s + 1] - off[s]] = eid[off[s]:off[s + 1]]
+    return rows
+
+
 def _positions(block, n_stars, deg, fanout):
     """The CSC positions (0..deg-1) sampled for each star seed, ``[n_stars, fanout]`` (-1: none)."""
-    eid = np.asarray(block.edge_ids).reshape(n_stars, fanout)
+    eid = _seed_rows(block, fanout)
     return np.where(eid >= 0, eid - np.arange(n_stars)[:, None] * deg, -1)
 
 
@@ -76,15 +86,22 @@ def _check_block(g, seeds, fanout, b, replace):
     jgo.Graph(*gb.tree_flatten()[0], gb.n_src, gb.n_dst)  # a valid graph (the constructor checks it)
     eid, mask = np.asarray(b.edge_ids), np.asarray(b.edge_mask)
     assert np.array_equal(mask, eid >= 0)
-    assert np.array_equal(np.asarray(gb.dst), np.repeat(np.arange(S), fanout))
+    n_real = int(mask.sum())
+    # the real edges first, seed by seed (the CSC is the input order); the rest are padding edges, in no row
+    assert np.array_equal(mask, np.arange(S * fanout) < n_real) and int(gb.csc_offsets[-1]) == n_real
+    assert np.array_equal(np.asarray(gb.real_edge_mask()), mask)
+    counts = np.diff(np.asarray(gb.csc_offsets))
+    assert np.array_equal(np.asarray(gb.dst)[:n_real], np.repeat(np.arange(S), counts))
+    assert np.array_equal(np.asarray(gb.in_degrees()), counts)
     inputs = np.asarray(b.input_nodes)
     assert np.array_equal(np.asarray(b.node_mask), inputs >= 0)
     assert np.array_equal(inputs[:S], seeds)  # the prefix property
     gsrc, gdst = np.asarray(g.src), np.asarray(g.dst)
     bsrc = np.asarray(gb.src)
     ins = _in_edges(g)
+    rows = _seed_rows(b, fanout)
     for s, v in enumerate(seeds):
-        row = eid[s * fanout:(s + 1) * fanout]
+        row = rows[s]
         real = row[row >= 0]
         deg = 0 if v < 0 else len(ins[v])
         if v >= 0:
@@ -117,14 +134,17 @@ def test_all_neighbours_when_degree_at_most_fanout_table():
         assert b.edge_ids.tolist() == [0, 1, 2, 3, -1, -1, -1, -1, -1, -1, -1, -1]
         assert b.input_nodes.tolist() == [2, 0, 1, -1, 3] + [-1] * 11
         assert b.graph.src.tolist() == [1, 2, 4, 0] + [15] * 8
-        assert b.graph.csc_offsets.tolist() == [0, 3, 6, 9, 12]
+        assert b.graph.csc_offsets.tolist() == [0, 3, 4, 4, 4]  # the empty slots are padding edges, in no row
+        assert b.graph.dst.tolist() == [0, 0, 0, 1] + [3] * 8
+        assert b.edge_mask.tolist() == [True] * 4 + [False] * 8
         assert b.node_mask.tolist() == [True, True, True, False, True] + [False] * 11
 
 
 def test_degree_zero_seed_and_padding_seed_with_replacement():
     g = jgo.Graph.from_edges(np.array([0, 1]), np.array([2, 2]), 4)
     b = jgo.sample_neighbors(jax.random.key(1), g, np.array([3, 2, -1]), 4, replace=True)
-    eid = b.edge_ids.reshape(3, 4)
+    assert b.graph.in_degrees().tolist() == [0, 4, 0]
+    eid = _seed_rows(b, 4)
     assert eid[0].tolist() == [-1] * 4 and eid[2].tolist() == [-1] * 4
     assert set(eid[1].tolist()) <= {0, 1} and (eid[1] >= 0).all()
 
@@ -189,20 +209,32 @@ def test_sample_blocks_structure(impl):
     assert np.array_equal(one.edge_ids, blocks[-1].edge_ids)
 
 
-def test_padding_edges_add_nothing_to_a_sum():
+def test_a_block_is_its_sampled_subgraph():
+    """Issue 34's case: a skewed graph whose seeds fill few of their slots. Every reduction on the block equals
+    the NumPy reduction over each seed's sampled neighbours (the mean divides by the sampled degree, the max and
+    min see no zero row of an empty slot), and the softmax gives the empty slots no weight, whatever the padding
+    source rows hold. (Every op and layer: tests/test_blocks.py.)"""
     rng = np.random.default_rng(2)
-    n, E = 50, 120
-    g = jgo.Graph.from_edges(rng.integers(0, n, E), rng.integers(0, n, E), n, n)
-    x = jnp.asarray(rng.normal(size=(n, 3)), jnp.float32)
-    seeds = np.arange(0, 40, 2)
-    b = jgo.sample_neighbors(jax.random.key(0), g, seeds, 8)
-    assert not b.edge_mask.all()
-    h = jnp.where(b.node_mask[:, None], x[b.input_nodes], 0)
-    out = jgo.gspmm(b.graph, h, op="copy_u", reduce="sum")
-    eid = np.asarray(b.edge_ids).reshape(len(seeds), 8)
+    n, E, fanout = 2000, 2400, 5
+    dst = np.minimum(rng.zipf(1.6, E), n) - 1  # most seeds have 0 or 1 in-edges, a few hubs more than the fanout
+    g = jgo.Graph.from_edges(rng.integers(0, n, E), dst, n, n)
+    x = rng.normal(size=(n, 3)).astype(np.float32)
+    seeds = np.arange(0, 128, 2)
+    b = jgo.sample_neighbors(jax.random.key(0), g, seeds, fanout)
+    mask = np.asarray(b.edge_mask)
+    assert 0 < mask.sum() < mask.size / 2
+    h = x[np.asarray(b.input_nodes)]  # the padding rows read x[-1]: junk no op reads
+    h[~np.asarray(b.node_mask)] = np.nan
+    rows = _seed_rows(b, fanout)
     gsrc = np.asarray(g.src)
-    expected = np.stack([np.asarray(x)[gsrc[r[r >= 0]]].sum(0) for r in eid])
-    np.testing.assert_allclose(out, expected, rtol=1e-6, atol=1e-6)
+    for reduce, np_reduce in (("sum", np.sum), ("mean", np.mean), ("max", np.max), ("min", np.min)):
+        out = np.asarray(jgo.gspmm(b.graph, h, reduce=reduce))
+        want = np.stack([np_reduce(x[gsrc[r[r >= 0]]], axis=0) if (r >= 0).any() else np.zeros(3) for r in rows])
+        np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6, err_msg=reduce)
+    alpha = np.asarray(jgo.edge_softmax(b.graph, np.zeros(mask.size, np.float32)))
+    seed_of = np.asarray(b.graph.dst)
+    np.testing.assert_allclose(alpha[mask], 1 / np.asarray(b.graph.in_degrees())[seed_of[mask]], rtol=1e-6)
+    assert (alpha[~mask] == 0).all()
 
 
 # -- uniformity -----------------------------------------------------------------------------------

@@ -73,6 +73,24 @@ class GraphArrays(NamedTuple):
         real = self.real_edges().reshape((-1,) + (1,) * (y.ndim - 1))
         return jnp.where(real, y, jnp.zeros((), y.dtype))
 
+    def rows_read(self, target: str):
+        """``[rows]`` bool: the rows of a ``target`` operand (``"src"``, ``"dst"`` or ``"edge"``) that a real edge
+        reads: the sources with out-edges, the destinations with in-edges, the real edges."""
+        if target == "edge":
+            return self.real_edges()
+        return jnp.diff(self.csr_offsets if target == "src" else self.csc_offsets) > 0
+
+
+def unread_rows_filled(x, read, fill=0):
+    """``x [rows, ...]`` with ``fill`` in the rows no edge reads (``read [rows]``, :meth:`GraphArrays.rows_read`).
+
+    For the dense Python parts of the ops (a per-row product, a reciprocal): a padding row, or any row no
+    edge reads, reaches no result, yet ``0 * NaN`` (its zero cotangent times what it holds) or the
+    derivative ``-1/0**2`` of a reciprocal of a zero row would put NaN into a weight's gradient or its own.
+    Through ``where`` such a row gets an exact 0 gradient and adds an exact 0, whatever it holds.
+    """
+    return jnp.where(read.reshape((-1,) + (1,) * (x.ndim - 1)), x, jnp.asarray(fill, x.dtype))
+
 
 def rows(x, ids):
     """``x[ids]`` with 0 for an id out of range (a padding edge's, :meth:`GraphArrays.padding_dropped`): the

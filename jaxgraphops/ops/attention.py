@@ -22,7 +22,7 @@ from ..graph import Graph
 from ._gat_primitives import attention_weights, gat
 from ._gatv2_primitives import attention_weights_v2, gatv2
 from ._mha_simple_primitives import attention_weights_simple, mha_simple_core
-from ._primitive_utils import compute_dtype, graph_arrays, storage_dtype
+from ._primitive_utils import compute_dtype, graph_arrays, storage_dtype, unread_rows_filled
 from ._rows_primitives import rows_matmul
 from .message_passing import IMPLS
 
@@ -173,12 +173,14 @@ def mha_gat(g: Graph, x_src, attn_weights, *, x_dst=None, num_heads: int = 1, co
     xs = x_src.astype(store).reshape(g.n_src, heads, c)
     xd = xs[: g.n_dst] if x_dst is None else x_dst.astype(store).reshape(g.n_dst, heads, c)
     a = attn_weights.astype(work).reshape(parts, heads, c)
-    s_src = _head_scores(xs.astype(work), a[0])
-    s_dst = _head_scores(xd.astype(work), a[1])
+    ga = graph_arrays(g)
+    # the rows no edge reads (padding) enter the scores as 0: their junk, NaN included, reaches no gradient of a
+    s_src = _head_scores(unread_rows_filled(xs.astype(work), ga.rows_read("src")), a[0])
+    s_dst = _head_scores(unread_rows_filled(xd.astype(work), ga.rows_read("dst")), a[1])
     s_edge = None
     if edge_feat is not None:
-        s_edge = _head_scores(edge_feat.astype(work).reshape(g.n_edges, heads, c), a[2])
-    ga = graph_arrays(g)
+        s_edge = _head_scores(unread_rows_filled(edge_feat.astype(work).reshape(g.n_edges, heads, c),
+                                                 ga.rows_read("edge")), a[2])
     out, lse = gat(ga, xs, s_src, s_dst, s_edge, negative_slope=negative_slope, **drop)
     return _outputs(out, dtype, concat_heads, return_attention,
                     lambda: attention_weights(ga, s_src, s_dst, s_edge, lse, negative_slope=negative_slope, **drop))

@@ -8,7 +8,7 @@ from .. import reference
 from .._checks import as_float_array, check_choice, check_graph
 from ..graph import Graph
 from ._gno_primitives import gno
-from ._primitive_utils import compute_dtype, graph_arrays
+from ._primitive_utils import compute_dtype, graph_arrays, unread_rows_filled
 from .message_passing import IMPLS, gspmm
 
 KERNELS = ("matrix", "diagonal")
@@ -148,7 +148,11 @@ def gno_conv(g: Graph, f_src, dx, U, b_u, V, b_v, *, kernel: str = "matrix", red
     if impl == "xla":
         return reference.gno_conv(g, f_src, dx, U, b_u, V, b_v, kernel=kernel, reduce=reduce, edge_weight=edge_weight)
     dtype, work = compute_dtype(f_src, dx, U, b_u, V, b_v, edge_weight)
+    ga = graph_arrays(g)
+    # the backward kernels add f_src[j] (x) (its out-edges' sum) into V's gradient per source: a source without
+    # out-edges (padding) enters as 0, so that its junk, NaN included, does not reach the gradient (0 * NaN)
+    f_src = unread_rows_filled(f_src, ga.rows_read("src"))
     ops = [x.astype(work) for x in (f_src, dx, U, b_u, V, b_v)]
     w = None if edge_weight is None else edge_weight.astype(work)
-    total = gno(graph_arrays(g), *ops, w, diagonal=kernel == "diagonal")
+    total = gno(ga, *ops, w, diagonal=kernel == "diagonal")
     return normalise(g, total, reduce, w).astype(dtype)

@@ -6,14 +6,13 @@ input edge order of the Graph.
 
 from __future__ import annotations
 
-import jax.numpy as jnp
 import numpy as np
 
 from .. import reference
 from .._checks import as_float_array, check_choice, check_graph
 from .._layout import align_ranks
 from ..graph import Graph
-from ._primitive_utils import compute_dtype, graph_arrays
+from ._primitive_utils import compute_dtype, graph_arrays, unread_rows_filled
 from ._primitives import sddmm, softmax, spmm
 
 SPMM_OPS = ("copy_u", "copy_e", "u_mul_e", "u_add_e", "u_sub_e", "u_div_e")
@@ -74,7 +73,7 @@ def gspmm(g: Graph, u=None, e=None, *, op: str = "copy_u", reduce: str = "sum", 
     if op == "u_sub_e":
         e = -e
     elif op == "u_div_e":
-        e = 1 / _read_rows_only(e, g.real_edge_mask())
+        e = 1 / unread_rows_filled(e, graph_arrays(g).rows_read("edge"), 1)  # no 1/0 from a padding row
     kernel_op = {"copy_u": "copy_lhs", "copy_e": "copy_rhs", "u_mul_e": "mul", "u_div_e": "mul"}.get(op, "add")
     out, _ = spmm(graph_arrays(g), u, e, op=kernel_op, reduce=reduce, out_shape=tuple(out_shape))
     return out.astype(dtype)
@@ -123,25 +122,11 @@ def gsddmm(g: Graph, lhs, rhs, *, op: str = "dot", lhs_target: str = "u", rhs_ta
     if op == "sub":
         rhs = -rhs
     elif op == "div":
-        rhs = 1 / _read_rows_only(rhs, _rows_read(g, rhs_target))
+        rhs = 1 / unread_rows_filled(rhs, graph_arrays(g).rows_read(TARGETS[rhs_target]), 1)  # no 1/0 unread
     kernel_op = "add" if op in ("add", "sub") else "mul"
     out = sddmm(graph_arrays(g), lhs, rhs, op=kernel_op, lhs_target=TARGETS[lhs_target],
                 rhs_target=TARGETS[rhs_target], out_shape=out_shape, dot=op == "dot")
     return out.astype(dtype)
-
-
-def _rows_read(g: Graph, target: str):
-    """``[rows]`` bool: the rows of a ``target`` operand some real edge reads (its padding edges read none)."""
-    if target == "e":
-        return g.real_edge_mask()
-    return jnp.diff(g.csr_offsets if target == "u" else g.csc_offsets) > 0
-
-
-def _read_rows_only(x, read):
-    """``x`` with 1 in the rows no edge reads, before a division by it: a padding row holding 0 (what
-    ``pad_nodes``/``pad_edges`` write) would give ``1/0``, and its gradient ``-1/0**2`` times a zero cotangent
-    NaN; through ``where`` an unread row gets an exact 0 gradient, whatever it holds."""
-    return jnp.where(read.reshape((-1,) + (1,) * (x.ndim - 1)), x, jnp.ones((), x.dtype))
 
 
 def edge_softmax(g: Graph, logits, *, impl: str | None = None):
