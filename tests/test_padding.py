@@ -12,94 +12,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import random_graph
+from padding_ops import F, H, families, output_shapes, outputs_and_gradients, weights
 
 import jaxgraphops as jgo
-
-F, H = 4, 2
 
 
 def _padded_rows(rng, real, n, width):
     """``real [r, width]`` followed by ``n - r`` rows of junk: huge values, infinities and NaN."""
     junk = rng.choice(np.array([1e30, -np.inf, np.inf, np.nan, 3.0]), size=(n - real.shape[0],) + real.shape[1:])
     return np.concatenate([real, junk]).astype(real.dtype)
-
-
-def _weights(rng, g):
-    """The weights the ops take besides features, as a dict (differentiated as well)."""
-    normal = lambda *shape: jnp.asarray(rng.normal(size=shape) / 2, jnp.float32)  # noqa: E731
-    return {"a3": normal(3 * F), "a1": normal(F), "U": normal(3, 2), "b_u": normal(3), "V": normal(F * F, 3),
-            "b_v": normal(F * F), "comp": normal(3, 2)}
-
-
-def _families(rng, g):
-    """``{name: (fn(g, xs, xd, ef, w, impl) -> tuple of outputs, kinds)}`` with kinds "node", "edge" per output;
-    ``w`` the dict of :func:`_weights`. Every op, with every edge operand and weight it takes."""
-    types = rng.integers(0, 3, g.n_edges)
-    rev = np.full(g.n_edges, -1)  # pairs (2k, 2k + 1) as reverse bonds where they are
-    for k in range(0, g.n_edges - 1, 2):
-        if np.asarray(g.src)[k] == np.asarray(g.dst)[k + 1] and np.asarray(g.dst)[k] == np.asarray(g.src)[k + 1]:
-            rev[k], rev[k + 1] = k + 1, k
-
-    def t(fn, *kinds):
-        return fn, kinds
-
-    def spmm(op, reduce):
-        return t(lambda g, xs, xd, ef, w, impl: (jgo.gspmm(g, xs, ef, op=op, reduce=reduce, impl=impl),), "node")
-
-    def sddmm(op, lhs, rhs):
-        def fn(g, xs, xd, ef, w, impl):
-            x = {"u": xs, "v": xd, "e": ef}
-            return (jgo.gsddmm(g, x[lhs], x[rhs], op=op, lhs_target=lhs, rhs_target=rhs, impl=impl),)
-        return t(fn, "edge")
-
-    return {
-        "gspmm u_mul_e sum": spmm("u_mul_e", "sum"),
-        "gspmm u_add_e max": spmm("u_add_e", "max"),
-        "gspmm u_div_e mean": spmm("u_div_e", "mean"),
-        "gspmm u_div_e min": spmm("u_div_e", "min"),
-        "gspmm u_sub_e sum": spmm("u_sub_e", "sum"),
-        "gspmm copy_u mean": t(lambda g, xs, xd, ef, w, impl: (jgo.gspmm(g, xs, reduce="mean", impl=impl),), "node"),
-        "gspmm copy_e max": t(lambda g, xs, xd, ef, w, impl: (jgo.gspmm(g, e=ef, op="copy_e", reduce="max",
-                                                                       impl=impl),), "node"),
-        "gsddmm dot": sddmm("dot", "u", "v"),
-        "gsddmm div u v": sddmm("div", "u", "v"),
-        "gsddmm div v u": sddmm("div", "v", "u"),
-        "gsddmm div u e": sddmm("div", "u", "e"),
-        "gsddmm add u e": sddmm("add", "u", "e"),
-        "gsddmm sub e v": sddmm("sub", "e", "v"),
-        "gsddmm mul e e": sddmm("mul", "e", "e"),
-        "edge_softmax": t(lambda g, xs, xd, ef, w, impl: (jgo.edge_softmax(g, ef[:, :H], impl=impl),), "edge"),
-        "agg_simple max": t(lambda g, xs, xd, ef, w, impl: (jgo.agg_simple(g, xs, ef, reduce="max", impl=impl),),
-                            "node"),
-        "agg_weighted mean": t(lambda g, xs, xd, ef, w, impl: (jgo.agg_weighted(g, xs, ef[:, 0], reduce="mean",
-                                                                               impl=impl),), "node"),
-        "agg_concat": t(lambda g, xs, xd, ef, w, impl: (jgo.agg_concat(g, xs, x_dst=xd, edge_feat=ef, reduce="mean",
-                                                                       impl=impl),), "node"),
-        "mha_gat": t(lambda g, xs, xd, ef, w, impl: jgo.mha_gat(g, xs, w["a3"], x_dst=xd, num_heads=H, edge_feat=ef,
-                                                                return_attention=True, impl=impl), "node", "edge"),
-        "mha_gat_v2": t(lambda g, xs, xd, ef, w, impl: jgo.mha_gat_v2(g, xs, xd, w["a1"], num_heads=H, edge_feat=ef,
-                                                                      return_attention=True, impl=impl),
-                        "node", "edge"),
-        "mha_simple": t(lambda g, xs, xd, ef, w, impl: jgo.mha_simple(g, xd, xs, xs, num_heads=H, edge_feat=ef,
-                                                                      return_attention=True, impl=impl),
-                        "node", "edge"),
-        "gno_conv": t(lambda g, xs, xd, ef, w, impl: (jgo.gno_conv(g, xs, ef[:, :2], w["U"], w["b_u"], w["V"],
-                                                                   w["b_v"], edge_weight=ef[:, 2], reduce="mean",
-                                                                   impl=impl),), "node"),
-        "agg_hg_basis": t(lambda g, xs, xd, ef, w, impl: (jgo.agg_hg_basis(g, xs, _fit(types, g.n_edges), w["comp"],
-                                                                           n_edge_types=3, norm_by_dst_degree=True,
-                                                                           impl=impl),), "node"),
-        "update_efeat": t(lambda g, xs, xd, ef, w, impl: (jgo.update_efeat(g, ef, xs, xd, impl=impl),), "edge"),
-        "agg_dmpnn": t(lambda g, xs, xd, ef, w, impl: (jgo.agg_dmpnn(g, ef, _fit(rev, g.n_edges, -1), impl=impl),),
-                       "edge"),
-        "edge_vectors": t(lambda g, xs, xd, ef, w, impl: (jgo.edge_vectors(g, xs[:, :3], xd[:, :3]),),
-                          "edge"),
-    }
-
-
-def _fit(a, n, fill=0):
-    """An edge array of the real graph extended to ``n`` edges (padding entries ``fill``)."""
-    return jnp.asarray(np.concatenate([a, np.full(n - len(a), fill, a.dtype)]))
 
 
 def _case(seed, square=True):
@@ -138,48 +59,46 @@ def _check_outputs(name, kinds, got, want, g, padded):
         np.testing.assert_allclose(a[:n_real], b, rtol=2e-5, atol=2e-5, err_msg=f"{name} output {k}")
         if kind == "edge":
             np.testing.assert_array_equal(a[n_real:], 0, err_msg=f"{name} output {k} at the padding edges")
-        elif name != "agg_concat":  # agg_concat's x_dst block copies the padding rows
+        elif not name.startswith("agg_concat"):  # agg_concat's x_dst block copies the padding rows
             np.testing.assert_array_equal(a[n_real:], 0, err_msg=f"{name} output {k} at the padding nodes")
 
 
 @pytest.mark.parametrize("impl", [None, "xla"])
-@pytest.mark.parametrize("seed", [0, 1])
-def test_every_op_on_a_padded_graph_equals_the_graph_itself(seed, impl):
-    rng, g, padded, real, pad = _case(seed)
-    w = _weights(rng, g)
-    for name, (fn, kinds) in _families(rng, g).items():
-        want = [np.asarray(o) for o in fn(g, *real, w, impl)]
-        got = [np.asarray(o) for o in jax.jit(fn, static_argnums=5)(padded, *pad, w, impl)]
-        _check_outputs(name, kinds, got, want, g, padded)
-
-
-@pytest.mark.parametrize("impl", [None, "xla"])
-def test_gradients_on_a_padded_graph(impl):
-    """Every input's gradient and every weight's: the unpadded one on the real rows and for the weights, exactly 0
-    on every padding row, whatever the padding rows hold: 0 (what ``pad_nodes``/``pad_edges`` write, the divisor
-    of ``u_div_e`` and gsddmm's ``div``), NaN, inf, a mix. Issue 34's case: ``e = ef @ W`` with zero padding rows
-    got a NaN ``dL/dW`` through ``u_div_e`` and a ``v``-target ``div``; gsddmm's ``add``/``sub`` passed a padding
-    edge's cotangent back to it."""
-    rng, g, padded, real, _ = _case(2)
-    weights = _weights(rng, g)
-    for name, (fn, kinds) in _families(rng, g).items():
-        cot = [rng.normal(size=(o.shape[0] if kind == "edge" else g.n_dst,) + o.shape[1:]).astype(np.float32)
-               for o, kind in zip(fn(g, *real, weights, impl), kinds)]
-
-        def loss(gr, xs, xd, ef, w, cots):
-            outs = fn(gr, xs, xd, ef, w, impl)
-            return sum(jnp.sum(o[: c.shape[0]] * c) for o, c in zip(outs, cots))
-
-        want = jax.grad(loss, (1, 2, 3, 4))(g, *real, weights, cot)
-        padded_grad = jax.jit(jax.grad(loss, (1, 2, 3, 4)))
-        for fill in (0.0, np.nan, np.inf, None):
-            got = padded_grad(padded, *_with_padding_rows(rng, g, padded, real, fill), weights, cot)
+def test_every_op_on_a_padded_graph_equals_the_graph_itself(impl):
+    """Every op's outputs, the gradients of its features and of every weight it takes: the unpadded graph's on the
+    real rows and for the weights, an empty neighbourhood's at the padding nodes, 0 at the padding edges, exactly
+    0 gradients at every padding row, whatever the padding rows hold: 0 (what ``pad_nodes``/``pad_edges`` write,
+    the divisor of ``u_div_e`` and gsddmm's ``div``), NaN, inf, a mix; and whatever cotangent reaches the padding
+    rows of the outputs. Issue 34's cases: ``e = ef @ W`` with zero padding rows got a NaN ``dL/dW`` through
+    ``u_div_e`` (every reduction) and a ``v``-target ``div``; gsddmm's ``add``/``sub`` passed a padding edge's
+    cotangent back to it; NaN padding rows made ``mha_gat``'s attention vector's and ``gno_conv``'s ``V``'s
+    gradients NaN; ``impl="xla"`` raised outside ``jit`` (mha_gat, mha_gat_v2, mha_simple, agg_concat)."""
+    rng, g, padded, real, _ = _case(0)
+    w = weights(rng)
+    ops = families(rng, g)
+    cots = {name: [rng.normal(size=s).astype(np.float32) for s in shapes]
+            for name, shapes in output_shapes(ops, impl, g, *real, w).items()}
+    want = outputs_and_gradients(ops, impl)(g, *real, w, cots)
+    # the cotangents of the padding rows of the outputs: finite junk, which must reach nothing
+    padded_cots = {name: [np.concatenate([c, 1e3 * rng.normal(size=(s[0] - c.shape[0],) + s[1:])]).astype(np.float32)
+                          for c, s in zip(cots[name], shapes)]
+                   for name, shapes in output_shapes(ops, impl, padded, *_with_padding_rows(rng, g, padded, real, 0.0),
+                                                     w).items()}
+    run = outputs_and_gradients(ops, impl)
+    for fill in (0.0, np.nan, np.inf, None):
+        got = run(padded, *_with_padding_rows(rng, g, padded, real, fill), w, padded_cots)
+        for name, (_, kinds) in ops.items():
             where = f"{name}, padding rows {fill if fill is not None else 'mixed'}"
-            for k, (a, b, n) in enumerate(zip(got[:3], want[:3], (g.n_src, g.n_dst, g.n_edges))):
+            _check_outputs(where, kinds, got[name][0], want[name][0], g, padded)
+            (grads, w_grad), (want_grads, want_w) = (got[name][1][:3], got[name][1][3]), (want[name][1][:3],
+                                                                                           want[name][1][3])
+            for k, (a, b, n) in enumerate(zip(grads, want_grads, (g.n_src, g.n_dst, g.n_edges))):
                 np.testing.assert_allclose(a[:n], b, rtol=2e-4, atol=2e-5, err_msg=f"{where}: gradient {k}")
-                np.testing.assert_array_equal(a[n:], 0, err_msg=f"{where}: gradient {k} at the padding rows")
-            for key in weights:
-                np.testing.assert_allclose(got[3][key], want[3][key], rtol=2e-4, atol=2e-5,
+                # agg_concat copies x_dst into its output: a padding node's row gets that block's cotangent
+                tail = padded_cots[name][0][n:, -F:] if (name, k) == ("agg_concat", 1) else 0
+                np.testing.assert_array_equal(a[n:], tail, err_msg=f"{where}: gradient {k} at the padding rows")
+            for key in w:
+                np.testing.assert_allclose(w_grad[key], want_w[key], rtol=2e-4, atol=2e-5,
                                            err_msg=f"{where}: gradient of {key}")
 
 
