@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from ..ops._primitive_utils import unread_rows_filled
 from ..ops._rows_primitives import rows_matmul
 from .._checks import check_choice
 from ._primitives import aggregate
@@ -74,5 +75,8 @@ def agg_edge_to_edge(vec, sbf_rad, emb, weights, triplets: Triplets, *, impl: st
     vec, sbf_rad, emb, weights = (x.astype(work) for x in (vec, sbf_rad, emb, weights))
     if impl == "xla":
         return agg_edge_to_edge_ref(vec, sbf_rad, emb, weights, triplets).astype(dtype)
+    # an edge that is no triplet's e_in (a padding edge) enters W_a's projection as 0: its junk, NaN included,
+    # would reach W_a's gradient (a sum over every row) as 0 * NaN
+    sbf_rad = unread_rows_filled(sbf_rad, jnp.diff(triplets.in_offsets) > 0)
     return aggregate(triplets.arrays(), vec, _fold_first_projection(sbf_rad, weights[:_K]), emb,
                      weights[_K:]).astype(dtype)
