@@ -160,9 +160,12 @@ def test_pool_sorted_ids_that_decrease_are_an_error_on_the_cpu(rng):
 @pytest.mark.parametrize("reduce", ["sum", "mean", "max"])
 def test_pool_traced_ids_outside_the_graphs_belong_to_none(rng, reduce):
     """Unsorted traced ids below 0 or from n_graphs on add to no graph, as in the reference's segment
-    reduction (the membership graph puts them after every graph's nodes), values and gradients."""
+    reduction (the membership graph puts them after every graph's nodes), values and gradients; the
+    documented behaviour (pool's docstring, issue 34) where concrete ids are an error."""
     x = jnp.asarray(rng.normal(size=(7, 2)), jnp.float32)
     ids = jnp.array([2, -1, 0, 5, -3, 0, 1])
+    with pytest.raises(ValueError, match=r"pool: graph_ids\[1\] = -1 is out of range \[0, 3\)"):
+        jgo.pool(x, ids, 3, reduce=reduce)
     f = jax.jit(lambda x, i: jgo.pool(x, i, 3, reduce=reduce))
     ref = lambda x, i: jgo.pool(x, i, 3, reduce=reduce, impl="xla")  # noqa: E731
     np.testing.assert_allclose(f(x, ids), ref(x, ids), rtol=1e-6)

@@ -48,6 +48,42 @@ def test_hand_computed_sizes():
     assert jgo.bucket_sizes([2, 3], [1, 1], batch_size=8, n_buckets=3, multiple=1) == (jgo.Bucket(6, 2),)
 
 
+def test_random_batches_are_uniform_without_replacement():
+    """The batches ``bucket_sizes`` samples: distinct graphs within a batch, each graph equally likely (chi-square
+    against a deliberately biased draw, which fails it), each pair of graphs equally likely to share a batch."""
+    from scipy import stats
+
+    from jaxgraphops.buckets import _random_batches
+
+    picks = _random_batches(np.random.default_rng(0), 12, 5, 6000)
+    assert picks.shape == (6000, 5) and all(len(set(row)) == 5 for row in picks.tolist())
+    assert stats.chisquare(np.bincount(picks.ravel(), minlength=12)).pvalue > 1e-4
+    pairs = np.zeros((12, 12))
+    for row in picks:
+        pairs[np.ix_(row, row)] += 1
+    assert stats.chisquare(pairs[np.triu_indices(12, 1)]).pvalue > 1e-4
+    biased = np.random.default_rng(1).integers(0, 16, picks.size) % 12  # 0..3 twice as likely
+    assert stats.chisquare(np.bincount(biased, minlength=12)).pvalue < 1e-4
+
+
+def test_memory_does_not_grow_with_the_number_of_graphs():
+    """Issue 34: the batches were an argsort of a ``(samples, n_graphs)`` random matrix, 8.3 GB and 88 s on QM9's
+    130,000 molecules. Now ``samples * batch_size`` draws: a few MB (tracemalloc sees NumPy's allocations), and the
+    same whether 2,000 or 130,000 graphs (beyond the ``n_graphs`` sizes themselves)."""
+    import tracemalloc
+
+    rng = np.random.default_rng(2)
+    peaks = []
+    for n in (2_000, 130_000):
+        nodes = rng.integers(3, 30, n)
+        tracemalloc.start()
+        buckets = jgo.bucket_sizes(nodes, 2 * nodes, batch_size=32)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        assert len(buckets) == 4
+    assert peaks[1] < 20e6 and peaks[1] - peaks[0] < 10 * 128_000 * 8, peaks  # sorts of the sizes, not n x samples
+
+
 def test_pick_bucket_takes_the_smallest_that_fits():
     buckets = [jgo.Bucket(32, 64), jgo.Bucket(16, 40), jgo.Bucket(64, 64)]
     assert jgo.pick_bucket(buckets, 15, 40) == jgo.Bucket(16, 40)
@@ -97,3 +133,17 @@ def test_bad_input(kwargs, match):
     kwargs = dict(dict(batch_size=2), **kwargs)
     with pytest.raises(ValueError, match=match):
         jgo.bucket_sizes(**kwargs)
+
+
+@pytest.mark.parametrize("order, match", [
+    ([0, 5], r"padded_batches: order\[1\] = 5 is not a graph index: graphs has 3 graphs, so order must index \[0, 3\)"),
+    ([-1, 0], r"padded_batches: order\[0\] = -1 is not a graph index"),
+    ([[0, 1]], r"padded_batches: order must be a 1-D array of graph indices \(ints\); got shape \(1, 2\)"),
+    ([0.0, 1.0], r"padded_batches: order must be a 1-D array of graph indices \(ints\); got shape \(2,\), dtype float64"),
+])
+def test_padded_batches_bad_order(order, match):
+    """Issue 34: an order naming no graph was a bare IndexError from inside the generator."""
+    graphs = [jgo.Graph.from_edges(np.array([0]), np.array([1]))] * 3
+    with pytest.raises(ValueError, match=match):
+        next(jgo.padded_batches(graphs, 2, [jgo.Bucket(8, 8)], order=order))
+

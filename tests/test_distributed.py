@@ -202,6 +202,21 @@ def test_bad_arguments_name_the_function_and_argument():
         halo_exchange(pg, jnp.zeros((pg.n_owned, 1)), "parts")
 
 
+def test_a_graph_without_edges_and_the_repr():
+    """Issue 34: ``scatter_edges`` of a graph without edges raised ``TypeError: Slice size at index 0 in gather op is
+    out of range``; it gives the parts' (padding) edge rows, zeros, and ``gather_edges`` the empty array back.
+    ``PartitionedGraph`` had no repr."""
+    g = jgo.Graph.from_edges(np.zeros(0, int), np.zeros(0, int), 5)
+    pg = partition_graph(g, 2)
+    assert repr(pg) == ("PartitionedGraph(n_parts=2, n_nodes=5, n_edges=0, n_owned=4, n_halo=1, n_edges_local=1, "
+                        "index_dtype=int32)")
+    w = pg.scatter_edges(jnp.zeros((0, 3)))
+    assert w.shape == (2, 1, 3) and not np.asarray(w).any()
+    assert pg.gather_edges(w).shape == (0, 3)
+    x = jnp.arange(5.0)[:, None]
+    np.testing.assert_array_equal(pg.gather_nodes(pg.scatter_nodes(x)), x)
+
+
 def _two_process_inputs(jgo):
     """The graph, features, edge features, GAT weights and loss projection both sides use."""
     rng = np.random.default_rng(5)

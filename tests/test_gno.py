@@ -332,9 +332,33 @@ def test_radius_graph_matches_brute_force(rng, bipartite):
     dst = rng.uniform(size=(150, 2)) if bipartite else None
     g = jgo.radius_graph(src, dst, 0.1)
     j, i = brute_force_radius(src, src if dst is None else dst, 0.1)
+    if not bipartite:  # one point set: no self loops by default (PyG's loop=False)
+        j, i = j[j != i], i[j != i]
     np.testing.assert_array_equal(g.src, j)
     np.testing.assert_array_equal(g.dst, i)
     assert (g.n_src, g.n_dst) == (300, 150 if bipartite else 300)
+
+
+def test_radius_and_knn_graphs_leave_out_self_loops_unless_asked():
+    """Issue 34: ``radius_graph`` kept every point's self loop with no way to leave it out, where PyG's defaults to
+    ``loop=False``: a force or direction from ``pos[src] - pos[dst]`` was NaN at distance 0. Both builders take
+    ``loop`` now, False by default (PyG's); ``loop=True`` keeps the old graphs (a GNO's ball around each point)."""
+    pos = np.array([[0.0, 0.0], [0.5, 0.0], [0.0, 0.6], [3.0, 3.0]])
+    g = jgo.radius_graph(pos, None, 1.0)
+    assert sorted(zip(g.src.tolist(), g.dst.tolist())) == [(0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1)]
+    vec = jgo.edge_vectors(g, jnp.asarray(pos, jnp.float32))
+    assert np.all(np.linalg.norm(vec, axis=1) > 0)  # no zero-length edge: finite unit vectors and 1/r
+    loops = jgo.radius_graph(pos, None, 1.0, loop=True)
+    assert sorted(zip(loops.src.tolist(), loops.dst.tolist())) == sorted(
+        [(0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1), (0, 0), (1, 1), (2, 2), (3, 3)])
+    near = jgo.radius_graph(pos, None, 1.0, max_num_neighbors=1)  # the nearest other point within r
+    assert near.src.tolist() == [1, 0, 0] and near.dst.tolist() == [0, 1, 2]
+    k = jgo.knn_graph(pos, None, 2)  # the two nearest other points
+    assert k.src.tolist() == [1, 2, 0, 2, 0, 1, 1, 2] and k.dst.tolist() == [0, 0, 1, 1, 2, 2, 3, 3]
+    k_loops = jgo.knn_graph(pos, None, 2, loop=True)  # the point itself and its nearest other point
+    assert k_loops.src.tolist() == [0, 1, 0, 1, 0, 2, 2, 3]
+    dup = jgo.knn_graph(np.zeros((4, 2)), None, 2)  # all at distance 0: never the point itself
+    assert (np.asarray(dup.src) != np.asarray(dup.dst)).all() and dup.n_edges == 8
 
 
 def test_radius_graph_max_num_neighbors_keeps_the_nearest(rng):
@@ -355,8 +379,12 @@ def test_knn_graph_matches_brute_force(rng):
     expect = np.sort(np.argsort(dist, axis=1)[:, :4], axis=1).ravel()
     np.testing.assert_array_equal(g.src, expect)
     np.testing.assert_array_equal(g.dst, np.repeat(np.arange(30), 4))
-    self_g = jgo.knn_graph(src, None, 1)  # every point is its own nearest neighbour
+    self_g = jgo.knn_graph(src, None, 1, loop=True)  # every point is its own nearest neighbour
     np.testing.assert_array_equal(self_g.src, np.arange(120))
+    others = jgo.knn_graph(src, None, 3)  # loop=False: the 3 nearest other points
+    dist = ((src[:, None] - src[None]) ** 2).sum(-1)
+    np.fill_diagonal(dist, np.inf)
+    np.testing.assert_array_equal(others.src, np.sort(np.argsort(dist, axis=1)[:, :3], axis=1).ravel())
 
 
 def test_neighbor_errors():
@@ -367,7 +395,13 @@ def test_neighbor_errors():
     with pytest.raises(ValueError, match="max_num_neighbors must be a positive int"):
         jgo.radius_graph(np.zeros((3, 2)), None, 1.0, max_num_neighbors=0)
     with pytest.raises(ValueError, match="k=4 exceeds the number of source points"):
-        jgo.knn_graph(np.zeros((3, 2)), None, 4)
+        jgo.knn_graph(np.zeros((3, 2)), None, 4, loop=True)
+    with pytest.raises(ValueError, match=r"knn_graph: k=3 exceeds the number of other points \(loop=False"):
+        jgo.knn_graph(np.zeros((3, 2)), None, 3)
+    with pytest.raises(ValueError, match=r"radius_graph: loop=True adds self loops to one point set \(pos_dst=None\)"):
+        jgo.radius_graph(np.zeros((3, 2)), np.zeros((2, 2)), 1.0, loop=True)
+    with pytest.raises(TypeError, match="knn_graph: loop must be a bool; got 'yes'"):
+        jgo.knn_graph(np.zeros((3, 2)), None, 1, loop="yes")
     with pytest.raises(ValueError, match="pos_src must be \\[n, d\\]"):
         jgo.knn_graph(np.zeros(3), None, 1)
 

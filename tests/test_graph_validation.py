@@ -58,6 +58,20 @@ def test_invalid_id_under_jit_names_the_array_and_edge(name, impl, array, pos, v
         np.asarray(_run(op, jnp.asarray(src), jnp.asarray(dst)))
 
 
+@pytest.mark.parametrize("dtype", [np.int64, np.uint32])
+def test_ids_are_checked_before_they_are_narrowed(x64, dtype):
+    """Issue 34: with x64 on and ``index_dtype=int32``, ``from_edges`` under ``jit`` cast traced ids to int32 before
+    checking them, so id 2^32 + 1 became node 1 silently (eager, and with int64 under ``jit``, it is refused). A
+    uint32 id from 2^31 on is refused too, never wrapped to a negative or small id."""
+    big = 2**32 + 1 if dtype == np.int64 else 2**31 + 1
+    src = np.array([0, big, 2], dtype)
+    dst = np.array([1, 2, 0], dtype)
+    build = jax.jit(lambda s, d: Graph.from_edges(s, d, N, N, index_dtype=np.int32).in_degrees())
+    with pytest.raises(jax.errors.JaxRuntimeError, match=rf"Graph\.from_edges: src id {big} at edge 1 out of range"):
+        np.asarray(build(src, dst))
+    np.testing.assert_array_equal(build(np.array([0, 1, 2], dtype), dst), [1, 1, 1, 0])
+
+
 def test_invalid_id_under_jit_fails_grad_too():
     dst = DST.copy()
     dst[3] = -1

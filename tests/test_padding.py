@@ -228,3 +228,73 @@ def test_gcn_norm_of_a_padded_graph():
         x = rng.normal(size=(8, 3)).astype(np.float32)
         np.testing.assert_allclose(jgo.agg_weighted(p_hat, x, pw_hat)[:6], jgo.agg_weighted(g_hat, x[:6], w_hat),
                                    rtol=1e-5, atol=1e-6)
+
+
+def test_the_reference_on_a_padded_graph_outside_jit():
+    """Issue 34: ``impl="xla"`` outside ``jit`` raised ``reference.edge_softmax: g.src[2] = 3 is out of range`` for
+    the attention ops and ``agg_concat`` with ``edge_weight`` on any padded graph (an id the user never wrote); it
+    equals the kernels, eagerly as under ``jit``."""
+    rng, g, padded, real, pad = _case(4)
+    w = weights(rng)
+    ew = np.abs(pad[2][:, 0]) + 0.5
+    for name, call in {
+        "mha_gat": lambda impl: jgo.mha_gat(padded, pad[0], w["a3"], num_heads=H, edge_feat=pad[2], impl=impl),
+        "mha_gat_v2": lambda impl: jgo.mha_gat_v2(padded, pad[0], pad[1], w["a1"], num_heads=H, impl=impl),
+        "mha_simple": lambda impl: jgo.mha_simple(padded, pad[1], pad[0], pad[0], num_heads=H, impl=impl),
+        "agg_concat": lambda impl: jgo.agg_concat(padded, pad[0], edge_weight=ew, edge_feat=pad[2], impl=impl),
+    }.items():
+        np.testing.assert_allclose(call("xla"), call(None), rtol=2e-5, atol=2e-5, err_msg=name)
+
+
+def test_hg_basis_reference_edge_types_out_of_range_under_jit():
+    """Issue 34: under ``jit`` the reference put an edge whose type is outside ``[0, R)`` into a neighbouring
+    destination's block (``dst * R + type``), and with ``norm_by_dst_degree`` gave NaN gradients of ``comp`` on a
+    padded graph. Such an edge now adds nothing, as on the CUDA kernels (the CPU kernels raise)."""
+    g = jgo.Graph.from_edges(np.array([0, 1, 2, 0]), np.array([1, 1, 0, 2]), 3)
+    x = jnp.arange(6.0).reshape(3, 2)
+    types = jnp.array([0, 3, 1, -1])  # edges 1 and 3 out of range [0, 2)
+    ref = jax.jit(lambda t: jgo.agg_hg_basis(g, x, t, n_edge_types=2, impl="xla"))(types)
+    sub = jgo.Graph.from_edges(np.array([0, 2]), np.array([1, 0]), 3)  # the two edges of valid type
+    np.testing.assert_array_equal(ref, jgo.agg_hg_basis(sub, x, np.array([0, 1]), n_edge_types=2, impl="xla"))
+    with pytest.raises(ValueError, match=r"agg_hg_basis: edge_types\[1\] = 3 is out of range \[0, n_edge_types=2\)"):
+        jgo.agg_hg_basis(g, x, types, n_edge_types=2)
+
+
+def test_rev_edge_ids_naming_a_padding_edge_is_an_error():
+    """Issue 34: a real edge whose ``rev_edge_ids`` entry names a padding edge passed the involution check (the
+    padding edge naming it back) and the kernels subtracted the padding row (-96 instead of 4). It is an error naming
+    the edge: a ValueError eagerly, the CPU kernels' error under ``jit``; the CUDA kernels, which cannot raise, write
+    NaN there (their policy for a malformed entry); the padding edges' own entries are not read."""
+    g = jgo.Graph.from_edges(np.array([0, 1, 1, 2]), np.array([1, 0, 2, 1]))  # bonds 0-1 (edges 0, 1), 1-2 (2, 3)
+    p = jgo.pad(g, 4, 4, 6)
+    h = jnp.concatenate([jnp.ones((4, 1)), jnp.full((2, 1), 100.0)])
+    rev = jnp.array([1, 0, 4, -1, 2, -1])  # edge 2's reverse named as padding edge 4 (which names it back)
+    with pytest.raises(ValueError, match=r"agg_dmpnn: rev_edge_ids\[2\] = 4 names a padding edge: the graph's edges "
+                                         r"from 4 on are padding"):
+        jgo.agg_dmpnn(p, h, rev)
+    f = jax.jit(lambda p, h, r: jgo.agg_dmpnn(p, h, r))
+    if jgo.kernel_platform() == "cpu":
+        with pytest.raises(jax.errors.JaxRuntimeError, match=r"INVALID_ARGUMENT: .*agg_dmpnn \(dmpnn_fwd\): "
+                                                              r"rev_edge_ids\[2\] = 4 names a padding edge"):
+            jax.block_until_ready(f(p, h, rev))
+    else:
+        out = np.asarray(f(p, h, rev))
+        assert np.isnan(out[2]).all() and np.isfinite(np.delete(out, 2, axis=0)).all()
+    # the padding edges' entries, whatever they hold, are not read: the unpadded graph's messages
+    good = jnp.array([1, 0, 3, 2, 5, 0])
+    want = jgo.agg_dmpnn(g, h[:4], good[:4])
+    for impl in (None, "xla"):
+        np.testing.assert_array_equal(jgo.agg_dmpnn(p, h, good, impl=impl)[:4], want)
+        np.testing.assert_array_equal(f(p, h, good)[4:], 0)
+
+
+@pytest.mark.parametrize("sizes, match", [
+    ((4.0, 4, 5), r"pad: n_src must be an int, got float"),
+    ((4, np.int64(4), "5"), r"pad: n_edges must be an int, got str"),
+    ((4, -1, 5), r"pad: n_dst must be >= 0, got -1"),
+])
+def test_pad_sizes_must_be_ints(sizes, match):
+    """Issue 34: ``pad(g, 4.0, ...)`` failed deep inside with an unclear error."""
+    g = jgo.Graph.from_edges(np.array([0, 1]), np.array([1, 0]))
+    with pytest.raises((TypeError, ValueError), match=match):
+        jgo.pad(g, *sizes)

@@ -175,7 +175,10 @@ def pool(x, graph_ids, n_graphs: int, *, reduce: str = "sum", ids_are_sorted: bo
 
     Args:
       x: node features ``[N, F]``.
-      graph_ids: ``[N]`` integer graph id of each node (e.g. ``jgo.batch(...).dst_graph_ids``).
+      graph_ids: ``[N]`` integer graph id of each node (e.g. ``jgo.batch(...).dst_graph_ids``). Concrete ids
+        outside ``[0, n_graphs)`` are a ValueError naming the first. Traced ids (inside ``jit``) cannot be
+        checked: a node whose id is outside ``[0, n_graphs)`` belongs to no graph (it adds to no row, and its
+        gradient is 0), as in ``jax.ops.segment_sum``; the kernels and the reference agree, on every platform.
       n_graphs: number of graphs (static).
       reduce: ``sum``, ``mean``, ``max`` or ``min``; a graph without nodes gets 0.
       ids_are_sorted: promise that ``graph_ids`` never decrease (as after ``jgo.batch``), which
