@@ -14,9 +14,10 @@ directions (in-degrees 16 to a few dozen), found by a KD-tree over 8 principal c
 The task: the HOMO-LUMO gap in 5 quantile classes (chance: 20%), nodes split 80/10/10 at random. Each
 step samples two blocks around 1,024 seed nodes (``fanouts=[25, 10]``: 10 in-neighbours of every seed,
 then 25 of each of those, without replacement; static shapes, the last batch padded with -1) and runs two
-GraphSAGE layers on them (``jaxgraphops.nn.flax.SAGEConv``; mean over the real sampled neighbours, plus a
-root term). The train step (sampling included) is jitted and compiles once. Validation and test
-accuracy come from full-neighbourhood inference on the whole graph. An MLP of the same width and depth
+GraphSAGE layers on them (``jaxgraphops.nn.flax.SAGEConv(aggr="mean")``: a block's empty slots are padding
+edges, so the mean is over the sampled neighbours without any masking, plus a root term). The train step
+(sampling included) is jitted and compiles once. Validation and test accuracy come from full-neighbourhood
+inference on the whole graph. An MLP of the same width and depth
 trained on the node features alone shows what the graph adds.
 
     pip install jaxgraphops[examples]     # qm9pack, rdkit, pandas, scipy, flax, optax, matplotlib, tqdm
@@ -113,12 +114,11 @@ def knn_graph(y: np.ndarray, k: int) -> jgo.Graph:
 
 
 class GraphSAGE(nn.Module):
-    """GraphSAGE with mean aggregation over the real neighbours of each destination.
+    """GraphSAGE with mean aggregation: one ``SAGEConv(aggr="mean")`` per layer, on the graphs of ``hops``.
 
-    ``hops`` lists one ``(graph, degree, mask)`` per layer: a sampled block with the real in-degree of
-    its destinations and the mask of the next block's real sources (None on the full graph). A block
-    has ``fanout`` edge slots per destination, the empty ones from a padding source, so the mean is the
-    sum (padding rows are zero) over the real degree; the root term is the destination's own row
+    ``hops`` lists one graph per layer: the sampled blocks, or the full graph for every layer. A block's empty
+    edge slots are padding edges (in no neighbourhood), so the mean is over each destination's sampled
+    neighbours, with no mask and no division by hand; the root term is the destination's own row
     (destinations are a prefix of the sources)."""
 
     hidden: int
@@ -127,15 +127,11 @@ class GraphSAGE(nn.Module):
     @nn.compact
     def __call__(self, x, hops):
         h = x
-        for i, (g, degree, mask) in enumerate(hops):
+        for i, g in enumerate(hops):
             features = self.classes if i == len(hops) - 1 else self.hidden
-            h_dst = h[:g.n_dst]
-            neigh = SAGEConv(features, aggr="sum", root_weight=False, use_bias=False)(g, (h, h_dst))
-            h = neigh / jnp.maximum(degree, 1)[:, None].astype(h.dtype) + nn.Dense(features)(h_dst)
+            h = SAGEConv(features, aggr="mean")(g, (h, h[:g.n_dst]))
             if i < len(hops) - 1:
                 h = nn.relu(h)
-                if mask is not None:  # padding rows back to zero for the next block's sum
-                    h = h * mask[:, None]
         return h
 
 
@@ -148,15 +144,6 @@ class MLP(nn.Module):
     @nn.compact
     def __call__(self, x):
         return nn.Dense(self.classes)(nn.relu(nn.Dense(self.hidden)(x)))
-
-
-def block_hops(blocks):
-    """``(graph, real in-degree, next block's source mask)`` per sampled block."""
-    hops = []
-    for i, (b, fanout) in enumerate(zip(blocks, FANOUTS)):
-        degree = b.edge_mask.reshape(b.graph.n_dst, fanout).sum(1)
-        hops.append((b.graph, degree, blocks[i + 1].node_mask if i + 1 < len(blocks) else None))
-    return hops
 
 
 def batches(rng, nodes, size):
@@ -249,19 +236,18 @@ def main():
 
     def sage_loss(params, key, seeds, g, x, labels):
         blocks = sample(key, g, seeds)
-        inputs = blocks[0].input_nodes
-        h = jnp.where(blocks[0].node_mask[:, None], x[jnp.maximum(inputs, 0)], 0)
-        logits = sage.apply(params, h, block_hops(blocks))
+        h = x[blocks[0].input_nodes]  # a padding input node (-1) reads the last row: no op reads it back
+        logits = sage.apply(params, h, [b.graph for b in blocks])
         return masked_cross_entropy(logits, seeds, labels)
 
     def mlp_loss(params, key, seeds, g, x, labels):
         return masked_cross_entropy(mlp.apply(params, x[jnp.maximum(seeds, 0)]), seeds, labels)
 
-    sage_all = jax.jit(lambda params, g, x: sage.apply(params, x, [(g, g.in_degrees(), None)] * len(FANOUTS)))
+    sage_all = jax.jit(lambda params, g, x: sage.apply(params, x, [g] * len(FANOUTS)))
     mlp_all = jax.jit(lambda params, g, x: mlp.apply(params, x))
     init_blocks = sample(jax.random.key(0), g, jnp.asarray(splits["train"][:args.batch], jnp.int32))
     sage_params = sage.init(jax.random.key(0), jnp.zeros((init_blocks[0].graph.n_src, x.shape[1])),
-                            block_hops(init_blocks))
+                            [b.graph for b in init_blocks])
     mlp_params = mlp.init(jax.random.key(0), x[:1])
 
     results = {"GraphSAGE": train("GraphSAGE", sage_loss, sage_all, sage_params, g, x, labels, splits, args,

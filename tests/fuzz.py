@@ -44,6 +44,11 @@ import traceback
 
 import numpy as np
 
+try:
+    import fuzz_padding
+except ImportError:  # python -m tests.fuzz, from the repository root
+    from . import fuzz_padding
+
 # -- known gaps, each a flag to flip once it is closed ----------------------------------------------
 
 # Graph.from_edges inside jit checks its (traced) edge list when the computation runs (jgo_check_edges):
@@ -171,6 +176,7 @@ class Case:
     did_you_mean: bool = False
     gate: str | None = None        # a known gap: not raising is an xfail
     special: str | None = None     # nan/inf/ties put in the inputs
+    padding: str | None = None     # a padding mode (tests/fuzz_padding.py): the op against the unpadded graph
 
     def label(self) -> str:
         cfg = ",".join(f"{k}={v}" for k, v in self.config)
@@ -179,6 +185,7 @@ class Case:
                 f"{'' if self.transform == 'none' else '+' + self.transform}"
                 f"[{self.n_src}x{self.n_dst},E={0 if self.src is None else len(self.src)}] impl={self.impl}"
                 f"{' special=' + self.special if self.special else ''}"
+                f"{' padding=' + self.padding if self.padding else ''}"
                 f"{' mutation=' + self.mutation if self.mutation else ''}")
 
 
@@ -1053,10 +1060,17 @@ def make_case(seed: int) -> Case:
         case.build = "none"
     elif traced:
         case.build = "traced"
+    # a padding mode (its own random stream): the case's graph padded, reordered, partitioned, converted or
+    # sampled, against the reference on the graph without padding; such cases are valid and concrete
+    padded = fuzz_padding.choose(structure, name, case.n_src == case.n_dst) if spec["graph"] else None
+    if padded is not None:
+        case.padding, case.build, case.extra["padding"] = padded["mode"], "edges", padded
+        if padded["mode"] == "block":
+            case.extra["block_seeds"] = fuzz_padding.block_seeds(data, case.n_dst)
 
     # about half the cases are invalid: which kind of mutation (drawn before the inputs are made)
     family = None
-    if spec["mutable"] and data.random() < 0.45:
+    if spec["mutable"] and data.random() < 0.45 and padded is None:
         kinds = ["input", "input"]
         if spec["graph"] and not spec["concrete"]:
             kinds += ["hand", "hand"]
@@ -1069,9 +1083,14 @@ def make_case(seed: int) -> Case:
     case.transform = transform
 
     case.config = ()
-    t = Gen(rng, data, case, transformed_sizes(transform, case.n_src, case.n_dst, len(case.src)))
+    if padded is not None:
+        case.transform = "none"
+        t = Gen(rng, data, case, fuzz_padding.sizes(padded, case.n_src, case.n_dst, len(case.src)))
+    else:
+        t = Gen(rng, data, case, transformed_sizes(transform, case.n_src, case.n_dst, len(case.src)))
     t.layer = layer
     case.config = spec["gen"](t)
+    fuzz_padding.explicit_destinations(case)
     case.extra["names"] = tuple(case.names)
     rng = data  # everything below varies from seed to seed
 
@@ -1235,8 +1254,9 @@ def _prepare(case, jax, jnp, jgo, dtype):
     return arrays, extra
 
 
-def _layer_params(case, jax, jnp, extra, arrays, dtype):
-    """Adds the layer's parameters (perturbed per case) as the last differentiable input."""
+def _layer_params(case, jax, jnp, extra, arrays, dtype, graph=None):
+    """Adds the layer's parameters (perturbed per case) as the last differentiable input (initialised on
+    ``graph``, default the case's)."""
     shapes = {n: a.shape[-1] for n, a in zip(case.names, case.arrays) if a.ndim == 2}
     module = _layer_module(case.config, shapes, case.dtype)
     rng = np.random.default_rng([0x20, case.seed])
@@ -1244,7 +1264,7 @@ def _layer_params(case, jax, jnp, extra, arrays, dtype):
         # the parameters depend on the feature widths only: initialise once (jitted) per config
         key = ("init", repr(case.config), tuple(sorted(shapes.items())), case.n_src == case.n_dst)
         if key not in _CACHE:
-            g = jax_graph_for_init(case)
+            g = jax_graph_for_init(case) if graph is None else graph
             v = dict(zip(case.names, (jnp.zeros(a.shape, jnp.float32) for a in case.arrays)))
             layer = module[1]
             name = dict(case.config)["layer"]
@@ -1368,6 +1388,8 @@ def run_case(case: Case):
 
 
 def _run_case(case: Case):
+    if case.padding is not None:
+        return fuzz_padding.run(case, sys.modules[__name__])
     jax, jnp, jgo = _jax()
     with jax.enable_x64(case.x64):
         try:

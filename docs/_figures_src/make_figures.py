@@ -748,7 +748,7 @@ def fig_sampling(png):
         [NODE_COLORS[inputs[d]] if m else "#ffffff" for d, m in zip(dst, mask)],
         width=1.0,
         title="edges (local ids)",
-        shape=f"[S · fanout] = [{S * f}]\nslot s·f + m: m-th edge of seed s",
+        shape=f"[S · fanout] = [{S * f}]\nthe sampled ones seed by seed,\nthen padding edges",
     )
     column(
         ax,
@@ -763,8 +763,8 @@ def fig_sampling(png):
     ax.text(
         7.4,
         2.65,
-        "block.graph: n_dst = S (the seeds),\nn_src = S (1 + fanout), static shapes\n"
-        "(padding edges come from the last\nsource slot into their own seed)\n\n"
+        "block.graph: n_dst = S (the seeds),\nn_src = S (1 + fanout), static shapes;\n"
+        "the empty slots are padding edges\n(in no neighbourhood: every op sees\nthe sampled subgraph)\n\n"
         "sample_blocks(key, g, seeds, [f0, f1]):\nblocks[-1] samples the seeds' in-edges,\n"
         "blocks[i] those of blocks[i+1].input_nodes;\nthe model reads its features at\n"
         "blocks[0].input_nodes",
