@@ -74,6 +74,12 @@ def test_the_quick_profile_covers_the_api():
     assert any(m.startswith("hand_") for m in mutations) and any(m.startswith("input_") for m in mutations)
     assert any(c.special and "nan" in c.special for c in cases)
     assert sum(c.mutation is None for c in cases) > 0.4 * len(cases)
+    # every padding mode (tests/fuzz_padding.py), blocks through several ops, layers on padded graphs
+    padded = [c for c in cases if c.padding]
+    assert {c.padding for c in padded} == set(fuzz.fuzz_padding.MODES)
+    assert len({c.target for c in padded if c.padding == "block"}) >= 4
+    assert {c.target for c in padded} >= {"gspmm", "gsddmm", "edge_softmax", "layer"}
+    assert all(c.mutation is None and c.build == "edges" for c in padded)
 
 
 def test_traced_edge_list_mutations_expect_the_run_time_check():
