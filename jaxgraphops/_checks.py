@@ -80,8 +80,9 @@ def prng_key_words(fn: str, name: str, key) -> jax.Array:
 
 
 def check_edge_types(fn: str, g, edge_types, n_types: int, n_types_name: str = "n_edge_types"):
-    """``edge_types`` as an integer ``[n_edges]`` array; where concrete, every type in ``[0, n_types)``
-    (``n_types_name`` names the bound in the error, as the caller's argument is called)."""
+    """``edge_types`` as an integer ``[n_edges]`` array; where concrete, every real edge's type in ``[0, n_types)``
+    (``n_types_name`` names the bound in the error, as the caller's argument is called). A padding edge's type is
+    never read (the kernels check the real edges only), so it may be anything."""
     edge_types = edge_types if isinstance(edge_types, jax.Array) else np.asarray(edge_types)
     if not jnp.issubdtype(edge_types.dtype, jnp.integer):
         raise TypeError(f"{fn}: edge_types must be an integer array; got dtype {edge_types.dtype}")
@@ -90,6 +91,8 @@ def check_edge_types(fn: str, g, edge_types, n_types: int, n_types_name: str = "
                          f"got shape {edge_types.shape}")
     if _is_concrete(edge_types) and g.n_edges:
         t = np.asarray(edge_types)
+        if _is_concrete(g.csc_offsets):
+            t = t[: int(np.asarray(g.csc_offsets)[-1])]
         bad = np.flatnonzero((t < 0) | (t >= n_types))
         if bad.size:
             k = int(bad[0])

@@ -104,7 +104,9 @@ class Graph:
     result (weights, attention, ``gsddmm``, ``update_efeat``, ...) is 0 at them, and gradients with
     respect to their edge data are 0. The kernels skip them, so padding costs no work: :func:`pad`
     and :func:`jaxgraphops.pad_batch` make such graphs, with ``R`` carried by the arrays (graphs
-    padded to the same sizes share one compilation whatever their real sizes).
+    padded to the same sizes share one compilation whatever their real sizes), and so do the
+    samplers (a block's empty slots) and :func:`jaxgraphops.partition_graph` (its parts); every
+    transformation keeps them as padding (``docs/semantics.md``, "Padding").
     :meth:`real_edge_mask` tells the real edges. The constructor, and
     every op given a graph, check it (``jaxgraphops._checks.check_graph``): the shapes and the one
     int32/int64 dtype of the arrays always (also under ``jit``), and concrete arrays for their

@@ -91,15 +91,25 @@ def test_every_op_on_a_block_equals_the_sampled_subgraph(impl):
             np.testing.assert_allclose(d_w[key], want_w[key], rtol=2e-4, atol=2e-5, err_msg=f"{name}: gradient of {key}")
 
 
-def _layers(nn):
-    """``{name: (module, takes_edge_attr)}``: the layers mini-batch training runs on blocks (PyG's NeighborLoader)."""
+def _layers(nn, types):
+    """``{name: (module, args(graph, xs, xd, ef) -> the call's arguments after the graph)}``: the layers that run on
+    blocks (bipartite pairs), as mini-batch training runs them (PyG's NeighborLoader)."""
+    import flax.linen
+
+    pair = lambda gr, xs, xd, ef: ((xs, xd),)  # noqa: E731
+    with_edges = lambda gr, xs, xd, ef: ((xs, xd), ef)  # noqa: E731
     return {
-        "SAGEConv mean": (nn.SAGEConv(6, aggr="mean"), False),
-        "SAGEConv max": (nn.SAGEConv(6, aggr="max"), False),
-        "GATConv": (nn.GATConv(3, heads=2), False),
-        "GATConv edge_dim": (nn.GATConv(3, heads=2, edge_dim=F), True),
-        "GATv2Conv": (nn.GATv2Conv(3, heads=2), False),
-        "TransformerConv": (nn.TransformerConv(3, heads=2, edge_dim=F), True),
+        "SAGEConv mean": (nn.SAGEConv(6, aggr="mean"), pair),
+        "SAGEConv max": (nn.SAGEConv(6, aggr="max"), pair),
+        "GATConv": (nn.GATConv(3, heads=2), pair),
+        "GATConv edge_dim": (nn.GATConv(3, heads=2, edge_dim=F), with_edges),
+        "GATv2Conv": (nn.GATv2Conv(3, heads=2), pair),
+        "TransformerConv": (nn.TransformerConv(3, heads=2, edge_dim=F), with_edges),
+        "GINConv": (nn.GINConv(flax.linen.Dense(6), train_eps=True), pair),
+        "GINEConv": (nn.GINEConv(flax.linen.Dense(6), edge_dim=F), with_edges),
+        "RGCNConv": (nn.RGCNConv(6, num_relations=3, num_bases=2),
+                     lambda gr, xs, xd, ef: ((xs, xd), jnp.asarray(types[: gr.n_edges]))),
+        "GNOBlock": (nn.GNOBlock(3, kernel_width=4, skip=True), lambda gr, xs, xd, ef: (xs, ef[:, :2], xd)),
     }
 
 
@@ -111,20 +121,16 @@ def test_every_layer_on_a_block_equals_the_sampled_subgraph():
     rng, b, sub = _block(2)
     real, seeds = int(b.graph.csc_offsets[-1]), np.asarray(b.input_nodes)[: b.graph.n_dst] >= 0
     block_in, sub_in = _features(rng, b, lambda shape: 1e3 * rng.normal(size=shape))
-    layers = _layers(nn)
-
-    def edge_args(name, ef):
-        return (ef,) if layers[name][1] else ()
-
-    params = jax.jit(lambda gr, xs, xd, ef: {name: m.init(jax.random.key(0), gr, (xs, xd), *edge_args(name, ef))
-                                             for name, (m, _) in layers.items()})(sub, *sub_in)
+    layers = _layers(nn, rng.integers(0, 3, b.graph.n_edges))
+    params = jax.jit(lambda gr, xs, xd, ef: {name: m.init(jax.random.key(0), gr, *args(gr, xs, xd, ef))
+                                             for name, (m, args) in layers.items()})(sub, *sub_in)
 
     @jax.jit
     def run(params, gr, xs, xd, ef):
         result = {}
-        for name, (m, _) in layers.items():
-            def loss(p, xs, xd, ef, m=m, name=name):
-                out = m.apply(p, gr, (xs, xd), *edge_args(name, ef))[seeds]
+        for name, (m, args) in layers.items():
+            def loss(p, xs, xd, ef, m=m, args=args):
+                out = m.apply(p, gr, *args(gr, xs, xd, ef))[seeds]
                 return jnp.sum(jnp.tanh(out) ** 2), out
             result[name] = jax.grad(loss, (0, 1, 2, 3), has_aux=True)(params[name], xs, xd, ef)
         return result

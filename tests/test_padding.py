@@ -260,6 +260,23 @@ def test_hg_basis_reference_edge_types_out_of_range_under_jit():
         jgo.agg_hg_basis(g, x, types, n_edge_types=2)
 
 
+def test_padding_edges_types_are_not_read():
+    """A padding edge's ``edge_types`` entry, like its ``rev_edge_ids`` entry, is never read: junk there (out of
+    range) is no error, eagerly or under ``jit``, and changes nothing."""
+    g = jgo.Graph.from_edges(np.array([0, 1, 2, 0]), np.array([1, 1, 0, 2]), 3)
+    p = jgo.pad(g, 4, 4, 7)
+    x = jnp.arange(8.0).reshape(4, 2)
+    types = np.array([0, 1, 1, 0, -7, 99, 2])
+    comp = jnp.array([[1.0, 0.5], [-1.0, 2.0]])
+    for impl in (None, "xla"):
+        for call in (lambda p, t, impl=impl: jgo.agg_hg_basis(p, x, t, comp, n_edge_types=2, impl=impl),
+                     jax.jit(lambda p, t, impl=impl: jgo.agg_hg_basis(p, x, t, comp, n_edge_types=2, impl=impl))):
+            out = call(p, types)
+            np.testing.assert_allclose(out[:3], jgo.agg_hg_basis(g, x[:3], types[:4], comp, n_edge_types=2,
+                                                                 impl="xla"), rtol=1e-6)
+            np.testing.assert_array_equal(out[3:], 0)
+
+
 def test_rev_edge_ids_naming_a_padding_edge_is_an_error():
     """Issue 34: a real edge whose ``rev_edge_ids`` entry names a padding edge passed the involution check (the
     padding edge naming it back) and the kernels subtracted the padding row (-96 instead of 4). It is an error naming
