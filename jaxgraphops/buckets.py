@@ -156,4 +156,3 @@ def _order(fn: str, order, n: int) -> np.ndarray:
         raise ValueError(f"{fn}: order[{bad[0]}] = {order[bad[0]]} is not a graph index: graphs has {n} graphs, so "
                          f"order must index [0, {n}) (e.g. a permutation, np.random.permutation({n}))")
     return order.astype(np.int64)
-

@@ -25,8 +25,9 @@ reordered graph's input edge order is its CSC order, so edge-valued arrays (weig
 attention) are read contiguously by the forward kernels instead of through a scattered edge-id gather,
 and each destination sees its in-edges in the order it saw them before, so every op gives the same
 result on the reordered graph, gradients included (a sum adds in the same order; a max/min tie goes to
-the same edge; a node's gradient, a sum over its out-edges, agrees to rounding). :meth:`Permutation.permute_edges` takes an edge array from the old input order to the new
-one, :meth:`Permutation.unpermute_edges` back. A padded graph's padding edges (:class:`~jaxgraphops.Graph`)
+the same edge; a node's gradient, a sum over its out-edges, agrees to rounding).
+:meth:`Permutation.permute_edges` takes an edge array from the old input order to the new one,
+:meth:`Permutation.unpermute_edges` back. A padded graph's padding edges (:class:`~jaxgraphops.Graph`)
 stay padding edges, last and in their order; the relabelling sees the real edges only.
 
 Bipartite graphs (``n_src != n_dst``) have their source and destination sides permuted separately: the
@@ -134,9 +135,9 @@ def reorder(g: Graph, method: str = "rcm", *, n_parts: int | None = None) -> tup
       ``(reordered graph, Permutation)``; the graph keeps ``g``'s sizes, index dtype and padding edges
       (last, as padding). An op on the reordered graph with permuted inputs gives the permuted result,
       and its gradients the permuted gradients: ``perm.unpermute_nodes(op(new, perm.permute_nodes(x)))``
-      equals ``op(g, x)``: the forward pass bit for bit on the CPU (each destination adds its in-edges in the same
-      order), a max/min tie's gradient on the same edge; a node's gradient sums its out-edges in the new edge
-      order (equal to rounding).
+      equals ``op(g, x)``: the forward pass bit for bit on the CPU (each destination adds its in-edges in
+      the same order), a max/min tie's gradient on the same edge; a node's gradient sums its out-edges in
+      the new edge order (equal to rounding).
 
     >>> import numpy as np, jaxgraphops as jgo
     >>> ring = np.array([0, 3, 1, 4, 2])  # a 5-cycle 0-3-1-4-2-0 with scattered ids

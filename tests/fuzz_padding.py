@@ -136,8 +136,8 @@ def build(case, jgo):
         oracle = jgo.Graph.from_edges(np.asarray(bg.src)[:real], np.asarray(bg.dst)[:real], bg.n_src, bg.n_dst,
                                       index_dtype=case.index_dtype)
         node_mask = np.asarray(b.node_mask)
-        rows = {"src": np.where(node_mask, np.arange(bg.n_src), -1), "dst": np.where(seeds >= 0, np.arange(bg.n_dst), -1),
-                "edge": _prefix(real, bg.n_edges)}
+        rows = {"src": np.where(node_mask, np.arange(bg.n_src), -1),
+                "dst": np.where(seeds >= 0, np.arange(bg.n_dst), -1), "edge": _prefix(real, bg.n_edges)}
         valid = {"src": node_mask, "dst": seeds >= 0, "edge": np.ones(real, bool)}
         return [Piece(bg, rows)], oracle, valid
     p = _padded(case, jgo, g)

@@ -88,7 +88,8 @@ def test_every_op_on_a_block_equals_the_sampled_subgraph(impl):
         np.testing.assert_array_equal(d_ef[real:], 0, err_msg=f"{name}: gradient at the padding edges")
         np.testing.assert_allclose(d_ef[:real], want_ef, rtol=2e-4, atol=2e-5, err_msg=f"{name}: gradient of ef")
         for key in w:
-            np.testing.assert_allclose(d_w[key], want_w[key], rtol=2e-4, atol=2e-5, err_msg=f"{name}: gradient of {key}")
+            np.testing.assert_allclose(d_w[key], want_w[key], rtol=2e-4, atol=2e-5,
+                                       err_msg=f"{name}: gradient of {key}")
 
 
 def _layers(nn, types):

@@ -139,7 +139,8 @@ def test_bad_input(kwargs, match):
     ([0, 5], r"padded_batches: order\[1\] = 5 is not a graph index: graphs has 3 graphs, so order must index \[0, 3\)"),
     ([-1, 0], r"padded_batches: order\[0\] = -1 is not a graph index"),
     ([[0, 1]], r"padded_batches: order must be a 1-D array of graph indices \(ints\); got shape \(1, 2\)"),
-    ([0.0, 1.0], r"padded_batches: order must be a 1-D array of graph indices \(ints\); got shape \(2,\), dtype float64"),
+    ([0.0, 1.0], r"padded_batches: order must be a 1-D array of graph indices \(ints\); got shape \(2,\), "
+                 r"dtype float64"),
 ])
 def test_padded_batches_bad_order(order, match):
     """Issue 34: an order naming no graph was a bare IndexError from inside the generator."""
