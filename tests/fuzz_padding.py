@@ -29,7 +29,7 @@ import dataclasses
 import numpy as np
 
 MODES = ("pad", "reorder", "partition", "convert", "block")
-PADDED_FRACTION = 0.15  # of the valid cases' structures
+PADDED_FRACTION = 0.15  # of the structures of the graph targets (their cases are all valid)
 FANOUT = 2
 
 # the rows of each named input: source nodes, destination nodes or edges (absent: a weight)
