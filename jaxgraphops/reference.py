@@ -155,8 +155,8 @@ def gspmm(g, u=None, e=None, *, op="copy_u", reduce="sum"):
 def gsddmm(g, lhs, rhs, *, op="dot", lhs_target="u", rhs_target="v"):
     """Reference of :func:`jaxgraphops.gsddmm`."""
     lhs, rhs = (_at_real_edges(g, x) if t == "e" else x for x, t in ((lhs, lhs_target), (rhs, rhs_target)))
-    def at_edges(x, target):
-        return x if target == "e" else x[getattr(g, _TARGET_INDEX[target])]
+    def at_edges(x, target):  # a padding edge reads 0 (_rows), no junk of a padding row
+        return x if target == "e" else _rows(x, getattr(g, _TARGET_INDEX[target]))
 
     fl, fr = align_ranks(lhs.shape[1:], rhs.shape[1:], "reference.gsddmm")
     a = at_edges(lhs.reshape((lhs.shape[0],) + fl), lhs_target)

@@ -59,6 +59,8 @@ def families(rng, g):
         "gsddmm add u e": sddmm("add", "u", "e"),
         "gsddmm sub e v": sddmm("sub", "e", "v"),
         "gsddmm mul e e": sddmm("mul", "e", "e"),
+        "gsddmm dot u u": sddmm("dot", "u", "u"),  # both operands on one node: found by the fuzzer's padding modes
+        "gsddmm mul v v": sddmm("mul", "v", "v"),
         "edge_softmax": t(lambda g, xs, xd, ef, w, impl: (jgo.edge_softmax(g, ef[:, :H], impl=impl),), "edge"),
         "agg_simple max": t(lambda g, xs, xd, ef, w, impl: (jgo.agg_simple(g, xs, ef, reduce="max", impl=impl),),
                             "node"),

@@ -36,7 +36,7 @@ from jax.interpreters import ad, batching, xla
 
 from .._layout import strided_view, sum_to_shape
 from ._primitive_utils import (N_GRAPH, GraphArrays, KernelPrimitive, map_over_graphs, register_lowerings, rows,
-                               zero_tangent)
+                               unread_rows_filled, zero_tangent)
 
 OPS = ("copy_lhs", "copy_rhs", "add", "mul")  # copy_lhs = node / lhs only, copy_rhs = edge / rhs only
 _OP_CODE = {"copy_lhs": 0, "copy_rhs": 1, "add": 2, "mul": 3}
@@ -358,8 +358,9 @@ def _edge_contract(ga, ct_e, other, other_target, target, mask_arg, out_shape, t
         full = spmm(ga, other, ct_e, op="mul", **kw)[0]
     elif other_target == "edge":
         full = spmm(ga, None, ct_e * other, op="copy_rhs", **kw)[0]
-    else:  # the other operand lives on the same node as the result
-        full = spmm(ga, None, ct_e, op="copy_rhs", **kw)[0] * other
+    else:  # the other operand lives on the same node as the result; a row no edge reads gets an exact 0, never
+        # 0 * NaN from what a padding row holds
+        full = spmm(ga, None, ct_e, op="copy_rhs", **kw)[0] * unread_rows_filled(other, ga.rows_read(target))
     return sum_to_shape(full, target_shape)
 
 
