@@ -296,7 +296,7 @@ def _evaluate(case, pieces, oracle_graph, valid, impl, dtype, fz, *, junk):
         kind_of = output_rows(case, len(outs))
         for k, ((_, pad), kind) in enumerate(zip(outs, kind_of)):
             if junk and kind == "edge" and np.any(np.asarray(pad) != 0):
-                leaks.append(f"output {k} is not 0 at a padding edge")
+                leaks.append(f"output {k} is not 0 at a padding edge: {np.asarray(pad).ravel()[:6]}")
         return [np.asarray(real) for real, _ in outs], leaks
 
     def loss(arrays, junks):
@@ -319,7 +319,7 @@ def _evaluate(case, pieces, oracle_graph, valid, impl, dtype, fz, *, junk):
     for piece_junk in d_junks:
         for name, d in zip(case.names, piece_junk):
             if d is not None and np.any(np.asarray(d) != 0):
-                leaks.append(f"the gradient of {name} is not 0 at a padding row")
+                leaks.append(f"the gradient of {name} is not 0 at a padding row: {np.asarray(d).ravel()[:6]}")
     return out, leaks
 
 
