@@ -97,8 +97,6 @@ def _fit(a, n, fill=0):
     return jnp.asarray(np.concatenate([a[:n], np.full(max(n - len(a), 0), fill, a.dtype)]))
 
 
-
-
 def outputs_and_gradients(ops, impl):
     """A jitted ``(g, xs, xd, ef, w, cots) -> {name: (outputs, (d_xs, d_xd, d_ef, d_w))}``: every op's outputs and
     the gradients of ``sum(output * cot)`` (``cots[name]``, one array per output, of the outputs' shapes), all ops

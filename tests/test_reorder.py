@@ -204,7 +204,6 @@ def test_bad_input_errors(rng, monkeypatch):
         bperm.unpermute_nodes(np.zeros(7))
 
 
-
 def test_int64_graph_keeps_its_index_dtype(x64, rng):
     g = random_graph(rng, 8, 8, 30, index_dtype=np.int64)
     new, perm = jgo.reorder(g, "rcm")
