@@ -25,7 +25,7 @@ from ase.cluster import Icosahedron
 from tqdm import tqdm
 
 import jaxgraphops as jgo
-from jaxgraphops.nn.dimenet_flax import DimeNetPlusPlus, energy_and_forces
+from jaxgraphops.nn.flax import DimeNetPlusPlus, energy_and_forces
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

@@ -5,7 +5,7 @@ The data: QM9 (the ``qm9pack`` wheel, no download), a random subset of ``--molec
 atomization energy per atom, ``(U0 - sum of the free atoms' U0) / n_atoms`` in eV (QM9's atom
 references), the size-independent form of DimeNet's U0 target.
 
-The model: :class:`jaxgraphops.nn.dimenet_equinox.DimeNetPlusPlus` (PyG's ``DimeNetPlusPlus``; the
+The model: :class:`jaxgraphops.nn.equinox.DimeNetPlusPlus` (PyG's ``DimeNetPlusPlus``; the
 triplet step of each interaction block is the fused :func:`jaxgraphops.dimenet.agg_edge_to_edge`) on the
 radius graph of each molecule (``--cutoff``), its summed output divided by the number of atoms, trained
 with Adam on the standardised target (mean squared error). Batches of molecules are drawn once and padded
@@ -34,7 +34,7 @@ from matplotlib.figure import Figure
 from tqdm import tqdm
 
 import jaxgraphops as jgo
-from jaxgraphops.nn.dimenet_equinox import DimeNetPlusPlus
+from jaxgraphops.nn.equinox import DimeNetPlusPlus
 
 HARTREE_EV = 27.211386
 # U0 of the free atoms (Hartree), QM9's atom references (B3LYP/6-31G(2df,p))

@@ -37,8 +37,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._checks import check_choice, check_graph
-from .graph import Graph, padded_arrays
+from ._checks import check_choice
+from .graph import Graph, check_graph, padded_arrays
 
 METHODS = ("metis", "coordinates", "contiguous")
 

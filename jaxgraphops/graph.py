@@ -16,8 +16,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._checks import check_choice, check_graph
+from ._checks import check_choice
 from ._edge_check import checked_edges
+from ._graph_check import check_arrays
 
 __all__ = ["Graph", "pad", "padding_masks"]
 
@@ -108,7 +109,7 @@ class Graph:
     samplers (a block's empty slots) and :func:`jaxgraphops.partition_graph` (its parts); every
     transformation keeps them as padding (``docs/semantics.md``, "Padding").
     :meth:`real_edge_mask` tells the real edges. The constructor, and
-    every op given a graph, check it (``jaxgraphops._checks.check_graph``): the shapes and the one
+    every op given a graph, check it (:func:`check_graph`): the shapes and the one
     int32/int64 dtype of the arrays always (also under ``jit``), and concrete arrays for their
     values, once per graph (every id in range, ``csc_eid`` and ``csr_eid`` permutations of
     ``[0, E)``, the CSC and CSR groupings those of ``src``/``dst``): a ValueError naming the
@@ -135,7 +136,7 @@ class Graph:
         self.csc_offsets, self.csc_src, self.csc_eid = csc_offsets, csc_src, csc_eid
         self.csr_offsets, self.csr_dst, self.csr_eid = csr_offsets, csr_dst, csr_eid
         self.n_src, self.n_dst = n_src, n_dst
-        self._checked = False  # the values were checked (here, or by the first op: jaxgraphops._checks)
+        self._checked = False  # the values were checked (here, or by the first op: check_graph)
         if validate and not any(isinstance(x, jax.core.Tracer) for x in self.tree_flatten()[0]):
             check_graph("Graph", self)
 
@@ -395,6 +396,16 @@ class Graph:
     def _n_real_edges(self) -> int:
         """``R``, the number of real edges (the padding edges are the last ``E - R``), of a concrete graph."""
         return int(np.asarray(self.csc_offsets)[-1])
+
+
+def check_graph(fn: str, g) -> None:
+    """Checks that ``g`` is a valid :class:`Graph` (its arrays: ``jaxgraphops._graph_check``) for the function
+    ``fn``, which the TypeError/ValueError names. A graph from :meth:`Graph.from_edges` is valid by construction
+    and is not checked again; a hand-built one is checked once (the result is kept on the object). Traced graphs
+    (inside ``jit``) are checked for their shapes and dtypes only; the CPU kernels check the arrays each reads."""
+    if not isinstance(g, Graph):
+        raise TypeError(f"{fn}: g must be a jaxgraphops.Graph; got {type(g).__name__}")
+    check_arrays(fn, g)
 
 
 def pad(g: Graph, n_src: int, n_dst: int, n_edges: int) -> Graph:

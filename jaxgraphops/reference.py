@@ -7,7 +7,7 @@ that holds one, as in ``np.max``), a softmax gives a ``-inf`` logit weight 0 (a 
 ``-inf`` logits gets 0, as an empty one; a NaN or ``+inf`` logit makes its row NaN), and half
 precision is computed and accumulated in float32. ``docs/semantics.md`` has the whole table.
 
-Each function taking a graph checks it first (:func:`jaxgraphops._checks.check_graph`): its arrays'
+Each function taking a graph checks it first (:func:`jaxgraphops.graph.check_graph`): its arrays'
 shapes and dtypes always, and, when they are concrete, their values (ids in range, consistent
 groupings), raising a ValueError that names the array. Inside ``jit`` the values cannot be
 checked: there a gather through an out-of-range id reads 0 and an out-of-range ``segment_*``
@@ -27,8 +27,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._checks import check_graph
 from ._layout import align_ranks
+from ._philox import attention_dropout_factor, mulhilo32, philox4x32
+from .graph import check_graph
 
 # every product in float32, as the kernels compute it (XLA's default on a GPU is TF32)
 _HIGHEST = jax.lax.Precision.HIGHEST
@@ -397,40 +398,18 @@ def agg_hg_basis(g, x, edge_types, comp=None, *, n_edge_types, x_dst=None, conca
 # -- neighbour sampling ---------------------------------------------------------------------------
 # The sampler of jgo.sample_neighbors written in jax.numpy from its definition (ffi/common/jgo/
 # sampling.h): Philox-4x32-10 random words, Lemire's bounded integers, Floyd's algorithm. Same bits
-# as the kernels, so impl="xla" (and a backend without kernels) draws the same sample.
-
-_PHILOX_M = (0xD2511F53, 0xCD9E8D57)
-_PHILOX_W = (0x9E3779B9, 0xBB67AE85)
-
-
-def _mulhilo32(a, b):
-    """(hi, lo) words of the 64-bit product of uint32 arrays, in 16-bit limbs (no uint64 needed)."""
-    mask = jnp.uint32(0xFFFF)
-    al, ah, bl, bh = a & mask, a >> 16, b & mask, b >> 16
-    ll, lh, hl, hh = al * bl, al * bh, ah * bl, ah * bh
-    mid = (ll >> 16) + (lh & mask) + (hl & mask)
-    return hh + (lh >> 16) + (hl >> 16) + (mid >> 16), a * b
-
-
-def _philox4x32(c, k0, k1):
-    c0, c1, c2, c3 = c
-    m0, m1 = jnp.uint32(_PHILOX_M[0]), jnp.uint32(_PHILOX_M[1])
-    for _ in range(10):
-        hi0, lo0 = _mulhilo32(m0, c0)
-        hi1, lo1 = _mulhilo32(m1, c2)
-        c0, c1, c2, c3 = hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0
-        k0, k1 = k0 + jnp.uint32(_PHILOX_W[0]), k1 + jnp.uint32(_PHILOX_W[1])
-    return c0, c1, c2, c3
+# as the kernels, so impl="xla" (and a backend without kernels) draws the same sample (the words:
+# jaxgraphops._philox, shared with the attention ops' compositions).
 
 
 def _uniform_below(key_words, pos, draw, n):
     """Uniform integers in ``[0, n)`` (uint32 arrays, n >= 1): draw ``draw`` of seed position ``pos``."""
     zero = jnp.zeros_like(pos)
-    words = _philox4x32((jnp.full_like(pos, draw), pos, zero, zero), key_words[0], key_words[1])
+    words = philox4x32((jnp.full_like(pos, draw), pos, zero, zero), key_words[0], key_words[1])
     threshold = (jnp.uint32(0) - n) % n
     hi, done = jnp.zeros_like(pos), jnp.zeros(pos.shape, bool)
     for w in words:  # the first word whose product clears the threshold (else the last one)
-        h, lo = _mulhilo32(w, n)
+        h, lo = mulhilo32(w, n)
         hi = jnp.where(done, hi, h)
         done = done | (lo >= threshold)
     return hi
@@ -474,34 +453,7 @@ def sample_neighbor_slots(g, seeds, key_words, fanout: int, *, replace: bool = F
     return src.reshape(-1), eid.reshape(-1)
 
 
-# -- attention dropout ----------------------------------------------------------------------------
-# The dropout mask of the attention kernels (ffi/common/jgo/attention.h, DropoutFactor), from its
-# definition: (edge e, head h) is kept when the first Philox-4x32-10 word of the counter
-# (h, e_lo, e_hi, "drop") under the key is >= floor(rate * 2^32).
-
-_DROPOUT_STREAM = 0x64726F70
-
-
-def dropout_threshold(rate: float) -> int:
-    """``floor(rate * 2^32)``: an (edge, head) whose random word is below it is dropped (``0 <= rate < 1``)."""
-    return int(np.floor(float(rate) * 2.0**32))
-
-
-def attention_dropout_factor(key_words, n_edges: int, heads: int, rate: float, dtype=jnp.float32):
-    """The factors ``[n_edges, heads]`` the attention weights are multiplied by: ``1 / (1 - rate)`` where kept,
-    0 where dropped; ``key_words`` uint32[2], edges in input order, the kernels' bits (``n_edges < 2^32``).
-
-    >>> import jax, jax.numpy as jnp
-    >>> f = attention_dropout_factor(jnp.array([0, 42], jnp.uint32), 10000, 1, 0.25)
-    >>> sorted(set(f[:, 0].tolist())), abs(float(f.mean()) - 1) < 0.05
-    ([0.0, 1.3333333730697632], True)
-    """
-    e = jnp.broadcast_to(jnp.arange(n_edges, dtype=jnp.uint32)[:, None], (n_edges, heads))
-    h = jnp.broadcast_to(jnp.arange(heads, dtype=jnp.uint32)[None, :], (n_edges, heads))
-    words = _philox4x32((h, e, jnp.zeros_like(e), jnp.full_like(e, _DROPOUT_STREAM)), key_words[0], key_words[1])
-    keep = words[0] >= jnp.uint32(dropout_threshold(rate))
-    return jnp.where(keep, jnp.asarray(1.0 / (1.0 - float(rate)), dtype), jnp.asarray(0, dtype))
-
+# -- attention dropout: the factors of jaxgraphops._philox (the kernels' stream) --------------------
 
 def _dropped(alpha, dropout_rate, dropout_key):
     """``alpha [E, H]`` times its dropout factors (itself for rate 0)."""

@@ -45,8 +45,8 @@ from dataclasses import dataclass
 import jax
 import numpy as np
 
-from ._checks import check_choice, check_graph
-from .graph import Graph, padded_arrays
+from ._checks import check_choice
+from .graph import Graph, check_graph, padded_arrays
 
 __all__ = ["Permutation", "reorder"]
 

@@ -28,8 +28,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _backend, reference
-from ._checks import check_choice, check_graph, prng_key_words
-from .graph import Graph
+from ._checks import check_choice, prng_key_words
+from .graph import Graph, check_graph
 
 __all__ = ["SampledBlock", "sample_neighbors", "sample_blocks"]
 

@@ -619,7 +619,7 @@ MODEL_KW = dict(hidden=8, out_emb=8, int_emb=4, basis_emb=2, num_blocks=1, cutof
 
 @target("dimenet_model", 1, square=True, min_edges=1, concrete=True, no_loops=True, mutable=False)
 def _gen_dimenet_model(t):
-    """DimeNet++ (jaxgraphops.nn.dimenet_flax) on a small molecule-like graph: energies, or forces and weight
+    """DimeNet++ (jaxgraphops.nn.flax) on a small molecule-like graph: energies, or forces and weight
     gradients; the oracle is the model with impl="xla"."""
     t.add("pos", 1.5 * t.normal(t.n_src, 3))
     t.case.extra["z"] = t.data.integers(1, 10, t.n_src).astype(np.int32)
@@ -629,7 +629,7 @@ def _gen_dimenet_model(t):
 
 
 def _dimenet_model(impl):
-    from jaxgraphops.nn.dimenet_flax import DimeNetPlusPlus
+    from jaxgraphops.nn.flax import DimeNetPlusPlus
     return DimeNetPlusPlus(**MODEL_KW, impl=impl)
 
 
@@ -756,19 +756,16 @@ def _call_layer(cfg, module, params, g, v):
 @contextlib.contextmanager
 def _reference_ops():
     """The layers' ops on impl="xla" (the modules take no impl)."""
-    from jaxgraphops.nn import _functional, gno
-    names = ("agg_concat", "agg_simple", "agg_weighted", "mha_gat", "mha_gat_v2", "mha_simple")
-    saved = {n: getattr(_functional, n) for n in names}
-    saved_gno = gno.gno_conv
+    from jaxgraphops.nn import _attention, _conv, _gno
+    names = ("agg_concat", "agg_simple", "agg_weighted", "mha_gat", "mha_gat_v2", "mha_simple", "gno_conv")
+    saved = {(m, n): getattr(m, n) for m in (_conv, _attention, _gno) for n in names if hasattr(m, n)}
     try:
-        for n in names:
-            setattr(_functional, n, functools.partial(saved[n], impl="xla"))
-        gno.gno_conv = functools.partial(saved_gno, impl="xla")
+        for (m, n), f in saved.items():
+            setattr(m, n, functools.partial(f, impl="xla"))
         yield
     finally:
-        for n, f in saved.items():
-            setattr(_functional, n, f)
-        gno.gno_conv = saved_gno
+        for (m, n), f in saved.items():
+            setattr(m, n, f)
 
 
 def _apply_layer(jgo, g, a, x, cfg, impl):

@@ -14,7 +14,7 @@ import pytest
 from conftest import check_grads, random_graph
 
 import jaxgraphops as jgo
-from jaxgraphops import reference
+from jaxgraphops import _philox
 
 HEADS, C = 2, 3
 RATE = 0.3
@@ -54,13 +54,13 @@ def _setup(rng, op, edge, **kw):
 
 
 def test_philox_known_answers():
-    """The reference's Philox-4x32-10 (the kernels' twin) reproduces Random123's known-answer vectors."""
+    """The pure-JAX Philox-4x32-10 (the kernels' twin, which the reference and the compositions draw from) reproduces Random123's known-answer vectors."""
     cases = [((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
              ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
              ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
               (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1))]
     for counter, key, want in cases:
-        words = reference._philox4x32(tuple(jnp.uint32(c) for c in counter), jnp.uint32(key[0]), jnp.uint32(key[1]))
+        words = _philox.philox4x32(tuple(jnp.uint32(c) for c in counter), jnp.uint32(key[0]), jnp.uint32(key[1]))
         assert tuple(int(w) for w in words) == want
 
 
@@ -69,8 +69,8 @@ def test_keep_fraction_is_binomial(rate):
     """Over E*H = 400,000 (edge, head) pairs the kept fraction is 1 - rate within 5 binomial standard
     deviations (sqrt(p (1 - p) / n) <= 8e-4), and every factor is 0 or exactly 1 / (1 - rate)."""
     n_edges, heads = 100_000, 4
-    f = np.asarray(reference.attention_dropout_factor(jnp.array([7, 11], jnp.uint32), n_edges, heads, rate,
-                                                      jnp.float64 if jax.config.x64_enabled else jnp.float32))
+    f = np.asarray(_philox.attention_dropout_factor(jnp.array([7, 11], jnp.uint32), n_edges, heads, rate,
+                                                    jnp.float64 if jax.config.x64_enabled else jnp.float32))
     scale = np.float32(1 / (1 - rate)) if f.dtype == np.float32 else 1 / (1 - rate)
     assert set(np.unique(f).tolist()) <= {0.0, float(scale)}
     kept = (f != 0).mean()
@@ -108,7 +108,7 @@ def test_kernel_matches_reference_with_the_same_mask(x64, rng, op, edge):
     out, alpha = f(x, xd, ef, return_attention=True, dropout_rate=RATE, dropout_key=key)
     out_x, alpha_x = f(x, xd, ef, return_attention=True, dropout_rate=RATE, dropout_key=key, impl="xla")
     _, alpha0 = f(x, xd, ef, return_attention=True, impl="xla")
-    factors = reference.attention_dropout_factor(jax.random.key_data(key), g.n_edges, HEADS, RATE, jnp.float64)
+    factors = _philox.attention_dropout_factor(jax.random.key_data(key), g.n_edges, HEADS, RATE, jnp.float64)
     np.testing.assert_allclose(alpha_x, alpha0 * factors, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(alpha, alpha_x, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(out, out_x, rtol=1e-12, atol=1e-13)
@@ -284,7 +284,7 @@ def test_equinox_layers_take_dropout_and_a_key(rng, name):
                                                         key=jax.random.key(0))(g, x), out0)
     key = jax.random.key(7)
     _, alpha = layer(g, x, return_attention_weights=True, key=key)
-    factors = reference.attention_dropout_factor(jax.random.key_data(key), alpha0.shape[0], 2, 0.25)
+    factors = _philox.attention_dropout_factor(jax.random.key_data(key), alpha0.shape[0], 2, 0.25)
     np.testing.assert_allclose(alpha, alpha0 * factors, rtol=1e-6, atol=1e-7)
     with pytest.raises(ValueError, match=f"{name}: key is required for attention dropout"):
         layer(g, x)
@@ -312,7 +312,7 @@ def test_nnx_layers_take_dropout_like_nnx_dropout(rng, name):
     np.testing.assert_allclose(layer(g, x), out0, rtol=1e-6, atol=1e-6)
     key = jax.random.key(7)
     _, alpha = layer(g, x, return_attention_weights=True, deterministic=False, rngs=key)
-    factors = reference.attention_dropout_factor(jax.random.key_data(key), alpha0.shape[0], 2, 0.5)
+    factors = _philox.attention_dropout_factor(jax.random.key_data(key), alpha0.shape[0], 2, 0.5)
     np.testing.assert_allclose(alpha, alpha0 * factors, rtol=1e-6, atol=1e-7)
     layer.train()
     first, second = layer(g, x), layer(g, x)

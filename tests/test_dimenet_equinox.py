@@ -13,8 +13,8 @@ import jaxgraphops as jgo
 eqx = pytest.importorskip("equinox", reason="equinox not installed")
 pytest.importorskip("flax", reason="flax not installed (the linen model is the oracle)")
 
-from jaxgraphops.nn.dimenet_equinox import DimeNetPlusPlus, energy_and_forces
-from jaxgraphops.nn.dimenet_flax import from_pyg_dimenet
+from jaxgraphops.nn.equinox import DimeNetPlusPlus, energy_and_forces
+from jaxgraphops.nn.flax import from_pyg_dimenet
 
 CUTOFF = 3.0
 SIZES = {"hidden": 16, "out_emb": 12, "int_emb": 8, "basis_emb": 4, "num_blocks": 2, "out_channels": 2}

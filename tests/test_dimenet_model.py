@@ -13,7 +13,7 @@ import jaxgraphops as jgo
 
 pytest.importorskip("flax", reason="flax not installed")
 
-from jaxgraphops.nn.dimenet_flax import DimeNetPlusPlus, energy_and_forces  # noqa: E402
+from jaxgraphops.nn.flax import DimeNetPlusPlus, energy_and_forces  # noqa: E402
 
 CUTOFF = 3.0
 
@@ -97,7 +97,7 @@ def test_init_has_pygs_layout_and_default_initialisation(rng):
     pytest.importorskip("equinox", reason="equinox not installed: test_dimenet_equinox.py's helpers import it")
     from test_dimenet_equinox import pyg_state_dict
 
-    from jaxgraphops.nn.dimenet_flax import from_pyg_dimenet
+    from jaxgraphops.nn.flax import from_pyg_dimenet
 
     sizes = {"hidden": 16, "out_emb": 12, "int_emb": 8, "basis_emb": 4, "num_blocks": 2, "out_channels": 2}
     model, loaded = from_pyg_dimenet(pyg_state_dict(rng, **sizes, before=0, after=1, lins=2), cutoff=CUTOFF)

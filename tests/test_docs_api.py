@@ -20,8 +20,7 @@ DOCS = ROOT / "docs"
 
 # The modules whose every public name the reference must document.
 REQUIRED = ("jaxgraphops", "jaxgraphops.dimenet", "jaxgraphops.distributed", "jaxgraphops.nn", "jaxgraphops.nn.flax",
-            "jaxgraphops.nn.equinox", "jaxgraphops.nn.nnx", "jaxgraphops.nn.dimenet_flax",
-            "jaxgraphops.nn.dimenet_equinox")
+            "jaxgraphops.nn.equinox", "jaxgraphops.nn.nnx")
 DIRECTIVE = re.compile(r"^\.\. auto(?:function|class|exception|data|module):: (\S+)$", re.MULTILINE)
 LINK = re.compile(r":py:obj:`(\w+) <([\w.]+)>`")
 

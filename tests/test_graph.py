@@ -347,7 +347,7 @@ def test_pad_errors():
 # hand-built graphs: every op checks the graph it gets (issue 19)
 
 import jaxgraphops as jgo  # noqa: E402
-from jaxgraphops._checks import check_graph  # noqa: E402
+from jaxgraphops.graph import check_graph  # noqa: E402
 
 
 def _hand_built(g, **changes):
@@ -412,7 +412,7 @@ def test_a_valid_hand_built_graph_is_accepted_and_checked_once():
     padded = jgo.pad_batch(jgo.batch([g, g]), 12, 16, 3).graph
     assert union._checked and padded._checked
     # the library's own hand-built graphs pass the check (rebuilt, so that they are checked)
-    from jaxgraphops.nn._functional import gat_graph
+    from jaxgraphops.nn._attention import gat_graph
     for derived in (union, union.reverse(), padded, jgo.nn.add_self_loops(g), gat_graph(g)):
         check_graph("test", jax.tree_util.tree_map(lambda a: a, derived))
 

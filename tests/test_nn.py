@@ -115,7 +115,7 @@ def _eqx_gcn_weights(m):
 
 def sage_layer(framework, sd, *, aggr, normalize=False):
     if framework == "flax":
-        layer = flax_nn.SAGEConv(sd["lin_l.weight"].shape[0], aggr, root_weight="lin_r.weight" in sd,
+        layer = flax_nn.SAGEConv(sd["lin_l.weight"].shape[0], aggr=aggr, root_weight="lin_r.weight" in sd,
                                  use_bias="lin_l.bias" in sd, normalize=normalize)
         return Layer(layer.apply, flax_nn.from_pyg_sage(sd), lambda p: p["params"])
     return Layer(_call_module, eqx_nn.SAGEConv.from_pyg(sd, aggr=aggr, normalize=normalize), _eqx_sage_weights)
@@ -123,7 +123,8 @@ def sage_layer(framework, sd, *, aggr, normalize=False):
 
 def graph_conv_layer(framework, sd, *, norm="both", add_self_loops=True):
     if framework == "flax":
-        layer = flax_nn.GraphConv(sd["lin.weight"].shape[0], norm, add_self_loops, use_bias="bias" in sd)
+        layer = flax_nn.GraphConv(sd["lin.weight"].shape[0], norm=norm, add_self_loops=add_self_loops,
+                                  use_bias="bias" in sd)
         return Layer(layer.apply, flax_nn.from_pyg_gcn(sd), lambda p: p["params"])
     layer = eqx_nn.GraphConv.from_pyg(sd, norm=norm, add_self_loops=add_self_loops)
     return Layer(_call_module, layer, _eqx_gcn_weights)

@@ -120,7 +120,7 @@ def test_gcn_conv_gradients(x64):
     x = normal(9, 7, 3).astype(np.float64)
     w = np.random.default_rng(10).uniform(0.5, 2.0, g.n_edges)
     kernel = normal(11, 3, 2).astype(np.float64)
-    f = lambda x, w, k: jgo_nn._basic.gcn_conv(g, x, k, None, edge_weight=w, improved=True)  # noqa: E731
+    f = lambda x, w, k: jgo_nn._conv.gcn_conv(g, x, k, None, edge_weight=w, improved=True)  # noqa: E731
     check_grads(f, (x, w, kernel), order=1, modes=("fwd", "rev"), eps=1e-4)
 
 
@@ -231,7 +231,7 @@ def test_global_pools(reduce):
 def test_attentional_aggregation():
     bg = padded_batch()
     x = normal(24, 8, 3)
-    layer = flax_nn.AttentionalAggregation(linen.Dense(1), mlp(4))
+    layer = flax_nn.AttentionalAggregation(linen.Dense(1), nn=mlp(4))
     variables = layer.init(jax.random.key(0), x, bg)
     p = variables["params"]
     ids = np.asarray(bg.dst_graph_ids)

@@ -119,8 +119,8 @@ def case(name, rng):
                 nnx_nn.EdgeConv(nnx.Linear(10, 8, rngs=r), aggr="mean"), (bi, (xs, feats(rng, 6, 5))), {})
     ids = jnp.asarray(np.repeat([0, 1, 2], [3, 5, 0]))  # graph 2 is empty
     if name == "attentional-aggregation":
-        return (linen_nn.AttentionalAggregation(linen.Dense(1), linen.Dense(6)),
-                nnx_nn.AttentionalAggregation(nnx.Linear(5, 1, rngs=r), nnx.Linear(5, 6, rngs=r)), (x,),
+        return (linen_nn.AttentionalAggregation(linen.Dense(1), nn=linen.Dense(6)),
+                nnx_nn.AttentionalAggregation(nnx.Linear(5, 1, rngs=r), nn=nnx.Linear(5, 6, rngs=r)), (x,),
                 {"batch": ids, "size": 3})
     if name == "graph-norm":
         return linen_nn.GraphNorm(eps=1e-3), nnx_nn.GraphNorm(5, eps=1e-3), (x,), {"batch": ids, "size": 3}
@@ -486,7 +486,7 @@ def dimenet_problem(rng, counts):
 
 @pytest.mark.parametrize("counts", [{}, {"before": 0, "after": 1, "lins": 2}], ids=["pyg-defaults", "other-depths"])
 def test_dimenet_matches_linen_with_the_same_weights(rng, counts):
-    from jaxgraphops.nn.dimenet_flax import energy_and_forces, from_pyg_dimenet
+    from jaxgraphops.nn.flax import energy_and_forces, from_pyg_dimenet
 
     sd, args, cutoff = dimenet_problem(rng, counts)
     linen_model, variables = from_pyg_dimenet(sd, cutoff=cutoff)
@@ -554,7 +554,7 @@ def test_a_two_layer_model_trains_with_nnx_optimizer(rng):
 def test_dimenet_load_variables_takes_the_linen_models_params(rng):
     """The linen DimeNet++ and the NNX one name their params alike: load_variables moves model.init's params (made
     non-trivial) into the NNX model, which then computes what the linen model computes."""
-    from jaxgraphops.nn.dimenet_flax import DimeNetPlusPlus as LinenDimeNet
+    from jaxgraphops.nn.flax import DimeNetPlusPlus as LinenDimeNet
 
     _, args, cutoff = dimenet_problem(rng, {})
     sizes = {"hidden": 16, "out_emb": 12, "int_emb": 8, "basis_emb": 4, "num_blocks": 2, "out_channels": 2,

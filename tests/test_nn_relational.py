@@ -95,8 +95,8 @@ def chemprop_kernels(sd):
 def dmpnn_layer(framework, sd, *, depth=3, undirected=False, activation=jax.nn.relu):
     """``(apply(params, g, V, E, rev, V_d=None), params, kernels(params))``: kernels as ``chemprop_kernels``."""
     if framework == "flax":
-        layer = flax_nn.DMPNNEncoder(sd["W_h.weight"].shape[0], depth, undirected, use_bias="W_i.bias" in sd,
-                                     activation=activation)
+        layer = flax_nn.DMPNNEncoder(sd["W_h.weight"].shape[0], depth=depth, undirected=undirected,
+                                     use_bias="W_i.bias" in sd, activation=activation)
         return layer.apply, flax_nn.from_chemprop(sd), lambda p: p["params"]
     layer = eqx_nn.DMPNNEncoder.from_chemprop(sd, depth=depth, undirected=undirected, activation=activation)
 
@@ -283,7 +283,8 @@ def rgcn_layer(framework, sd, *, aggr="mean", num_nodes=None):
         comp, weight = sd.get("comp"), sd["weight"]
         layer = flax_nn.RGCNConv(weight.shape[1] * weight.shape[3] if weight.ndim == 4 else weight.shape[2],
                                  weight.shape[0] if comp is None else comp.shape[0],
-                                 None if comp is None else comp.shape[1], aggr, "root" in sd, "bias" in sd,
+                                 num_bases=None if comp is None else comp.shape[1], aggr=aggr,
+                                 root_weight="root" in sd, use_bias="bias" in sd,
                                  num_blocks=weight.shape[1] if weight.ndim == 4 else None, num_nodes=num_nodes)
         names = {"kernel": "weight", "comp": "comp", "root_kernel": "root", "bias": "bias"}
         return layer.apply, flax_nn.from_pyg_rgcn(sd), lambda p: {names[k]: v for k, v in p["params"].items()}
@@ -434,7 +435,8 @@ def test_rgcn_errors(rng):
         layer(g, x, types.astype(np.float32))
     with pytest.raises(ValueError, match=r"RGCNConv: edge_types must be \[n_edges\]"):
         layer(g, x, types[:-1])
-    with pytest.raises(ValueError, match="RGCNConv: x_src has 5 features but the weights take 6"):
+    with pytest.raises(ValueError, match="RGCNConv: x_src has 5 features, but the layer's weights take 6 .*build the "
+                                         "layer with in_features for 5 features"):
         layer(g, x[:, :5], types)
     with pytest.raises(ValueError, match=r"RGCNConv: x must have 9 rows \(n_src\)"):
         layer(g, x[:-1], types)
@@ -479,7 +481,7 @@ def interaction_layer(framework, rng, f_e, f_src, f_dst, f_e_out, f_out, residua
     """``(apply(params, g, nodes, edges), params, edge_fn(params), node_fn(params))``: the MLPs as batched functions."""
     if framework == "flax":
         edge_mlp, node_mlp = MLP((16, f_e_out)), MLP((16, f_out))
-        layer = flax_nn.InteractionNetwork(edge_mlp, node_mlp, residual)
+        layer = flax_nn.InteractionNetwork(edge_mlp, node_mlp, residual=residual)
         key_e, key_n = jax.random.split(jax.random.key(int(rng.integers(1 << 30))))
         params = {"params": {"edge_mlp": edge_mlp.init(key_e, jnp.ones((1, f_e + f_src + f_dst)))["params"],
                              "node_mlp": node_mlp.init(key_n, jnp.ones((1, f_dst + f_e_out)))["params"]}}
@@ -487,7 +489,7 @@ def interaction_layer(framework, rng, f_e, f_src, f_dst, f_e_out, f_out, residua
                 lambda p: lambda m: node_mlp.apply({"params": p["params"]["node_mlp"]}, m))
     key_e, key_n = jax.random.split(jax.random.key(int(rng.integers(1 << 30))))
     layer = eqx_nn.InteractionNetwork(eqx.nn.MLP(f_e + f_src + f_dst, f_e_out, 16, 1, key=key_e),
-                                      eqx.nn.MLP(f_dst + f_e_out, f_out, 16, 1, key=key_n), residual)
+                                      eqx.nn.MLP(f_dst + f_e_out, f_out, 16, 1, key=key_n), residual=residual)
     params, static = eqx.partition(layer, eqx.is_array)  # the arrays, for jax.jit and jax.grad
 
     def module(p):

@@ -148,7 +148,7 @@ def test_padded_graph_validation_and_pad_of_a_padded_graph():
     p = jgo.pad(jgo.pad(g, 7, 7, 15), 9, 8, 20)  # padding twice keeps every padding edge last
     assert int(p.csc_offsets[-1]) == int(p.csr_offsets[-1]) == 12
     np.testing.assert_array_equal(p.real_edge_mask(), np.arange(20) < 12)
-    jgo._checks.check_graph("test", jgo.Graph(*p.tree_flatten()[0], 9, 8))  # valid
+    jgo.graph.check_graph("test", jgo.Graph(*p.tree_flatten()[0], 9, 8))  # valid
     x = rng.normal(size=(9, 3)).astype(np.float32)
     np.testing.assert_allclose(jgo.gspmm(p, x)[:5], jgo.gspmm(g, x[:5]), rtol=1e-6)
     arrays = list(p.tree_flatten()[0])
@@ -192,7 +192,7 @@ def test_layers_that_add_self_loops_on_a_padded_batch(layer):
     bg = jgo.batch(parts)
     padded = jgo.pad_batch(bg, 14, 24, 3)
     loops = jgo.nn.add_self_loops(padded.graph)
-    jgo._checks.check_graph("test", jgo.Graph(*map(np.asarray, loops.tree_flatten()[0]), 14, 14))  # valid
+    jgo.graph.check_graph("test", jgo.Graph(*map(np.asarray, loops.tree_flatten()[0]), 14, 14))  # valid
     assert int(loops.csc_offsets[-1]) == bg.graph.n_edges + 14  # padding edges still last, loops real
     module = {"GCNConv": lambda: nn.GCNConv(3), "GATConv": lambda: nn.GATConv(3, heads=2),
               "GATv2Conv": lambda: nn.GATv2Conv(3, heads=2)}[layer]()

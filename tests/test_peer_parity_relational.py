@@ -51,8 +51,8 @@ def chemprop_encoder(seed, **kw):
 def ours_dmpnn(framework, sd, *, depth, undirected, activation=jax.nn.relu):
     """``(apply(params, g, V, E, rev, V_d), params, to_torch_grads(d_params))`` with the grads named as Chemprop's."""
     if framework == "flax":
-        layer = flax_nn.DMPNNEncoder(sd["W_h.weight"].shape[0], depth, undirected, use_bias="W_i.bias" in sd,
-                                     activation=activation)
+        layer = flax_nn.DMPNNEncoder(sd["W_h.weight"].shape[0], depth=depth, undirected=undirected,
+                                     use_bias="W_i.bias" in sd, activation=activation)
 
         def named(d):
             return {f"{n}.{'weight' if k == 'kernel' else k}": (v.T if k == "kernel" else v)
@@ -147,8 +147,8 @@ def ours_rgcn(framework, sd, aggr, *, num_nodes=None):
     blocks = weight.shape[1] if weight.ndim == 4 else None
     n_rel, n_bases = (weight.shape[0], None) if comp is None else comp.shape
     out = weight.shape[1] * weight.shape[3] if blocks else weight.shape[2]
-    layer = flax_nn.RGCNConv(out, n_rel, n_bases, aggr, "root" in sd, "bias" in sd, num_blocks=blocks,
-                             num_nodes=num_nodes)
+    layer = flax_nn.RGCNConv(out, n_rel, num_bases=n_bases, aggr=aggr, root_weight="root" in sd,
+                             use_bias="bias" in sd, num_blocks=blocks, num_nodes=num_nodes)
     names = {"weight": "kernel", "comp": "comp", "root": "root_kernel", "bias": "bias"}
     return flax_nn.from_pyg_rgcn(sd), layer.apply, lambda d: {k: d["params"][names[k]] for k in sd}
 

@@ -161,7 +161,7 @@ def test_whole_model_matches_pyg(pyg_reference, front_end):
     config, state_dict, e_pyg, f_pyg = pyg_reference
     args = jax_inputs(config["cutoff"])
     if front_end == "flax":
-        from jaxgraphops.nn.dimenet_flax import energy_and_forces, from_pyg_dimenet
+        from jaxgraphops.nn.flax import energy_and_forces, from_pyg_dimenet
 
         model, variables = from_pyg_dimenet(state_dict, cutoff=config["cutoff"])
         assert (model.hidden, model.out_emb, model.num_blocks) == (config["hidden_channels"],
@@ -170,7 +170,7 @@ def test_whole_model_matches_pyg(pyg_reference, front_end):
     else:
         import equinox as eqx
 
-        from jaxgraphops.nn.dimenet_equinox import DimeNetPlusPlus, energy_and_forces
+        from jaxgraphops.nn.equinox import DimeNetPlusPlus, energy_and_forces
 
         model = DimeNetPlusPlus.from_pyg(state_dict, cutoff=config["cutoff"])
         energies, forces = eqx.filter_jit(energy_and_forces)(model, *args)
@@ -182,7 +182,7 @@ def test_whole_model_matches_pyg(pyg_reference, front_end):
 def test_loader_rejects_other_bases(pyg_reference):
     """num_radial and num_spherical are fixed by the fused op: another basis is refused, naming the entry."""
     pytest.importorskip("flax", reason="flax not installed")
-    from jaxgraphops.nn.dimenet_flax import from_pyg_dimenet
+    from jaxgraphops.nn.flax import from_pyg_dimenet
 
     _, state_dict, _, _ = pyg_reference
     wrong = dict(state_dict, **{"interaction_blocks.0.lin_sbf1.weight": torch.zeros(8, 6 * 6)})

@@ -299,7 +299,7 @@ def test_attentional_aggregation(framework, with_nn, pyg_mlp):
     make = (lambda n_in, n_out: pyg_nn.MLP([n_in, 6, n_out], norm=None)) if pyg_mlp else torch_mlp
     pyg = pyg_nn.aggr.AttentionalAggregation(make(4, 1), make(4, 5) if with_nn else None)
     check(framework, pyg, lambda x: pyg(x, ids, dim_size=3), [x], r,
-          flax_layer=flax_nn.AttentionalAggregation(flax_mlp(1), flax_mlp(5) if with_nn else None),
+          flax_layer=flax_nn.AttentionalAggregation(flax_mlp(1), nn=flax_mlp(5) if with_nn else None),
           flax_load=flax_nn.from_pyg_attentional_aggregation, eqx_load=eqx_nn.AttentionalAggregation.from_pyg,
           jax_call=lambda layer, x: layer(x, bg))
 

@@ -25,11 +25,9 @@ PAGES = (
     ("jaxgraphops.dimenet", "DimeNet++: radial basis, triplets, the fused triplet aggregation, periodic radius graphs"),
     ("jaxgraphops.distributed", "one graph over several devices: partitioning and the halo exchange"),
     ("jaxgraphops.nn", "helpers shared by the layers"),
-    ("jaxgraphops.nn.flax", "Flax (linen) layers and PyG weight loaders"),
-    ("jaxgraphops.nn.equinox", "Equinox layers"),
+    ("jaxgraphops.nn.flax", "Flax (linen) layers and the DimeNet++ model, with PyG weight loaders"),
+    ("jaxgraphops.nn.equinox", "Equinox layers and the DimeNet++ model"),
     ("jaxgraphops.nn.nnx", "Flax NNX layers and the DimeNet++ model, with PyG weight loaders"),
-    ("jaxgraphops.nn.dimenet_flax", "the DimeNet++ model (Flax) and its PyG weight loader"),
-    ("jaxgraphops.nn.dimenet_equinox", "the DimeNet++ model (Equinox)"),
 )
 
 # Sections of a page, by the module that defines an object (the first matching prefix wins); the

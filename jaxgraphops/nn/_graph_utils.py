@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from .._checks import check_graph
-from ..graph import Graph
+from ..graph import Graph, check_graph
 
 
 def _append_one_per_group(offsets, values, eids, extra_values, extra_eids):

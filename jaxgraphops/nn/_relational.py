@@ -1,4 +1,5 @@
-"""The relational layers' math as pure functions, shared by the flax and equinox modules, and their weight loaders.
+"""The relational layers' math as pure functions, shared by the linen, NNX and equinox modules, and their weight
+loaders.
 
 - :func:`rgcn_conv`: PyG's ``RGCNConv`` / ``FastRGCNConv`` on :func:`jaxgraphops.agg_hg_basis`
   (weights from :func:`rgcn_weights_from_pyg`).
@@ -19,13 +20,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import as_float_array, check_bool, check_edge_types, check_graph
-from ..graph import Graph
+from .._checks import as_float_array, check_bool, check_edge_types
+from ..graph import Graph, check_graph
 from ..ops.aggregation import agg_simple
 from ..ops.dmpnn import agg_dmpnn
 from ..ops.hg_basis import agg_hg_basis
 from ..ops.update_efeat import update_efeat
-from ._functional import check_choice
+from ._common import check_choice, check_features, check_options, layer_scope, real_edge_rows
+from ._pyg import array as _array
 
 RGCN_AGGRS = ("mean", "add", "sum")
 
@@ -37,26 +39,12 @@ def pyg_glorot(key, shape, dtype=jnp.float32):
     return jax.random.uniform(key, shape, dtype, -limit, limit)
 
 
-def _is_int(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-
-
-def _check_positive(layer: str, name: str, value, optional: bool = False) -> None:
-    if optional and value is None:
-        return
-    if not _is_int(value) or value < 1:
-        what = "None or a positive int" if optional else "a positive int"
-        raise ValueError(f"{layer}: {name} must be {what}; got {value!r}")
-
-
 # -- RGCNConv -------------------------------------------------------------------------------------
 
 def check_rgcn_config(layer: str, num_relations, num_bases, num_blocks, aggr) -> None:
     """PyG's constructor checks: ``num_relations >= 1``; ``num_bases`` and ``num_blocks`` None or
     positive, not both; ``aggr`` one of ``mean``, ``add``, ``sum``."""
-    _check_positive(layer, "num_relations", num_relations)
-    _check_positive(layer, "num_bases", num_bases, optional=True)
-    _check_positive(layer, "num_blocks", num_blocks, optional=True)
+    check_options(layer, num_relations=num_relations, num_bases=num_bases, num_blocks=num_blocks)
     if num_bases is not None and num_blocks is not None:
         raise ValueError(f"{layer}: num_bases and num_blocks cannot both be set (basis and block-diagonal "
                          f"decomposition are exclusive, as in PyG); got num_bases={num_bases}, num_blocks={num_blocks}")
@@ -128,6 +116,7 @@ def rgcn_inputs(layer: str, g: Graph, x, need_dst: bool):
     return mode, x_src, x_dst
 
 
+@layer_scope("RGCNConv")
 def rgcn_conv(g: Graph, x, edge_types, w: dict, *, aggr: str):
     """PyG's ``RGCNConv`` / ``FastRGCNConv``: ``out_i = x_i root + bias + sum_r sum_{j in N_r(i)} c_{i,r} x_j W_r``.
 
@@ -176,10 +165,9 @@ def rgcn_conv(g: Graph, x, edge_types, w: dict, *, aggr: str):
             _check_ids(layer, "x_dst", x_dst, root.shape[0], "root")
             out = out + root[x_dst]
     else:
-        if x_src.shape[1] != n_in:
-            raise ValueError(f"{layer}: x_src has {x_src.shape[1]} features but the weights take {n_in}")
-        if root is not None and x_dst.shape[1] != root.shape[0]:
-            raise ValueError(f"{layer}: x_dst has {x_dst.shape[1]} features but the root weight takes {root.shape[0]}")
+        check_features(layer, "x_src", x_src, n_in)
+        if root is not None:
+            check_features(layer, "x_dst", x_dst, root.shape[0], "in_features[1]")
         own = root is not None and not blocks and x_dst.shape[1] == n_in
         h = agg_hg_basis(g, x_src, types, None if blocks else comp, n_edge_types=n_rel,
                          x_dst=x_dst if own else None, concat_own=own, norm_by_dst_degree=mean)
@@ -203,7 +191,7 @@ def rgcn_weights_from_pyg(fn: str, state_dict) -> dict:
     if "weight" not in keys or not keys <= set(names):
         raise ValueError(f"{fn}: state_dict must have the key 'weight' and may have 'comp', 'root', 'bias' "
                          f"(PyG RGCNConv/FastRGCNConv); got {sorted(keys)}")
-    a = {k: jnp.asarray(np.asarray(state_dict[k])) for k in keys}
+    a = {k: _array(state_dict[k]) for k in keys}
     shapes = {k: tuple(v.shape) for k, v in a.items()}
     weight = a["weight"]
     if weight.ndim not in (3, 4) or ("comp" in a and weight.ndim != 3):
@@ -245,8 +233,7 @@ def _dense(x, p: dict):
 
 
 def check_dmpnn_config(layer: str, depth, undirected) -> None:
-    _check_positive(layer, "depth", depth)
-    check_bool(layer, "undirected", undirected)
+    check_options(layer, depth=depth, undirected=undirected)
 
 
 def _reverse_rows(h, rev):
@@ -255,6 +242,7 @@ def _reverse_rows(h, rev):
     return h[jnp.where(rev >= 0, rev, jnp.arange(rev.shape[0], dtype=rev.dtype))]
 
 
+@layer_scope("DMPNNEncoder")
 def dmpnn_encoder(g: Graph, atom_features, bond_features, rev_edge_ids, w: dict, *, depth: int, undirected: bool,
                   activation: Callable = jax.nn.relu, atom_descriptors=None):
     """Chemprop v2's ``BondMessagePassing.forward`` (no dropout) on the bond graph ``g`` (edges = directed bonds).
@@ -269,7 +257,8 @@ def dmpnn_encoder(g: Graph, atom_features, bond_features, rev_edge_ids, w: dict,
 
     ``w`` holds ``{"kernel": [in, out], "bias"?}`` per linear map ``W_i``, ``W_h``, ``W_o`` (and
     ``W_d``). ``W_i`` is applied as ``(V @ W_i[:d_v])[src] + E @ W_i[d_v:]``: the atoms are projected
-    before the gather (:func:`jaxgraphops.update_efeat`, mode ``"sum"``). An edge whose
+    before the gather (:func:`jaxgraphops.update_efeat`, mode ``"sum"``), the bonds after the padding edges'
+    rows are set to 0 (whatever they hold never reaches a weight gradient). An edge whose
     ``rev_edge_ids`` is -1 is its own reverse in the undirected average.
 
     >>> import jax.numpy as jnp, jaxgraphops as jgo
@@ -300,15 +289,16 @@ def dmpnn_encoder(g: Graph, atom_features, bond_features, rev_edge_ids, w: dict,
     k_i, k_o = w["W_i"]["kernel"], w["W_o"]["kernel"]
     d_h = k_i.shape[1]
     if k_i.shape[0] != d_v + d_e or k_o.shape[0] != d_v + d_h:
-        raise ValueError(f"{layer}: the weights take {k_o.shape[0] - d_h} atom and {k_i.shape[0] - k_o.shape[0] + d_h} "
-                         f"bond features (W_i [{k_i.shape[0]}, {d_h}], W_o [{k_o.shape[0]}, {k_o.shape[1]}]); got "
-                         f"{d_v} and {d_e}")
+        want_v, want_e = k_o.shape[0] - d_h, k_i.shape[0] - k_o.shape[0] + d_h
+        raise ValueError(f"{layer}: the weights take {want_v} atom and {want_e} bond features (W_i [{k_i.shape[0]}, "
+                         f"{d_h}], W_o [{k_o.shape[0]}, {k_o.shape[1]}]; the layer was built with d_v={want_v}, "
+                         f"d_e={want_e}); got {d_v} and {d_e}: build it with d_v={d_v}, d_e={d_e}")
     if ("W_d" in w) != (atom_descriptors is not None):
         raise ValueError(f"{layer}: atom_descriptors are {'missing' if 'W_d' in w else 'given'}, but the layer "
                          f"{'has' if 'W_d' in w else 'has no'} descriptor weights W_d (Chemprop's d_vd)")
 
     w_i = {"kernel": k_i[d_v:], "bias": w["W_i"].get("bias")}
-    h0 = update_efeat(g, _dense(bonds, w_i), atoms @ k_i[:d_v], mode="sum")
+    h0 = update_efeat(g, _dense(real_edge_rows(g, bonds), w_i), atoms @ k_i[:d_v], mode="sum")
     h = activation(h0)
     for _ in range(depth - 1):
         if undirected:
@@ -340,7 +330,7 @@ def dmpnn_weights_from_chemprop(fn: str, state_dict) -> dict:
     for pair in (("W_i.bias", "W_h.bias"), ("W_d.weight", "W_d.bias")):
         if (pair[0] in keys) != (pair[1] in keys):
             raise ValueError(f"{fn}: {pair[0]} and {pair[1]} must both be present or both absent; got {sorted(keys)}")
-    a = {k: jnp.asarray(np.asarray(state_dict[k])) for k in keys}
+    a = {k: _array(state_dict[k]) for k in keys}
     shapes = {k: tuple(v.shape) for k, v in a.items()}
     d_h = a["W_h.weight"].shape[0] if a["W_h.weight"].ndim == 2 else -1
     d_v = a["W_o.weight"].shape[-1] - d_h
@@ -367,6 +357,7 @@ def dmpnn_weights_from_chemprop(fn: str, state_dict) -> dict:
 
 # -- InteractionNetwork ---------------------------------------------------------------------------
 
+@layer_scope("InteractionNetwork")
 def interaction_network(g: Graph, nodes, edges, edge_fn: Callable, node_fn: Callable, *, residual: bool):
     """One interaction-network step (MeshGraphNet / GraphCast): returns ``(nodes', edges')``.
 
@@ -376,7 +367,8 @@ def interaction_network(g: Graph, nodes, edges, edge_fn: Callable, node_fn: Call
     before the residual). Without it this is jraph's ``InteractionNetwork`` whose update functions
     concatenate their inputs. ``nodes`` is ``[n, F]`` for a square graph or a pair ``(x_src, x_dst)``
     (only the destinations are updated); ``edge_fn``/``node_fn`` map row batches ``[rows, in]`` to
-    ``[rows, out]``.
+    ``[rows, out]``. ``edge_fn``'s input is 0 at the padding edges (:func:`jaxgraphops.update_efeat`'s rows there),
+    so whatever their rows of ``edges`` hold never reaches a weight gradient.
 
     >>> import jax.numpy as jnp, jaxgraphops as jgo
     >>> g = jgo.Graph.from_edges(jnp.array([0, 1]), jnp.array([1, 1]))

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import reference
+from .._philox import attention_dropout_factor, dropout_threshold
 from ._primitive_utils import empty, rows
 from ._primitives import spmm
 
@@ -39,11 +39,11 @@ def segment_lse(z, dst, n_dst):
 
 
 def dropout_factors(ga, key, heads, dropout_rate, dtype):
-    """The dropout factors ``[E, H]`` of the key operand (:func:`jaxgraphops.reference.attention_dropout_factor`),
+    """The dropout factors ``[E, H]`` of the key operand (:func:`jaxgraphops._philox.attention_dropout_factor`),
     or None for ``dropout_rate`` 0."""
     if not dropout_rate:
         return None
-    return reference.attention_dropout_factor(key, ga.n_edges, heads, dropout_rate, dtype)
+    return attention_dropout_factor(key, ga.n_edges, heads, dropout_rate, dtype)
 
 
 def times(alpha, factors):
@@ -59,7 +59,7 @@ def dropout_operand(key, dropout_rate):
 def dropout_attributes(dropout_rate):
     """The dropout attributes of the attention FFI calls (ffi/common/jgo/attention_args.h)."""
     rate = float(dropout_rate)
-    return dict(dropout_threshold=np.int64(reference.dropout_threshold(rate)),
+    return dict(dropout_threshold=np.int64(dropout_threshold(rate)),
                 dropout_scale=np.float64(1.0 / (1.0 - rate)))
 
 

@@ -11,8 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import reference
-from .._checks import as_float_array, check_choice, check_graph
-from ..graph import Graph
+from .._checks import as_float_array, check_choice
+from ..graph import Graph, check_graph
 from ._pool_primitives import graph_rows, membership_graph, pool_sorted
 from ._primitive_utils import HALF_TYPES
 from .message_passing import IMPLS, REDUCES, gspmm
@@ -212,14 +212,30 @@ def pool(x, graph_ids, n_graphs: int, *, reduce: str = "sum", ids_are_sorted: bo
         ids = ids.astype(jnp.int64 if ids.dtype == jnp.int64 else jnp.int32)
         work = jnp.float32 if x.dtype in HALF_TYPES else x.dtype  # half precision summed in float32
         return pool_sorted(x.astype(work), ids, n_graphs, mean=reduce == "mean").astype(x.dtype)
-    members = _membership_graph(fn, ids, n_graphs, ids_are_sorted)
-    return graph_rows(gspmm(members, x, op="copy_u", reduce=reduce, impl=impl))
+    return reduce_by_ids(fn, ids, n_graphs, lambda members: gspmm(members, x, op="copy_u", reduce=reduce, impl=impl),
+                         ids_are_sorted=ids_are_sorted)
 
 
-def _membership_graph(fn, ids, n_graphs, ids_are_sorted):
-    """:func:`~._pool_primitives.membership_graph` of ``ids``, checked where they are concrete."""
+def reduce_by_ids(fn: str, graph_ids, n_graphs: int, reduce_members, *, ids_are_sorted: bool = False):
+    """``[n_graphs, ...]``: ``reduce_members(members)`` of the graph ``members`` of edges node -> its graph, for a
+    readout by graph ids that is more than one reduction (what :func:`pool` does with one ``gspmm``; PyG's
+    ``AttentionalAggregation`` is an ``edge_softmax`` and a ``gspmm`` over ``members``).
+
+    ``members`` has the ``N`` nodes as sources and as its edges (edge ``i`` is node ``i``: edge-valued arrays
+    are node-valued ones), and ``n_graphs + 2`` destinations: graph ``b`` is destination ``b + 1``, the first
+    and the last collect the ids below 0 and from ``n_graphs`` on, and are dropped from the result.
+    ``graph_ids [N]`` (integer) are checked where concrete, the error naming ``fn``; ``ids_are_sorted`` as in
+    :func:`pool`.
+
+    >>> import jax.numpy as jnp, jaxgraphops as jgo
+    >>> from jaxgraphops.ops.aggregation import reduce_by_ids
+    >>> x, ids = jnp.array([[1.0], [3.0], [5.0]]), jnp.array([0, 0, 1])
+    >>> reduce_by_ids("mean", ids, 2, lambda m: jgo.gspmm(m, x, reduce="mean"))[:, 0]
+    Array([2., 5.], dtype=float32)
+    """
+    ids = jnp.asarray(graph_ids)
     _check_graph_ids(fn, ids, n_graphs)
-    return membership_graph(ids, n_graphs, ids_are_sorted)
+    return graph_rows(reduce_members(membership_graph(ids, n_graphs, ids_are_sorted)))
 
 
 def _check_graph_ids(fn, ids, n_graphs):

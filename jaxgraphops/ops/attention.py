@@ -7,7 +7,7 @@ and the weighted sum, without writing anything of size ``E x H x C``.
 Attention dropout (``dropout_rate``, ``dropout_key``) happens inside the same kernels: the
 normalised weight of (edge ``e``, head ``h``) is multiplied by ``keep / (1 - rate)``, where ``keep``
 is a pure function of the key, ``e`` (input edge order) and ``h`` (Philox-4x32-10,
-:func:`jaxgraphops.reference.attention_dropout_factor`), so the forward, the fused backward, the
+:func:`jaxgraphops._philox.attention_dropout_factor`), so the forward, the fused backward, the
 pure-JAX fallback and every platform draw the same mask; no mask is stored.
 """
 
@@ -17,8 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import reference
-from .._checks import as_float_array, check_choice, check_graph, prng_key_words
-from ..graph import Graph
+from .._checks import as_float_array, check_choice, prng_key_words
+from ..graph import Graph, check_graph
 from ._gat_primitives import attention_weights, gat
 from ._gatv2_primitives import attention_weights_v2, gatv2
 from ._mha_simple_primitives import attention_weights_simple, mha_simple_core

@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import reference
-from .._checks import as_float_array, check_choice, check_graph
-from ..graph import Graph
+from .._checks import as_float_array, check_choice
+from ..graph import Graph, check_graph
 from ._dmpnn_primitives import dmpnn
 from ._primitive_utils import compute_dtype, graph_arrays
 from .message_passing import IMPLS

@@ -5,8 +5,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from .. import reference
-from .._checks import as_float_array, check_choice, check_graph
-from ..graph import Graph
+from .._checks import as_float_array, check_choice
+from ..graph import Graph, check_graph
 from ._gno_primitives import gno
 from ._primitive_utils import compute_dtype, graph_arrays, unread_rows_filled
 from .message_passing import IMPLS, gspmm

@@ -6,8 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import reference
-from .._checks import as_float_array, check_bool, check_choice, check_edge_types, check_graph
-from ..graph import Graph
+from .._checks import as_float_array, check_bool, check_choice, check_edge_types
+from ..graph import Graph, check_graph
 from ._hg_basis_primitives import hg_basis
 from ._primitive_utils import compute_dtype, graph_arrays
 from .message_passing import IMPLS

@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import reference
-from .._checks import as_float_array, check_choice, check_graph
+from .._checks import as_float_array, check_choice
 from .._layout import align_ranks
-from ..graph import Graph
+from ..graph import Graph, check_graph
 from ._primitive_utils import compute_dtype, graph_arrays, unread_rows_filled
 from ._primitives import sddmm, softmax, spmm
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from .. import reference
-from .._checks import as_float_array, check_choice, check_graph
-from ..graph import Graph
+from .._checks import as_float_array, check_choice
+from ..graph import Graph, check_graph
 from ._primitive_utils import compute_dtype, graph_arrays
 from ._update_efeat_primitives import update_efeat as _update_efeat
 from .message_passing import IMPLS

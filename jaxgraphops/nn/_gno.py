@@ -1,4 +1,4 @@
-"""The graph-neural-operator block shared by the flax and equinox layers (``GNOBlock``).
+"""The graph-neural-operator block's math, shared by the linen, NNX and equinox ``GNOBlock``.
 
 ``out = gno_conv(g, f_src, dx, U, b_u, V, b_v) (+ f_dst W_skip + b_skip)``: a kernel integral
 with the kernel MLP ``V relu(U dx + b_u) + b_v`` (matrix or diagonal) and an optional linear
@@ -10,17 +10,17 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .._checks import check_graph
-from ..graph import Graph
+from ..graph import Graph, check_graph
 from ..ops.gno import KERNELS, REDUCES, gno_conv
-from ._functional import check_choice
+from ._common import check_choice, check_features, check_options, layer_scope
 
 
-def check_block(layer: str, c_in: int, c_out: int, kernel: str, reduce: str, width: int) -> None:
+def check_block(layer: str, c_in: int, c_out: int, kernel: str, reduce: str, width: int, skip: bool) -> None:
+    """The block's options: ``kernel``, ``reduce``, ``kernel_width``, ``skip``, and ``c_out == c_in`` for a
+    diagonal kernel."""
     check_choice(layer, "kernel", kernel, KERNELS)
     check_choice(layer, "reduce", reduce, REDUCES)
-    if isinstance(width, bool) or not isinstance(width, int) or width < 1:
-        raise ValueError(f"{layer}: kernel_width must be a positive int; got {width!r}")
+    check_options(layer, kernel_width=width, skip=skip)
     if kernel == "diagonal" and c_in != c_out:
         raise ValueError(f"{layer}: kernel='diagonal' needs as many output as input features; got {c_in} in, "
                          f"{c_out} out")
@@ -56,10 +56,18 @@ def skip_input(layer: str, g: Graph, f_src, f_dst):
     return f_src
 
 
+@layer_scope("GNOBlock")
 def gno_block(g: Graph, f_src, dx, U, b_u, V, b_v, skip_kernel, skip_bias, f_dst, *, kernel: str, reduce: str,
-              edge_weight=None):
-    """``gno_conv(...) (+ f_dst @ skip_kernel (+ skip_bias))``; ``skip_kernel [c_dst, c_out]`` or None."""
-    check_graph("GNOBlock", g)
+              out_features: int, edge_weight=None):
+    """``gno_conv(...) (+ f_dst @ skip_kernel (+ skip_bias))``; ``skip_kernel [c_dst, c_out]`` or None;
+    ``out_features`` is ``c_out`` (the inputs' widths are checked against the weights)."""
+    layer = "GNOBlock"
+    check_graph(layer, g)
+    c_in = V.shape[0] if kernel == "diagonal" else V.shape[0] // out_features
+    check_features(layer, "f_src", f_src, c_in)
+    check_features(layer, "dx", dx, U.shape[1], "coord_dim")
+    if skip_kernel is not None:
+        check_features(layer, "f_dst", f_dst, skip_kernel.shape[0], "skip_features")
     out = gno_conv(g, f_src, dx, U, b_u, V, b_v, kernel=kernel, reduce=reduce, edge_weight=edge_weight)
     if skip_kernel is not None:
         out = out + jnp.matmul(f_dst, skip_kernel, precision=jax.lax.Precision.HIGHEST)

@@ -2,7 +2,7 @@
 fused DimeNet++ ops: :func:`jaxgraphops.dimenet.radial_basis` and
 :func:`jaxgraphops.dimenet.agg_edge_to_edge` (the triplet step of every interaction block).
 
-The forward is ``jaxgraphops.nn._dimenet.dimenet_pp``, shared with the Equinox and NNX models; the
+The forward is :func:`jaxgraphops.nn._dimenet.dimenet_pp`, shared with the Equinox and NNX models; the
 params are named as PyG's modules (``params["interaction_blocks"][b]["lin_kj"]`` is PyG's
 ``interaction_blocks[b].lin_kj``, as ``{"kernel": [in, out], "bias"}``), so :func:`from_pyg_dimenet` takes
 PyG's weights as they are and ``jaxgraphops.nn.nnx.load_variables`` moves them to the NNX model.
@@ -15,14 +15,14 @@ kernels twice.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from . import _dimenet
-from ._dimenet_weights import dimenet_weights_from_pyg
+from .. import _dimenet
 
 __all__ = ["DimeNetPlusPlus", "energy_and_forces", "from_pyg_dimenet"]
 
@@ -30,8 +30,8 @@ __all__ = ["DimeNetPlusPlus", "energy_and_forces", "from_pyg_dimenet"]
 class DimeNetPlusPlus(nn.Module):
     """DimeNet++ energy model.
 
-    Attributes: as PyG's ``DimeNetPlusPlus`` (``hidden_channels``, ``out_emb_channels``, ``int_emb_size``,
-    ``basis_emb_size`` are ``hidden``, ``out_emb``, ``int_emb``, ``basis_emb``), with
+    Attributes (keyword-only): as PyG's ``DimeNetPlusPlus`` (``hidden_channels``, ``out_emb_channels``,
+    ``int_emb_size``, ``basis_emb_size`` are ``hidden``, ``out_emb``, ``int_emb``, ``basis_emb``), with
     ``num_spherical = 7``, ``num_radial = 6`` (fixed by the fused triplet op) and ``envelope_exponent = 5``,
     plus ``impl`` (None: fused kernels; ``"xla"``: the pure-JAX reference of the triplet step) and the
     residual and output layer counts ``num_before_skip``, ``num_after_skip``, ``num_output_layers``.
@@ -44,7 +44,7 @@ class DimeNetPlusPlus(nn.Module):
     returns per-structure outputs ``[n_graphs, out_channels]``.
 
     >>> import jax, jax.numpy as jnp, numpy as np, jaxgraphops as jgo
-    >>> from jaxgraphops.nn.dimenet_flax import DimeNetPlusPlus
+    >>> from jaxgraphops.nn.flax import DimeNetPlusPlus
     >>> pos = np.array([[0.0, 0, 0], [1, 0, 0], [0, 1.2, 0]])
     >>> g, shifts, batch = jgo.dimenet.radius_graph_pbc([(pos, None, None)], 3.0)
     >>> t = jgo.dimenet.triplets(g)
@@ -55,6 +55,7 @@ class DimeNetPlusPlus(nn.Module):
     (1, 1)
     """
 
+    _: dataclasses.KW_ONLY
     hidden: int = 128
     out_emb: int = 256
     int_emb: int = 64
@@ -68,9 +69,13 @@ class DimeNetPlusPlus(nn.Module):
     num_after_skip: int = 2
     num_output_layers: int = 3
 
+    def __post_init__(self):
+        _dimenet.check_model(self.impl, self.cutoff,
+                             {name: getattr(self, name) for name in _dimenet.SIZES + _dimenet.COUNTS})
+        super().__post_init__()
+
     @nn.compact
     def __call__(self, z, pos, g, shifts, triplets, batch, n_graphs: int):
-        _dimenet.check_options(self.impl, {name: getattr(self, name) for name in _dimenet.SIZES + _dimenet.COUNTS})
         params = {
             "freq": self.param("freq", _dimenet.init_frequencies),
             "emb": self.param("emb", _dimenet.init_embedding, self.hidden),
@@ -98,7 +103,7 @@ def from_pyg_dimenet(state_dict, *, cutoff: float = 5.0, act: Callable = nn.swis
     ...
     ValueError: from_pyg_dimenet: state_dict has no 'emb.emb.weight' (expected PyG's DimeNetPlusPlus.state_dict())
     """
-    config, params = dimenet_weights_from_pyg(state_dict)
+    config, params = _dimenet.dimenet_weights_from_pyg(state_dict)
     model = DimeNetPlusPlus(cutoff=cutoff, act=act, impl=impl, **config)
     return model, {"params": jax.tree_util.tree_map(jnp.asarray, params)}
 

@@ -1,7 +1,11 @@
-"""The layers' math as pure functions, shared by the flax and equinox modules.
+"""The attention layers' math as pure functions, shared by the linen, NNX and equinox modules, and their PyG
+weight loaders: PyG's ``GATConv``, ``GATv2Conv`` and ``TransformerConv`` on the fused
+:func:`~jaxgraphops.mha_gat`, :func:`~jaxgraphops.mha_gat_v2` and :func:`~jaxgraphops.mha_simple`.
 
-Kernels here are ``[in, out]`` (flax's layout); the equinox modules pass their ``[out, in]``
-weights transposed. The ``*_from_pyg`` functions read PyG ``state_dict`` entries into that layout.
+Kernels are ``[in, out]``; ``att*`` vectors PyG's ``[1, H, C]``. With ``add_loops`` the graph is PyG's after
+``remove_self_loops`` and ``add_self_loops`` (:func:`gat_graph`, static shapes). Edge attributes are projected
+densely (``edge_attr @ edge_kernel``) after the padding edges' rows are set to 0
+(:func:`~._common.real_edge_rows`): whatever a padding row holds never reaches a weight gradient.
 """
 
 from __future__ import annotations
@@ -10,131 +14,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _checks
-from ..graph import Graph
-from ..ops.aggregation import agg_concat, agg_simple, agg_weighted
+from ..graph import Graph, check_graph
 from ..ops.attention import mha_gat, mha_gat_v2, mha_simple
-from ._graph_utils import add_self_loops
-
-SAGE_AGGRS = ("mean", "max", "sum", "min")
-GRAPH_CONV_NORMS = ("both", "right", "none")
-
-
-check_choice = _checks.check_choice  # (layer, name, value, choices), with a "did you mean"
-
-
-def check_fill_value(layer: str, fill_value) -> None:
-    """PyG's ``fill_value`` of the added self loops' edge attributes: ``"mean"`` or a number."""
-    if isinstance(fill_value, str):
-        check_choice(layer, "fill_value", fill_value, ("mean",))
-
-
-def check_dropout(layer: str, rate) -> float:
-    """PyG's attention ``dropout`` of an attention layer: a float in ``[0, 1)``."""
-    if isinstance(rate, bool) or not isinstance(rate, (int, float, np.integer, np.floating)) or not 0 <= rate < 1:
-        raise ValueError(f"{layer}: dropout must be a float in [0, 1); got {rate!r}")
-    return float(rate)
-
-
-def check_dst_rows(layer: str, g: Graph, x_dst):
-    """``x_dst`` must have one row per destination node (layers never drop rows silently)."""
-    rows = getattr(x_dst, "shape", (None,))[:1]
-    if rows != (g.n_dst,):
-        raise ValueError(f"{layer}: x_dst must be [n_dst, F] with n_dst={g.n_dst}; got shape "
-                         f"{getattr(x_dst, 'shape', type(x_dst).__name__)}")
-    return x_dst
-
-
-def split_sage_input(g: Graph, x):
-    """``(x_src, x_dst)`` from SAGEConv's ``x``: an array, or a tuple for a bipartite graph."""
-    if isinstance(x, tuple):
-        if len(x) != 2:
-            raise ValueError(f"SAGEConv: x must be an array or a pair (x_src, x_dst); got a tuple of {len(x)}")
-        return x[0], check_dst_rows("SAGEConv", g, x[1])
-    if g.n_src != g.n_dst:
-        raise ValueError(f"SAGEConv: x must be a pair (x_src, x_dst) for a bipartite graph "
-                         f"(n_src={g.n_src}, n_dst={g.n_dst}); got one array")
-    return x, x
-
-
-def sage_conv(g: Graph, x_src, x_dst, neigh_kernel, root_kernel, bias, *, aggr: str, normalize: bool):
-    """``aggr_{j->i} x_j @ neigh_kernel + x_i @ root_kernel + bias``, then optionally L2-normalised.
-
-    ``root_kernel`` and ``bias`` may be None (no root term, no bias). The graph work is one
-    ``agg_concat`` (or ``agg_simple`` without a root term), followed by one matmul.
-    """
-    _checks.check_graph("SAGEConv", g)
-    if root_kernel is None:
-        h, kernel = agg_simple(g, x_src, reduce=aggr), neigh_kernel
-    else:
-        h = agg_concat(g, x_src, x_dst=x_dst, reduce=aggr)
-        kernel = jnp.concatenate([neigh_kernel, root_kernel], axis=0)
-    out = h @ kernel
-    if bias is not None:
-        out = out + bias
-    if normalize:  # PyG's F.normalize(out, p=2, dim=-1, eps=1e-12); the scale is constant below eps,
-        # so a zero row has finite gradients
-        out = out * jax.lax.rsqrt(jnp.maximum(jnp.sum(out * out, axis=-1, keepdims=True), 1e-24))
-    return out
-
-
-def gcn_edge_weights(g: Graph, dtype):
-    """``1 / sqrt(out_degree(src) * in_degree(dst))`` per edge, ``[n_edges]`` (finite: both are >= 1)."""
-    out_deg = g.out_degrees().astype(dtype)[g.src]
-    in_deg = g.in_degrees().astype(dtype)[g.dst]
-    return jax.lax.rsqrt(out_deg * in_deg)
-
-
-def graph_conv(g: Graph, x, kernel, bias, *, norm: str, add_loops: bool):
-    """``Â x @ kernel + bias`` with ``Â`` the adjacency (with self loops if ``add_loops``) normalised
-    by ``norm``: ``both`` D_in^-1/2 A D_out^-1/2, ``right`` D_in^-1 A (mean), ``none`` A (sum).
-
-    The matmul runs before the aggregation when it shrinks the features, as in DGL.
-    """
-    _checks.check_graph("GraphConv", g)
-    if add_loops:
-        g = add_self_loops(g)
-    transform_first = kernel.shape[0] > kernel.shape[1]
-    if transform_first:
-        x = x @ kernel
-    if norm == "both":
-        h = agg_weighted(g, x, gcn_edge_weights(g, jnp.result_type(x)), reduce="sum")
-    else:
-        h = agg_simple(g, x, reduce="mean" if norm == "right" else "sum")
-    if not transform_first:
-        h = h @ kernel
-    return h if bias is None else h + bias
-
-
-def _kernels_from_pyg(fn: str, state_dict, names: dict, required: str) -> dict:
-    """The arrays of a PyG ``state_dict`` (numpy arrays or CPU tensors) renamed by ``names``, with
-    torch's ``[out, in]`` weights transposed to ``[in, out]`` kernels; checks keys and shapes."""
-    keys = set(state_dict)
-    unexpected = sorted(keys - set(names))
-    if required not in keys or unexpected:
-        raise ValueError(f"{fn}: state_dict must have the key {required!r} and may have {sorted(names)}; "
-                         f"got {sorted(keys)}")
-    arrays = {k: jnp.asarray(np.asarray(state_dict[k])) for k in keys}
-    ranks_ok = all(v.ndim == (2 if k.endswith("weight") else 1) for k, v in arrays.items())
-    if not ranks_ok or len({v.shape[0] for v in arrays.values()}) != 1:
-        raise ValueError(f"{fn}: state_dict must hold weights [out, in] and biases [out] with one out; "
-                         f"got shapes { {k: tuple(v.shape) for k, v in arrays.items()} }")
-    return {names[k]: (v.T if v.ndim == 2 else v) for k, v in arrays.items()}
-
-
-def sage_weights_from_pyg(fn: str, state_dict) -> dict:
-    """PyG ``SAGEConv`` weights as ``{neigh_kernel, root_kernel?, bias?}`` in ``[in, out]`` layout.
-
-    ``lin_r.weight`` is absent for ``root_weight=False``, ``lin_l.bias`` for ``bias=False``;
-    ``project=True`` (a ``lin`` entry) is not supported.
-    """
-    names = {"lin_l.weight": "neigh_kernel", "lin_r.weight": "root_kernel", "lin_l.bias": "bias"}
-    return _kernels_from_pyg(fn, state_dict, names, "lin_l.weight")
-
-
-def gcn_weights_from_pyg(fn: str, state_dict) -> dict:
-    """PyG ``GCNConv`` weights as ``{kernel, bias?}`` in ``[in, out]`` layout."""
-    return _kernels_from_pyg(fn, state_dict, {"lin.weight": "kernel", "bias": "bias"}, "lin.weight")
+from ._common import check_features, dst_features, edge_rows, layer_scope, real_edge_rows
+from ._pyg import array as _array
 
 
 # -- GATConv --------------------------------------------------------------------------------------
@@ -216,31 +99,16 @@ def gat_loop_attr(g: Graph, edge_attr, fill_value):
     return jnp.full((m, edge_attr.shape[1]), fill_value, edge_attr.dtype)
 
 
-def _dst_features(layer: str, g: Graph, x_src, x_dst):
-    """``x_dst``, or ``x_src`` for a square graph when it is None."""
-    if x_dst is not None:
-        return check_dst_rows(layer, g, x_dst)
-    if g.n_src != g.n_dst:
-        raise ValueError(f"{layer}: x must be a pair (x_src, x_dst) for a bipartite graph "
-                         f"(n_src={g.n_src}, n_dst={g.n_dst}); got one array")
-    return x_src
-
-
 def _edge_features(layer: str, g: Graph, edge_attr, edge_kernel, *, add_loops: bool, fill_value):
-    """``edge_attr @ edge_kernel`` (``[E (+ m), H*C]``, the added loops' rows after ``g``'s), or None
-    for a layer without ``edge_dim``; checks ``edge_attr`` (``[E]`` is read as ``[E, 1]``)."""
+    """``edge_attr @ edge_kernel`` (``[E (+ m), H*C]``, the added loops' rows after ``g``'s; 0 at the padding
+    edges), or None for a layer without ``edge_dim``; checks ``edge_attr`` (``[E]`` is read as ``[E, 1]``)."""
     if edge_kernel is None:
         if edge_attr is not None:
             raise ValueError(f"{layer}: edge_attr given to a layer without edge_dim")
         return None
     if edge_attr is None:
         raise ValueError(f"{layer}: edge_attr is required when the layer has edge_dim")
-    edge_attr = jnp.asarray(edge_attr)
-    if edge_attr.ndim == 1:
-        edge_attr = edge_attr[:, None]
-    if edge_attr.shape != (g.n_edges, edge_kernel.shape[0]):
-        raise ValueError(f"{layer}: edge_attr must be [n_edges, edge_dim] = [{g.n_edges}, "
-                         f"{edge_kernel.shape[0]}]; got shape {edge_attr.shape}")
+    edge_attr = real_edge_rows(g, edge_rows(layer, g, "edge_attr", edge_attr, edge_kernel.shape[0]))
     if add_loops:
         edge_attr = jnp.concatenate([edge_attr, gat_loop_attr(g, edge_attr, fill_value).astype(edge_attr.dtype)])
     return edge_attr @ edge_kernel
@@ -266,6 +134,14 @@ def _gat_family(op, g: Graph, h_src, h_dst, attn, edge_feat, *, heads: int, conc
     return out, alpha
 
 
+def _check_inputs(layer: str, x_src, x_dst, src_kernel, dst_kernel) -> None:
+    """The node features have the widths of the kernels that project them (``in_features`` or its pair)."""
+    pair = x_dst is not x_src
+    check_features(layer, "x_src" if pair else "x", x_src, src_kernel.shape[0])
+    check_features(layer, "x_dst" if pair else "x", x_dst, dst_kernel.shape[0], "in_features[1]" if pair else
+                   "in_features")
+
+
 def _add_skip(out, x_dst, res_kernel, bias):
     """``out (+ x_dst @ res_kernel) (+ bias)``: PyG's ``residual`` and ``bias``."""
     if res_kernel is not None:
@@ -273,6 +149,7 @@ def _add_skip(out, x_dst, res_kernel, bias):
     return out if bias is None else out + bias
 
 
+@layer_scope("GATConv")
 def gat_conv(g: Graph, x_src, x_dst, src_kernel, dst_kernel, att_src, att_dst, bias, *, concat: bool,
              negative_slope: float, add_loops: bool, edge_attr=None, edge_kernel=None, att_edge=None,
              fill_value="mean", return_attention: bool = False, res_kernel=None, dropout: float = 0.0,
@@ -286,10 +163,11 @@ def gat_conv(g: Graph, x_src, x_dst, src_kernel, dst_kernel, att_src, att_dst, b
     ``m = min(n_src, n_dst)`` added loops. ``dropout``: PyG's attention dropout (rate), drawn from
     ``dropout_key`` (required when it is > 0; pass 0 for evaluation); ``alpha`` is then the dropped weights.
     """
-    _checks.check_graph("GATConv", g)
+    check_graph("GATConv", g)
     heads = att_src.shape[-2]
     x_dst_in = x_dst
-    x_dst = _dst_features("GATConv", g, x_src, x_dst)
+    x_dst = dst_features("GATConv", g, x_src, x_dst)
+    _check_inputs("GATConv", x_src, x_dst, src_kernel, dst_kernel)
     h_src = x_src @ src_kernel
     h_dst = h_src if x_dst_in is None and dst_kernel is src_kernel else x_dst @ dst_kernel
     edge_feat = _edge_features("GATConv", g, edge_attr, edge_kernel, add_loops=add_loops, fill_value=fill_value)
@@ -303,6 +181,7 @@ def gat_conv(g: Graph, x_src, x_dst, src_kernel, dst_kernel, att_src, att_dst, b
     return (out, alpha) if return_attention else out
 
 
+@layer_scope("GATv2Conv")
 def gatv2_conv(g: Graph, x_src, x_dst, src_kernel, src_bias, dst_kernel, dst_bias, att, bias, *, concat: bool,
                negative_slope: float, add_loops: bool, edge_attr=None, edge_kernel=None, fill_value="mean",
                return_attention: bool = False, res_kernel=None, dropout: float = 0.0, dropout_key=None):
@@ -311,10 +190,11 @@ def gatv2_conv(g: Graph, x_src, x_dst, src_kernel, src_bias, dst_kernel, dst_bia
 
     Same graph handling, dropout and return values as :func:`gat_conv`.
     """
-    _checks.check_graph("GATv2Conv", g)
+    check_graph("GATv2Conv", g)
     heads = att.shape[-2]
     x_dst_in = x_dst
-    x_dst = _dst_features("GATv2Conv", g, x_src, x_dst)
+    x_dst = dst_features("GATv2Conv", g, x_src, x_dst)
+    _check_inputs("GATv2Conv", x_src, x_dst, src_kernel, dst_kernel)
 
     def linear(x, kernel, b):
         h = x @ kernel
@@ -342,7 +222,7 @@ def _attention_weights_from_pyg(fn: str, layer: str, state_dict, names: dict, re
     if not required <= keys or not keys <= set(names):
         raise ValueError(f"{fn}: state_dict must have the keys {sorted(required)} and may have "
                          f"{sorted(set(names) - required)} (PyG {layer}); got {sorted(keys)}")
-    arrays = {k: jnp.asarray(np.asarray(state_dict[k])) for k in keys}
+    arrays = {k: _array(state_dict[k]) for k in keys}
     a = arrays[att]
     if a.ndim != 3 or a.shape[0] != 1:
         raise ValueError(f"{fn}: {att} must be [1, heads, out_channels]; got shape {tuple(a.shape)}")
@@ -424,6 +304,7 @@ def _affine(x, w: dict, name: str):
     return h if bias is None else h + bias
 
 
+@layer_scope("TransformerConv")
 def transformer_conv(g: Graph, x_src, x_dst, w: dict, *, heads: int, concat: bool, edge_attr=None,
                      return_attention: bool = False, dropout: float = 0.0, dropout_key=None):
     """PyG's ``TransformerConv`` from ``[in, out]`` kernels and biases in ``w``:
@@ -437,8 +318,9 @@ def transformer_conv(g: Graph, x_src, x_dst, w: dict, *, heads: int, concat: boo
     is > 0). Returns ``out [n_dst, H*C or C]`` or ``(out, alpha [E, H])`` (input edge order; with dropout the
     dropped weights, where PyG returns them before dropout).
     """
-    _checks.check_graph("TransformerConv", g)
-    x_dst = _dst_features("TransformerConv", g, x_src, x_dst)
+    check_graph("TransformerConv", g)
+    x_dst = dst_features("TransformerConv", g, x_src, x_dst)
+    _check_inputs("TransformerConv", x_src, x_dst, w["key_kernel"], w["query_kernel"])
     edge_feat = _edge_features("TransformerConv", g, edge_attr, w.get("edge_kernel"), add_loops=False,
                                fill_value=None)
     res = mha_simple(g, _affine(x_dst[: g.n_dst], w, "query"), _affine(x_src, w, "key"), _affine(x_src, w, "value"),
@@ -468,7 +350,7 @@ def transformer_weights_from_pyg(fn: str, state_dict, *, heads: int, concat: boo
                          f"{sorted(set(TRANSFORMER_PYG_NAMES) - required)} (PyG TransformerConv); got {sorted(keys)}")
     if not root_weight:
         keys = {k for k in keys if not k.startswith(("lin_skip", "lin_beta"))}
-    arrays = {k: jnp.asarray(np.asarray(state_dict[k])) for k in keys}
+    arrays = {k: _array(state_dict[k]) for k in keys}
     width = arrays["lin_query.weight"].shape[0]
     if isinstance(heads, bool) or not isinstance(heads, (int, np.integer)) or heads < 1 or width % heads:
         raise ValueError(f"{fn}: heads must be a positive int dividing the {width} outputs of lin_query; got {heads!r}")

@@ -1,8 +1,8 @@
 """DimeNet++ (Gasteiger et al., 2020; PyG's ``DimeNetPlusPlus``) as an equinox module on the fused
-DimeNet++ ops, the twin of :mod:`jaxgraphops.nn.dimenet_flax`: the same parameterisation, call and
+DimeNet++ ops, the twin of :mod:`jaxgraphops.nn.flax.dimenet`: the same parameterisation, call and
 functions. Its ``params`` are a nested dict named as PyG's modules (``params["interaction_blocks"][b]
 ["lin_kj"]`` is PyG's ``interaction_blocks[b].lin_kj``, as ``{"kernel": [in, out], "bias"}``), the
-forward is ``jaxgraphops.nn._dimenet.dimenet_pp`` (shared with :mod:`jaxgraphops.nn.nnx`).
+forward is :func:`jaxgraphops.nn._dimenet.dimenet_pp` (shared with :mod:`jaxgraphops.nn.nnx`).
 
 Edges are ``j -> i`` (src -> dst), edge vectors ``pos[j] + shift - pos[i]``; triplets come from
 :func:`jaxgraphops.dimenet.triplets`. Energies are per structure; forces are ``-dE/dpos``
@@ -17,8 +17,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from . import _dimenet
-from ._dimenet_weights import dimenet_weights_from_pyg
+from .. import _dimenet
 
 __all__ = ["DimeNetPlusPlus", "energy_and_forces"]
 
@@ -38,7 +37,7 @@ def _init_params(key, hidden: int, out_emb: int, int_emb: int, basis_emb: int, n
 class DimeNetPlusPlus(eqx.Module):
     """DimeNet++ energy model.
 
-    **Arguments** (as :class:`jaxgraphops.nn.dimenet_flax.DimeNetPlusPlus` and PyG's
+    **Arguments** (keyword-only; as :class:`jaxgraphops.nn.flax.DimeNetPlusPlus` and PyG's
     ``DimeNetPlusPlus``: ``hidden``, ``out_emb``, ``int_emb``, ``basis_emb`` are PyG's
     ``hidden_channels``, ``out_emb_channels``, ``int_emb_size``, ``basis_emb_size``;
     ``num_spherical = 7``, ``num_radial = 6`` are fixed by the fused triplet op, ``envelope_exponent = 5``):
@@ -55,7 +54,6 @@ class DimeNetPlusPlus(eqx.Module):
     per-structure outputs ``[n_graphs, out_channels]``. :meth:`from_pyg` loads PyG weights.
 
     >>> import jax, jax.numpy as jnp, numpy as np, jaxgraphops as jgo
-    >>> from jaxgraphops.nn.dimenet_equinox import DimeNetPlusPlus, energy_and_forces
     >>> pos = jnp.array([[0.0, 0, 0], [1, 0, 0], [0, 1.2, 0]])
     >>> g, shifts, batch = jgo.dimenet.radius_graph_pbc([(np.asarray(pos), None, None)], 3.0)
     >>> t = jgo.dimenet.triplets(g)
@@ -74,14 +72,14 @@ class DimeNetPlusPlus(eqx.Module):
     act: Callable = eqx.field(static=True)
     impl: str | None = eqx.field(static=True)
 
-    def __init__(self, hidden: int = 128, out_emb: int = 256, int_emb: int = 64, basis_emb: int = 8,
+    def __init__(self, *, hidden: int = 128, out_emb: int = 256, int_emb: int = 64, basis_emb: int = 8,
                  num_blocks: int = 4, out_channels: int = 1, cutoff: float = 5.0, act: Callable = jax.nn.silu,
                  impl: str | None = None, num_before_skip: int = 1, num_after_skip: int = 2,
-                 num_output_layers: int = 3, *, key: jax.Array):
+                 num_output_layers: int = 3, key: jax.Array):
         sizes = {"hidden": hidden, "out_emb": out_emb, "int_emb": int_emb, "basis_emb": basis_emb,
                  "num_blocks": num_blocks, "out_channels": out_channels, "num_before_skip": num_before_skip,
                  "num_after_skip": num_after_skip, "num_output_layers": num_output_layers}
-        _dimenet.check_options(impl, sizes)
+        _dimenet.check_model(impl, cutoff, sizes)
         self.params = _init_params(key, **sizes)
         self.cutoff, self.act, self.impl = float(cutoff), act, impl
 
@@ -95,7 +93,7 @@ class DimeNetPlusPlus(eqx.Module):
         """The model with the weights of a PyG ``DimeNetPlusPlus.state_dict()`` (tensors or NumPy arrays).
 
         Sizes and layer counts come from the weights (the mapping shared with
-        :func:`jaxgraphops.nn.dimenet_flax.from_pyg_dimenet`); give PyG's ``cutoff`` and ``act``.
+        :func:`jaxgraphops.nn.flax.from_pyg_dimenet`); give PyG's ``cutoff`` and ``act``.
         PyG's model must have ``num_spherical=7``, ``num_radial=6`` (checked) and
         ``envelope_exponent=5``. Raises ``ValueError`` naming the entry that does not fit.
 
@@ -105,7 +103,7 @@ class DimeNetPlusPlus(eqx.Module):
         ...
         ValueError: from_pyg_dimenet: state_dict has no 'emb.emb.weight' (expected PyG's DimeNetPlusPlus.state_dict())
         """
-        config, params = dimenet_weights_from_pyg(state_dict)
+        config, params = _dimenet.dimenet_weights_from_pyg(state_dict)
         model = eqx.filter_eval_shape(cls, **config, cutoff=cutoff, act=act, impl=impl, key=jax.random.key(0))
         return eqx.tree_at(lambda m: m.params, model, jax.tree_util.tree_map(jnp.asarray, params))
 
