@@ -370,6 +370,7 @@ def agg_dmpnn(g, h, rev_edge_ids, *, concat_own=False):
 
 
 @_checks_graph
+@_in_float32
 def agg_hg_basis(g, x, edge_types, comp=None, *, n_edge_types, x_dst=None, concat_own=False,
                  norm_by_dst_degree=False):
     """Reference of :func:`jaxgraphops.agg_hg_basis`, term by term from the definition: the per-(dst, type) edge

@@ -20,7 +20,6 @@ hash-map kernel (``jgo_sample_relabel``) computes it, elsewhere sort-based ``jax
 
 from __future__ import annotations
 
-import operator
 from typing import NamedTuple
 
 import jax
@@ -29,7 +28,7 @@ import numpy as np
 
 from . import _backend, reference
 from ._checks import check_choice, prng_key_words
-from .graph import Graph, check_graph
+from .graph import Graph, check_graph, static_count
 
 __all__ = ["SampledBlock", "sample_neighbors", "sample_blocks"]
 
@@ -70,16 +69,6 @@ class SampledBlock(NamedTuple):
 
 
 # -- argument checks ----------------------------------------------------------------------------
-
-def _fanout(fn: str, name: str, f) -> int:
-    try:
-        f = operator.index(f)
-    except TypeError:
-        raise TypeError(f"{fn}: {name} must be an int; got {type(f).__name__}") from None
-    if f < 0:
-        raise ValueError(f"{fn}: {name} must be >= 0; got {f}")
-    return f
-
 
 def _check_graph(fn: str, g) -> None:
     check_graph(fn, g)
@@ -295,7 +284,7 @@ def sample_neighbors(key, g: Graph, seeds, fanout: int, *, replace: bool = False
     check_choice(fn, "impl", impl, IMPLS)
     _check_graph(fn, g)
     key_words = prng_key_words(fn, "key", key)
-    fanout = _fanout(fn, "fanout", fanout)
+    fanout = static_count(fn, "fanout", fanout)
     seeds = _check_seeds(fn, g, seeds)
     return _sample(fn, key_words, g, seeds, fanout, bool(replace), impl)
 
@@ -330,7 +319,7 @@ def sample_blocks(key, g: Graph, seeds, fanouts, *, replace: bool = False,
     _check_graph(fn, g)
     key_words = prng_key_words(fn, "key", key)
     try:
-        fanouts = [_fanout(fn, f"fanouts[{i}]", f) for i, f in enumerate(fanouts)]
+        fanouts = [static_count(fn, f"fanouts[{i}]", f) for i, f in enumerate(fanouts)]
     except TypeError as e:
         if "fanouts[" in str(e):
             raise

@@ -1,6 +1,6 @@
-"""The emulated CUDA platform: the runtime's own tests (C++), the platform switch, and which
-handlers serve the CPU platform. The CUDA kernels themselves are exercised by the whole suite run
-with ``JGO_KERNELS=cuda-emulation``."""
+"""The emulated CUDA platform: the runtime's own tests (C++), the platform switch, which handlers serve
+the CPU platform, and every op of the registry (``op_db.py``) with CUDA handlers on them against the pure-JAX
+reference. The CUDA kernels are exercised in full by the whole suite run with ``JGO_KERNELS=cuda-emulation``."""
 
 import os
 import re
@@ -9,7 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+from op_db import BY_NAME, results
 
 import jaxgraphops as jgo
 from jaxgraphops import _ext
@@ -84,3 +86,34 @@ def test_a_program_from_jaxs_compilation_cache_calls_the_emulated_handlers(tmp_p
         runs.append((run.stdout.strip().splitlines()[-1], sorted(p.name for p in cache.iterdir())))
     assert runs[0] == runs[1] == ("28.0", runs[0][1]) and runs[0][1]  # same answer, nothing compiled again
     assert [p.name for p in record.iterdir() if p.name.startswith("jgo_spmm")]  # the emulated handler ran
+
+
+def _emulated_child(path):
+    """In the ``JGO_KERNELS=cuda-emulation`` process: the registry's cases on the emulated CUDA handlers."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    assert jgo.kernel_platform() == "cuda-emulation", jgo.kernel_platform()
+    np.savez(path, **results(None))
+
+
+@pytest.mark.skipif(not _ext.with_cuda_emulation,
+                    reason="this build has no emulated CUDA handlers (install with JGO_CUDA_EMULATION=ON)")
+def test_every_op_on_the_emulated_cuda_handlers(tmp_path, x64):
+    """Every case of every op with CUDA handlers (``OpInfo.cuda``), forward and first-order gradients in float64,
+    run by the emulated CUDA handlers in a child process, equals the pure-JAX reference (``impl="xla"``)."""
+    path = tmp_path / "emulated.npz"
+    env = dict(os.environ, JGO_KERNELS="cuda-emulation", PYTHONPATH=str(Path(__file__).parent))
+    code = f"import test_cuda_emulation as t; t._emulated_child({str(path)!r})"
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600,
+                          cwd=Path(__file__).parent)  # not the repository root, whose jaxgraphops/ is not built
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got, want = np.load(path), results("xla")
+    assert sorted(got.files) == sorted(want)
+    checked = set()
+    for key, w in want.items():
+        op = key.split("/")[0]
+        if BY_NAME[op].cuda:
+            np.testing.assert_allclose(got[key], w, rtol=1e-9, atol=1e-9, err_msg=key)
+            checked.add(op)
+    assert checked == {op.name for op in BY_NAME.values() if op.cuda and op.cases is not None}

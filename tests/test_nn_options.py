@@ -49,9 +49,8 @@ POSITIONAL["equinox"] = {**POSITIONAL["nnx"], "GraphNorm": ("in_features",)}
 
 
 def _parameters(cls):
-    """``cls``'s constructor parameters without ``self`` and linen's ``parent``/``name``."""
-    params = inspect.signature(cls.__init__).parameters.values()
-    return [p for p in params if p.name not in ("self", "parent", "name")]
+    """``cls``'s constructor parameters without ``self`` (linen's ``parent`` and ``name`` included)."""
+    return [p for p in inspect.signature(cls.__init__).parameters.values() if p.name != "self"]
 
 
 def test_every_layer_is_exported_in_every_framework():
@@ -65,7 +64,8 @@ def test_sizes_positional_every_option_keyword_only(framework):
     with a default; every parameter with a default is keyword-only."""
     for name in LAYERS:
         params = _parameters(getattr(FRAMEWORKS[framework], name))
-        positional = tuple(p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+        positional = tuple(p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                           and p.default is p.empty)
         assert positional == POSITIONAL[framework][name], (framework, name, positional)
         loose = [p.name for p in params if p.default is not p.empty and p.kind is not p.KEYWORD_ONLY]
         assert not loose, f"{framework} {name}: options that may be given by position: {loose}"

@@ -1,6 +1,6 @@
 """Bitwise reproducibility across thread counts: the forward and every gradient (inputs and
-weights) of every op family, computed in a subprocess pinned to one CPU and in one on two CPUs
-(and on all of them where there are more), must agree bit for bit.
+weights) of every op of the registry (``op_db.py``, every variant of its cases), computed in a subprocess
+pinned to one CPU and in one on two CPUs (and on all of them where there are more), must agree bit for bit.
 
 XLA sizes its intra-op thread pool (which the kernels split their rows over) from the CPUs the
 process may run on, so pinning the subprocess before jax is imported changes the thread count.
@@ -20,84 +20,24 @@ import time
 import numpy as np
 import pytest
 
-N_NODES, N_EDGES, F, HEADS = 16000, 64000, 32, 4
+N_NODES, N_EDGES = 16000, 64000
 
 
 def _cases():
-    """``{name: (fn, args)}``: ``fn(*args)`` returns an array; every float arg is differentiated."""
+    """``{"op/case": (fn, args)}`` of every op of the registry (``op_db.py``) whose kernels are checked here, every
+    variant: ``fn(*args)`` returns an array; every arg is differentiated."""
     import jax.numpy as jnp
+    from op_db import OPS
+    from op_db import cases as op_cases
 
     import jaxgraphops as jgo
-    from jaxgraphops.dimenet import agg_edge_to_edge, triplets
 
     rng = np.random.default_rng(0)
     src, dst = rng.integers(0, N_NODES, N_EDGES), rng.integers(0, N_NODES, N_EDGES)
     g = jgo.Graph.from_edges(src, dst, N_NODES, N_NODES)
-
-    def normal(*shape, scale=1.0):
-        return jnp.asarray(rng.normal(size=shape) * scale, jnp.float32)
-
-    x, x2, ef = normal(N_NODES, F), normal(N_NODES, F), normal(N_EDGES, F)
-    w_pos = jnp.asarray(rng.uniform(0.5, 1.5, N_EDGES), jnp.float32)
-    w_pos_f = jnp.asarray(rng.uniform(0.5, 1.5, (N_EDGES, F)), jnp.float32)
-    cases = {}
-    for op in ("copy_u", "copy_e", "u_mul_e", "u_add_e", "u_sub_e", "u_div_e"):
-        for reduce in ("sum", "mean", "max", "min"):
-            u = None if op == "copy_e" else x
-            e = None if op == "copy_u" else (w_pos_f if op == "u_div_e" else ef)
-            cases[f"gspmm_{op}_{reduce}"] = (lambda u, e, o=op, r=reduce: jgo.gspmm(g, u, e, op=o, reduce=r), (u, e))
-    # one weight per edge and head, broadcast over the features (its gradient sums over them)
-    cases["gspmm_u_mul_e_heads"] = (lambda u, e: jgo.gspmm(g, u, e, op="u_mul_e", reduce="sum"),
-                                    (x.reshape(N_NODES, HEADS, -1), normal(N_EDGES, HEADS)))
-    for op in ("dot", "add", "mul", "div"):
-        rhs = w_pos_f[:N_NODES] if op == "div" else x2
-        cases[f"gsddmm_{op}"] = (lambda a, b, op=op: jgo.gsddmm(g, a, b, op=op), (x, rhs))
-    cases["gsddmm_u_e_sub"] = (lambda a, b: jgo.gsddmm(g, a, b, op="sub", lhs_target="u", rhs_target="e"), (x, ef))
-    cases["edge_softmax"] = (lambda z: jgo.edge_softmax(g, z), (normal(N_EDGES, HEADS),))
-    for reduce in ("sum", "mean", "max"):
-        cases[f"agg_simple_{reduce}"] = (lambda a, b, r=reduce: jgo.agg_simple(g, a, b, reduce=r), (x, ef))
-        cases[f"agg_weighted_{reduce}"] = (lambda a, w, r=reduce: jgo.agg_weighted(g, a, w, reduce=r), (x, w_pos))
-        cases[f"agg_concat_{reduce}"] = (lambda a, b, w, r=reduce: jgo.agg_concat(g, a, edge_feat=b, edge_weight=w,
-                                                                                   reduce=r), (x, ef, w_pos))
-    ids = jnp.asarray(np.sort(rng.integers(0, 16, N_NODES)), jnp.int32)
-    for reduce in ("sum", "mean", "max", "min"):
-        cases[f"pool_{reduce}"] = (lambda a, r=reduce: jgo.pool(a, ids, 16, reduce=r), (x,))
-
-    hc = F  # HEADS heads of F // HEADS channels
-    cases["mha_gat"] = (lambda xs, a: jgo.mha_gat(g, xs, a, num_heads=HEADS), (x, normal(2 * hc, scale=0.3)))
-    cases["mha_gat_edge_bipartite"] = (
-        lambda xs, xd, a, e: jgo.mha_gat(g, xs, a, x_dst=xd, num_heads=HEADS, edge_feat=e),
-        (x, x2, normal(3 * hc, scale=0.3), ef))
-    cases["mha_gat_v2"] = (lambda xs, xd, a: jgo.mha_gat_v2(g, xs, xd, a, num_heads=HEADS),
-                           (x, x2, normal(hc, scale=0.3)))
-    cases["mha_gat_v2_edge"] = (lambda xs, xd, a, e: jgo.mha_gat_v2(g, xs, xd, a, num_heads=HEADS, edge_feat=e),
-                                (x, x2, normal(hc, scale=0.3), ef))
-    cases["mha_simple"] = (lambda q, k, v, e: jgo.mha_simple(g, q, k, v, num_heads=HEADS, edge_feat=e),
-                           (x2 * 0.3, x * 0.3, x, ef))
-
-    dx = normal(N_EDGES, 3)
-    hidden, c_in, c_out = 16, 8, 8
-    f8 = x[:, :c_in]
-    for kernel, v_rows in (("matrix", c_out * c_in), ("diagonal", c_in)):
-        ops = (f8, dx, normal(hidden, 3), normal(hidden, scale=0.1), normal(v_rows, hidden, scale=0.3),
-               normal(v_rows, scale=0.1))
-        cases[f"gno_conv_{kernel}"] = (lambda *a, k=kernel: jgo.gno_conv(g, *a, kernel=k, reduce="sum"), ops)
-        cases[f"gno_conv_{kernel}_weighted"] = (
-            lambda *a, k=kernel: jgo.gno_conv(g, *a[:-1], kernel=k, reduce="mean", edge_weight=a[-1]), ops + (w_pos,))
-
-    # DimeNet++: a molecule-like graph (bounded degree keeps the triplet count ~ E * degree)
-    n_at, deg = 7000, 8
-    d_src = np.repeat(np.arange(n_at), deg)
-    d_dst = (d_src + rng.integers(1, n_at, d_src.size)) % n_at
-    dg = jgo.Graph.from_edges(d_src, d_dst, n_at, n_at)
-    tri = triplets(dg)
-    pos = rng.normal(size=(n_at, 3))
-    e = d_src.size
-    n_emb, n_mid = 32, 8
-    dn = (jnp.asarray(pos[d_src] - pos[d_dst], jnp.float32), normal(e, 42), normal(e, n_emb),
-          normal(42 + n_emb, n_mid, scale=0.25))
-    cases["dimenet_agg_edge_to_edge"] = (lambda *a: agg_edge_to_edge(*a, tri), dn)
-    return cases
+    checked = {op.name for op in OPS if op.thread_reproducible is True}
+    return {name: (lambda *a, fn=fn: fn(None, *a), args) for name, (fn, args) in
+            op_cases(g, rng, jnp.float32, full=True).items() if name.split("/")[0] in checked}
 
 
 def _worker(cpus, out):
@@ -127,7 +67,7 @@ def _worker(cpus, out):
 
     # DimeNet++ is trained on forces: the weight gradient of a loss on d(energy)/d(positions)
     # runs the second-order kernels (Hessian-vector products).
-    fn, (vec, sbf, emb, w) = cases["dimenet_agg_edge_to_edge"]
+    fn, (vec, sbf, emb, w) = cases["dimenet.agg_edge_to_edge/triplets"]
 
     def force_loss(vec, sbf, emb, w):
         forces = jax.grad(lambda v: jnp.sum(jnp.tanh(fn(v, sbf, emb, w))))(vec)

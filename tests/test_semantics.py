@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from op_db import OPS as OP_DB
 
 import jaxgraphops as jgo
 
@@ -72,9 +73,7 @@ CASES = {  # row key -> row label in the markdown table
     "f16": "float16 whose float16 sum would overflow",
 }
 
-OPS = ["gspmm sum", "gspmm mean", "gspmm max", "gspmm min", "gsddmm", "edge_softmax", "agg_simple", "agg_weighted",
-       "agg_concat", "pool", "mha_gat", "mha_gat_v2", "mha_simple", "gno_conv matrix", "gno_conv diagonal",
-       "dimenet agg_edge_to_edge"]
+OPS = [column for op in OP_DB for column in (op.semantics if isinstance(op.semantics, tuple) else ())]
 
 _AS_GSPMM = "as gspmm, per reduce"
 _ATT_NAN = "NaN head row, NaN weights"
@@ -95,6 +94,8 @@ TABLE: dict[str, dict[str, Cell]] = {
         "mha_simple": Cell("nan", "NaN in that channel (value)"),
         "gno_conv matrix": Cell("nan", "NaN row"),
         "gno_conv diagonal": Cell("nan", "NaN in that channel"),
+        "agg_hg_basis": Cell("nan", "NaN in that channel of its blocks"),
+        "update_efeat": Cell("nan", "NaN on its edges", grad=True),
     },
     "nan_edge": {
         "gspmm sum": Cell("nan", "NaN"),
@@ -110,6 +111,8 @@ TABLE: dict[str, dict[str, Cell]] = {
         "mha_simple": Cell("nan", "NaN head row (NaN logit)"),
         "gno_conv matrix": Cell("nan", "NaN row (relu keeps NaN)", grad=True),
         "gno_conv diagonal": Cell("nan", "NaN row (relu keeps NaN)", grad=True),
+        "update_efeat": Cell("nan", "NaN on that edge", grad=True),
+        "agg_dmpnn": Cell("nan", "NaN in the messages out of its destination"),
         "dimenet agg_edge_to_edge": Cell("nan", "NaN rows of its triplets' e_out"),
     },
     "pinf": {
@@ -127,6 +130,9 @@ TABLE: dict[str, dict[str, Cell]] = {
         "mha_simple": Cell("+inf", "+inf in that channel (value)"),
         "gno_conv matrix": Cell("inf", "±inf (sign of κ)"),
         "gno_conv diagonal": Cell("inf", "±inf (sign of κ)"),
+        "agg_hg_basis": Cell("inf", "±inf (sign of comp)"),
+        "update_efeat": Cell("+inf", "+inf on its edges"),
+        "agg_dmpnn": Cell("+inf", "+inf in those messages"),
         "dimenet agg_edge_to_edge": Cell("inf", "±inf in its e_out rows"),
     },
     "ninf": {
@@ -144,6 +150,9 @@ TABLE: dict[str, dict[str, Cell]] = {
         "mha_simple": Cell("-inf", "−inf in that channel (value)"),
         "gno_conv matrix": Cell("inf", "±inf (sign of κ)"),
         "gno_conv diagonal": Cell("inf", "±inf (sign of κ)"),
+        "agg_hg_basis": Cell("inf", "±inf (sign of comp)"),
+        "update_efeat": Cell("-inf", "−inf on its edges"),
+        "agg_dmpnn": Cell("-inf", "−inf in those messages"),
         "dimenet agg_edge_to_edge": Cell("inf", "±inf in its e_out rows"),
     },
     "pinf_ninf": {
@@ -161,6 +170,9 @@ TABLE: dict[str, dict[str, Cell]] = {
         "mha_simple": Cell("nan", "NaN in that channel (inf − inf)"),
         "gno_conv matrix": Cell(None, "±inf or NaN (IEEE)"),
         "gno_conv diagonal": Cell(None, "±inf or NaN (IEEE)"),
+        "agg_hg_basis": Cell("nan", "NaN (inf − inf)"),
+        "update_efeat": Cell("nan", "sum: NaN (inf − inf)"),
+        "agg_dmpnn": Cell("nan", "NaN (inf − inf)"),
         "dimenet agg_edge_to_edge": Cell(None, "±inf or NaN (IEEE)"),
     },
     "inf_zero": {
@@ -173,6 +185,7 @@ TABLE: dict[str, dict[str, Cell]] = {
         "agg_concat": Cell("nan", "NaN (0 × inf), every reduce"),
         "gno_conv matrix": Cell("nan", "weighted: NaN (0 × inf)"),
         "gno_conv diagonal": Cell("nan", "weighted: NaN (0 × inf)"),
+        "agg_hg_basis": Cell("nan", "comp 0: NaN (0 × inf)"),
     },
     "empty": {
         "gspmm sum": Cell("0", "0"),
@@ -188,6 +201,8 @@ TABLE: dict[str, dict[str, Cell]] = {
         "mha_simple": Cell("0", "0, zero gradients", grad=True),
         "gno_conv matrix": Cell("0", "0; weighted mean: 0 where Σw = 0", grad=True),
         "gno_conv diagonal": Cell("0", "0; weighted mean: 0 where Σw = 0", grad=True),
+        "agg_hg_basis": Cell("0", "0, then x_dst", grad=True),
+        "agg_dmpnn": Cell("0", "0 minus the reverse edge's row", grad=True),
         "dimenet agg_edge_to_edge": Cell("0", "0 (edge without triplets)"),
     },
     "ninf_logit": {
@@ -230,6 +245,9 @@ TABLE: dict[str, dict[str, Cell]] = {
         "mha_simple": Cell("finite", "float32 logits and sums"),
         "gno_conv matrix": Cell("finite", "float32 MLP and sums"),
         "gno_conv diagonal": Cell("finite", "float32 MLP and sums"),
+        "agg_hg_basis": Cell("finite", _F32),
+        "update_efeat": Cell("finite", "copies exact; sum: float32, rounded once"),
+        "agg_dmpnn": Cell("finite", _F32),
         "dimenet agg_edge_to_edge": Cell("finite", "float32 throughout"),
     },
 }
@@ -365,6 +383,10 @@ class Spec:
 
     def probe(self, case, outs, pos):
         raise NotImplementedError
+
+    def probe_variant(self, case, outs, pos, variant):
+        """The elements the case is about, for ``variant`` (``probe`` unless they depend on it)."""
+        return self.probe(case, outs, pos)
 
     def extra(self, g):
         return None
@@ -824,10 +846,143 @@ class Dimenet(Spec):
         return out[pos[3], 0]
 
 
+D = 2  # the feature width of the relational columns
+
+
+def _relation(src):
+    """agg_hg_basis' edge types, a function of the edge (so they follow the edge orders): e1 and e2 (sources 2, 3)
+    share relation 1, e0 (source 1) has relation 0 at node 0; node 1 receives one edge of each."""
+    return (np.asarray(src) >= 2).astype(np.int32)
+
+
+class HgBasis(Spec):
+    """agg_hg_basis: ``comp`` (a basis decomposition, 2 relations x 2 bases, positive coefficients) and ``norm``
+    (a block per relation, means per relation, own features appended)."""
+
+    name = "agg_hg_basis"
+    variants = ("comp", "norm")
+    grad_args = ("x", "comp", "x_dst")
+
+    def inputs(self, case):
+        rng = _rng()
+        x = {"x": rng.normal(size=(N, D)), "comp": _u(rng, 2, 2), "x_dst": rng.normal(size=(N, D))}
+        _node_case(case, x["x"])
+        if case == "inf_zero":
+            x["comp"][1, 1] = 0  # relation 1 (e1's) has no part in basis 1
+        elif case == "f16":  # node 0 receives 60000 (relation 0), 60000 and -60000 (relation 1)
+            x["x"][1:4, 0] = [60000, 60000, -60000]
+            x["comp"][:] = 1
+        return x
+
+    def variants_for(self, case):
+        return ("comp",) if case == "inf_zero" else self.variants
+
+    def extra(self, g):
+        return jnp.asarray(_relation(g.src))
+
+    def call(self, g, extra, x, variant, impl):
+        if variant == "comp":
+            return (jgo.agg_hg_basis(g, x["x"], extra, x["comp"], n_edge_types=2, impl=impl),)
+        return (jgo.agg_hg_basis(g, x["x"], extra, n_edge_types=2, x_dst=x["x_dst"], concat_own=True,
+                                 norm_by_dst_degree=True, impl=impl),)
+
+    def oracle(self, src, dst, x, variant):
+        r = _relation(src)
+        with _np_errstate():
+            if variant == "comp":  # basis b: sum_e comp[r_e, b] x[src_e]
+                return (np.concatenate([reduce_rows(x["comp"][r, b][:, None] * x["x"][src], dst, N, "sum")
+                                        for b in range(2)], axis=1),)
+            blocks = [reduce_rows(x["x"][src[r == k]], dst[r == k], N, "mean") for k in range(2)]
+            return (np.concatenate(blocks + [x["x_dst"]], axis=1),)
+
+    def probe(self, case, outs, pos):
+        # node 0, column 0 of the second block: relation 1 (e1, e2) or basis 1; the empty nodes' aggregates
+        return outs[0][2:, :2 * D] if case == "empty" else outs[0][0, D]
+
+
+class UpdateEfeat(Spec):
+    """update_efeat: ``[e | x_src[src] | x_dst[dst]]`` and their sum."""
+
+    name = "update_efeat"
+    variants = ("concat", "sum")
+    edge_arrays = ("ef",)
+    grad_args = ("ef", "xs", "xd")
+
+    def inputs(self, case):
+        rng = _rng()
+        x = {"ef": rng.normal(size=(E, D)), "xs": rng.normal(size=(N, D)), "xd": rng.normal(size=(N, D))}
+        _node_case(case, x["xs"])
+        if case == "nan_edge":
+            x["ef"][[1, 2], 0] = NAN
+        elif case == "pinf_ninf":  # e1 = 2 -> 0 meets +inf at its source and -inf at its destination
+            x["xs"][3, 0], x["xd"][0, 0] = 0, -INF
+        elif case == "f16":  # e1's three rows 60000, 60000, -60000: a float16 running sum overflows
+            x["ef"][1, 0], x["xs"][2, 0], x["xd"][0, 0] = 60000, 60000, -60000
+        return x
+
+    def variants_for(self, case):
+        return ("sum",) if case == "pinf_ninf" else self.variants
+
+    def call(self, g, extra, x, variant, impl):
+        return (jgo.update_efeat(g, x["ef"], x["xs"], x["xd"], mode=variant, impl=impl),)
+
+    def oracle(self, src, dst, x, variant):
+        rows = (x["ef"], x["xs"][src], x["xd"][dst])
+        with _np_errstate():
+            return (np.concatenate(rows, axis=1) if variant == "concat" else rows[0] + rows[1] + rows[2],)
+
+    def probe_variant(self, case, outs, pos, variant):
+        col = D if variant == "concat" and case in ("nan_node", "pinf", "ninf") else 0  # the source's column
+        return outs[0][pos[1], col] if case != "f16" else outs[0][pos[1]]
+
+
+def _reverse_ids(src, dst):
+    """The reverse edge of each edge (the one with the endpoints swapped), -1 for none: e0 and e3 here."""
+    pairs = {(int(a), int(b)): k for k, (a, b) in enumerate(zip(src, dst))}
+    return np.array([pairs.get((int(b), int(a)), -1) for a, b in zip(src, dst)])
+
+
+class Dmpnn(Spec):
+    """agg_dmpnn: ``m[e] = sum_{e' into src(e)} h[e'] - h[rev(e)]``, with and without the own row appended."""
+
+    name = "agg_dmpnn"
+    variants = ("plain", "concat_own")
+    edge_arrays = ("h",)
+    grad_args = ("h",)
+
+    def inputs(self, case):
+        rng = _rng()
+        x = {"h": rng.normal(size=(E, D))}  # rows of edges: e1 and e2 go into node 0, whose out-edge is e3
+        if case == "nan_edge":
+            x["h"][[1, 2], 0] = NAN
+        elif case in ("pinf", "ninf", "pinf_ninf"):
+            _node_case(case, x["h"], nodes=(1, 2))
+        elif case == "f16":  # node 0 receives 60000, 60000, -60000: e3's message overflows a float16 running sum
+            x["h"][0:3, 0] = [60000, 60000, -60000]
+        return x
+
+    def extra(self, g):
+        return jnp.asarray(_reverse_ids(g.src, g.dst))
+
+    def call(self, g, extra, x, variant, impl):
+        return (jgo.agg_dmpnn(g, x["h"], extra, concat_own=variant == "concat_own", impl=impl),)
+
+    def oracle(self, src, dst, x, variant):
+        h, rev = x["h"], _reverse_ids(src, dst)
+        with _np_errstate():
+            m = reduce_rows(h, dst, N, "sum")[src] - np.where((rev >= 0)[:, None], h[np.maximum(rev, 0)], 0)
+        return (np.concatenate([m, h], axis=1) if variant == "concat_own" else m,)
+
+    def probe(self, case, outs, pos):
+        if case == "empty":  # e1, e2, e4 leave nodes without in-edges and have no reverse
+            return outs[0][[pos[1], pos[2], pos[4]], :D]
+        return outs[0][pos[3], 0] if case != "f16" else outs[0][pos[3]]  # e3 = 0 -> 1: node 0's in-edges
+
+
 SPECS = {s.name: s for s in [Gspmm("sum"), Gspmm("mean"), Gspmm("max"), Gspmm("min"), Gsddmm(), EdgeSoftmax(),
                              Agg("agg_simple"), Agg("agg_weighted"), Agg("agg_concat"), Agg("pool"),
                              Attention("mha_gat"), Attention("mha_gat_v2"), Attention("mha_simple"), Gno("matrix"),
-                             Gno("diagonal"), Dimenet()]}
+                             Gno("diagonal"), HgBasis(), UpdateEfeat(), Dmpnn(), Dimenet()]}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -911,7 +1066,7 @@ def test_cell(case, op, order):
             with _np_errstate():
                 want = tuple(w.astype(np.float16).astype(np.float64) for w in want)
         if cell.expect is not None:
-            check_expect(cell.expect, spec.probe(case, want, pos), f"{case}/{op}/{variant}")
+            check_expect(cell.expect, spec.probe_variant(case, want, pos, variant), f"{case}/{op}/{variant}")
         for impl in ("xla", None):
             got = _forward(op, variant, impl)(g, extra, x)
             for k, (u, w) in enumerate(zip(got, want)):

@@ -257,7 +257,8 @@ def gat_weights_from_pyg(fn: str, state_dict) -> dict:
              "att_src": "att_src", "att_dst": "att_dst", "lin_edge.weight": "edge_kernel", "att_edge": "att_edge",
              "res.weight": "res_kernel", "bias": "bias"}
     keys = set(state_dict)
-    required = {"att_src", "att_dst"} | ({"lin.weight"} if "lin.weight" in keys else {"lin_src.weight", "lin_dst.weight"})
+    lins = {"lin.weight"} if "lin.weight" in keys else {"lin_src.weight", "lin_dst.weight"}
+    required = {"att_src", "att_dst"} | lins
     if "lin_edge.weight" in keys or "att_edge" in keys:
         required |= {"lin_edge.weight", "att_edge"}
     names = {k: v for k, v in names.items() if k in required or k in ("res.weight", "bias")}
@@ -344,7 +345,9 @@ def transformer_weights_from_pyg(fn: str, state_dict, *, heads: int, concat: boo
     ``concat`` are PyG's (the state_dict holds ``H*C`` only).
     """
     keys = set(state_dict)
-    required = {"lin_query.weight", "lin_key.weight", "lin_value.weight"} | ({"lin_skip.weight"} if root_weight else set())
+    required = {"lin_query.weight", "lin_key.weight", "lin_value.weight"}
+    if root_weight:
+        required.add("lin_skip.weight")
     if not required <= keys or not keys <= set(TRANSFORMER_PYG_NAMES):
         raise ValueError(f"{fn}: state_dict must have the keys {sorted(required)} and may have "
                          f"{sorted(set(TRANSFORMER_PYG_NAMES) - required)} (PyG TransformerConv); got {sorted(keys)}")

@@ -1,8 +1,8 @@
 """What every layer family shares: checks of layer options and inputs with errors naming the layer, the
 ``jgo.nn.<Layer>`` named scope, and the masking of padding edges before a dense projection.
 
-- :func:`check_options`: a layer's options by name (``concat`` a bool, ``heads`` a positive int, ``dropout``
-  in ``[0, 1)``, ...), called by every framework's constructor (linen: on the module's fields).
+- :func:`check_options`, :func:`check_layer`: a layer's options by name (``concat`` a bool, ``heads`` a positive
+  int, ``dropout`` in ``[0, 1)``, ...), checked by every framework's constructor (linen: on the module's fields).
 - :func:`layer_scope`: runs a layer's math inside ``jax.named_scope("jgo.nn.<Layer>")`` so that profiles and
   the lowered HLO show the layer.
 - :func:`check_features`: an input's width against the weights the layer was built with (the error names the
@@ -106,6 +106,14 @@ def check_options(layer: str, **options) -> None:
                 _checks.check_bool(layer, name, value)
         else:
             raise AssertionError(f"check_options: no rule for {layer}'s option {name!r}")
+
+
+def check_layer(layer, args: dict, *, nullable: tuple = (), skip: tuple = ()) -> None:
+    """:func:`check_options` of ``layer`` (an instance: the error names its class) on the constructor arguments
+    ``args`` (its ``locals()``, or a linen module's fields) that are options by name; those in ``nullable`` may
+    also be None, those in ``skip`` are checked by the caller (an ``in_features`` that may be a pair)."""
+    check_options(type(layer).__name__, **{k: v for k, v in args.items()
+                                           if k in OPTIONS and k not in skip and not (v is None and k in nullable)})
 
 
 def layer_scope(layer: str):

@@ -64,8 +64,12 @@ def _split_heads(fn, name, x, rows, rows_name, num_heads):
     return heads, x.shape[1] // heads, x
 
 
-def _check_inputs(fn, g, x_src, x_dst, edge_feat, attn_weights, num_heads):
-    """Checks the arguments every attention op shares; returns ``(H, C, x_src, x_dst, edge_feat, a)``."""
+def _check_inputs(fn, g, x_src, x_dst, edge_feat, attn_weights, num_heads, impl, dropout_rate, dropout_key):
+    """Checks the arguments the GAT ops share; returns ``(H, C, x_src, x_dst, edge_feat, a, dropout)`` with
+    ``dropout`` the kernels' ``dropout_rate`` and ``dropout_key`` (key words)."""
+    check_graph(fn, g)
+    check_choice(fn, "impl", impl, IMPLS)
+    rate, key = _check_dropout(fn, dropout_rate, dropout_key)
     heads, c, x_src = _split_heads(fn, "x_src", x_src, g.n_src, "n_src", num_heads)
     width = heads * c
     if x_dst is None:
@@ -78,7 +82,17 @@ def _check_inputs(fn, g, x_src, x_dst, edge_feat, attn_weights, num_heads):
     attn_weights = jnp.asarray(attn_weights)
     if not jnp.issubdtype(attn_weights.dtype, jnp.floating):
         raise TypeError(f"{fn}: attn_weights must be a floating-point array; got dtype {attn_weights.dtype}")
-    return heads, c, x_src, x_dst, edge_feat, attn_weights
+    return heads, c, x_src, x_dst, edge_feat, attn_weights, dict(dropout_rate=rate, dropout_key=key)
+
+
+def _node_views(g, heads, c, x_src, x_dst, *others):
+    """``(dtype, work, store, xs [n_src, H, C], xd [n_dst, H, C])``: the result, compute and storage dtypes of
+    the inputs, and the node features in the storage dtype (``xd`` a view of ``xs`` without ``x_dst``)."""
+    dtype, work = compute_dtype(x_src, x_dst, *others)
+    store = storage_dtype(dtype, work)
+    xs = x_src.astype(store).reshape(g.n_src, heads, c)
+    xd = xs[: g.n_dst] if x_dst is None else x_dst.astype(store).reshape(g.n_dst, heads, c)
+    return dtype, work, store, xs, xd
 
 
 def _outputs(out, dtype, concat_heads, return_attention, attention):
@@ -151,27 +165,20 @@ def mha_gat(g: Graph, x_src, attn_weights, *, x_dst=None, num_heads: int = 1, co
     Array([0.5, 0.5], dtype=float32)
     """
     fn = "mha_gat"
-    check_graph(fn, g)
-    check_choice(fn, "impl", impl, IMPLS)
-    heads, c, x_src, x_dst, edge_feat, attn_weights = _check_inputs(fn, g, x_src, x_dst, edge_feat, attn_weights,
-                                                                     num_heads)
+    heads, c, x_src, x_dst, edge_feat, attn_weights, drop = _check_inputs(
+        fn, g, x_src, x_dst, edge_feat, attn_weights, num_heads, impl, dropout_rate, dropout_key)
     width = heads * c
     parts, layout = (3, "[a_src | a_dst | a_edge]") if edge_feat is not None else (2, "[a_src | a_dst]")
     if attn_weights.shape != (parts * width,):
         raise ValueError(f"{fn}: attn_weights must have shape ({parts * width},) = {layout} of num_heads * C = {width} "
                          f"each; got shape {attn_weights.shape}")
     negative_slope = float(negative_slope)
-    rate, key = _check_dropout(fn, dropout_rate, dropout_key)
-    drop = dict(dropout_rate=rate, dropout_key=key)
-    kw = dict(x_dst=x_dst, num_heads=heads, concat_heads=concat_heads, negative_slope=negative_slope,
-              edge_feat=edge_feat, return_attention=return_attention, **drop)
     if impl == "xla":
-        return reference.mha_gat(g, x_src, attn_weights, **kw)
+        return reference.mha_gat(g, x_src, attn_weights, x_dst=x_dst, num_heads=heads, concat_heads=concat_heads,
+                                 negative_slope=negative_slope, edge_feat=edge_feat, return_attention=return_attention,
+                                 **drop)
 
-    dtype, work = compute_dtype(x_src, attn_weights, x_dst, edge_feat)
-    store = storage_dtype(dtype, work)
-    xs = x_src.astype(store).reshape(g.n_src, heads, c)
-    xd = xs[: g.n_dst] if x_dst is None else x_dst.astype(store).reshape(g.n_dst, heads, c)
+    dtype, work, _, xs, xd = _node_views(g, heads, c, x_src, x_dst, attn_weights, edge_feat)
     a = attn_weights.astype(work).reshape(parts, heads, c)
     ga = graph_arrays(g)
     # the rows no edge reads (padding) enter the scores as 0: their junk, NaN included, reaches no gradient of a
@@ -206,60 +213,36 @@ def mha_gat_v2(g: Graph, x_src, x_dst, attn_weights, *, num_heads: int = 1, conc
       x_dst: destination features ``[n_dst, num_heads * C]``; None means ``x_src[:n_dst]``, which
         needs a non-bipartite graph (``n_src == n_dst``).
       attn_weights: ``[num_heads * C]``, viewed ``(num_heads, C)``.
-      num_heads: number of heads ``H``.
-      concat_heads: concatenate the heads (``[n_dst, H * C]``) or average them (``[n_dst, C]``).
-      negative_slope: of the LeakyReLU inside the logits.
-      edge_feat: edge features ``[n_edges, num_heads * C]`` in input edge order.
-      return_attention: also return the attention weights ``[n_edges, H]`` in input edge order.
-      impl: None or ``"ffi"`` for the fused kernels, ``"xla"`` for the pure-JAX reference.
-      dropout_rate: attention dropout: each normalised weight ``alpha[e, h]`` is zeroed with this
-        probability and the others are divided by ``1 - dropout_rate`` (PyG's ``dropout``, applied in the
-        fused kernels; 0 runs the op without any dropout work). A static float in ``[0, 1)``.
-      dropout_key: a JAX PRNG key (``jax.random.key`` or ``PRNGKey``), required when ``dropout_rate`` > 0;
-        the mask is a function of the key, the edge's input position and the head only (reproducible,
-        the same on every platform and in ``impl="xla"``).
+      num_heads, concat_heads, edge_feat, return_attention, impl, dropout_rate, dropout_key: as in
+        :func:`mha_gat`; ``negative_slope`` is the LeakyReLU's inside the logits.
 
     Returns:
-      ``out`` (``[n_dst, H * C]`` or ``[n_dst, C]``), and ``alpha [n_edges, H]`` with
-      ``return_attention``. A destination without incoming edges gets 0 (and zero gradients).
-      A ``-inf`` logit (a masked edge) gets weight 0; a destination whose logits are all ``-inf``
-      is treated as one without incoming edges.
-      Half-precision features: float32 scores, softmax and sums (on GPU the kernels read and
-      write the half-precision arrays themselves), results in the input precision.
-      With dropout, ``alpha`` is the weights after dropout, the ones ``out`` sums with (PyG's
-      GATConv and GATv2Conv return these; its TransformerConv returns them before dropout).
+      As :func:`mha_gat`: ``out`` (``[n_dst, H * C]`` or ``[n_dst, C]``), and ``alpha [n_edges, H]`` with
+      ``return_attention`` (after dropout), with the same empty-row, ``-inf`` and half-precision semantics.
 
     >>> import jax.numpy as jnp, jaxgraphops as jgo
     >>> g = jgo.Graph.from_edges(jnp.array([0, 1]), jnp.array([1, 1]))
     >>> x = jnp.array([[1.0, 0.0], [0.0, 1.0]])
-    >>> out, alpha = jgo.mha_gat_v2(g, x, None, jnp.zeros(2), return_attention=True)
-    >>> out
-    Array([[0. , 0. ],
-           [0.5, 0.5]], dtype=float32)
-    >>> alpha[:, 0]
-    Array([0.5, 0.5], dtype=float32)
+    >>> out, alpha = jgo.mha_gat_v2(g, x, None, jnp.array([1.0, 0.0]), return_attention=True)
+    >>> alpha[:, 0].tolist() == out[1].tolist()  # logits 1 and 0: softmax [0.731, 0.269] of the rows of x
+    True
+    >>> [round(a, 3) for a in alpha[:, 0].tolist()]
+    [0.731, 0.269]
     """
     fn = "mha_gat_v2"
-    check_graph(fn, g)
-    check_choice(fn, "impl", impl, IMPLS)
-    heads, c, x_src, x_dst, edge_feat, attn_weights = _check_inputs(fn, g, x_src, x_dst, edge_feat, attn_weights,
-                                                                     num_heads)
+    heads, c, x_src, x_dst, edge_feat, attn_weights, drop = _check_inputs(
+        fn, g, x_src, x_dst, edge_feat, attn_weights, num_heads, impl, dropout_rate, dropout_key)
     width = heads * c
     if attn_weights.shape != (width,):
         raise ValueError(f"{fn}: attn_weights must have shape ({width},) = (num_heads * C,); "
                          f"got shape {attn_weights.shape}")
     negative_slope = float(negative_slope)
-    rate, key = _check_dropout(fn, dropout_rate, dropout_key)
-    drop = dict(dropout_rate=rate, dropout_key=key)
-    kw = dict(num_heads=heads, concat_heads=concat_heads, negative_slope=negative_slope, edge_feat=edge_feat,
-              return_attention=return_attention, **drop)
     if impl == "xla":
-        return reference.mha_gat_v2(g, x_src, x_dst, attn_weights, **kw)
+        return reference.mha_gat_v2(g, x_src, x_dst, attn_weights, num_heads=heads, concat_heads=concat_heads,
+                                    negative_slope=negative_slope, edge_feat=edge_feat,
+                                    return_attention=return_attention, **drop)
 
-    dtype, work = compute_dtype(x_src, attn_weights, x_dst, edge_feat)
-    store = storage_dtype(dtype, work)
-    xs = x_src.astype(store).reshape(g.n_src, heads, c)
-    xd = xs[: g.n_dst] if x_dst is None else x_dst.astype(store).reshape(g.n_dst, heads, c)
+    dtype, work, store, xs, xd = _node_views(g, heads, c, x_src, x_dst, attn_weights, edge_feat)
     a = attn_weights.astype(work).reshape(heads, c)
     ef = None if edge_feat is None else edge_feat.astype(store).reshape(g.n_edges, heads, c)
     ga = graph_arrays(g)
@@ -288,28 +271,14 @@ def mha_simple(g: Graph, query, key, value, *, num_heads: int = 1, concat_heads:
       query: destination features ``[n_dst, num_heads * C]``, head-major.
       key: source features ``[n_src, num_heads * C]``.
       value: source features ``[n_src, num_heads * C]``.
-      num_heads: number of heads ``H``.
-      concat_heads: concatenate the heads (``[n_dst, H * C]``) or average them (``[n_dst, C]``).
       edge_feat: edge features ``[n_edges, num_heads * C]`` in input edge order, added to the key
         and the value of each edge (TransformerConv's ``lin_edge(edge_attr)``).
-      return_attention: also return the attention weights ``[n_edges, H]`` in input edge order.
-      impl: None or ``"ffi"`` for the fused kernels, ``"xla"`` for the pure-JAX reference.
-      dropout_rate: attention dropout: each normalised weight ``alpha[e, h]`` is zeroed with this
-        probability and the others are divided by ``1 - dropout_rate`` (PyG's ``dropout``, applied in the
-        fused kernels; 0 runs the op without any dropout work). A static float in ``[0, 1)``.
-      dropout_key: a JAX PRNG key (``jax.random.key`` or ``PRNGKey``), required when ``dropout_rate`` > 0;
-        the mask is a function of the key, the edge's input position and the head only (reproducible,
-        the same on every platform and in ``impl="xla"``).
+      num_heads, concat_heads, return_attention, impl, dropout_rate, dropout_key: as in :func:`mha_gat`.
 
     Returns:
-      ``out`` (``[n_dst, H * C]`` or ``[n_dst, C]``), and ``alpha [n_edges, H]`` with
-      ``return_attention``. A destination without incoming edges gets 0 (and zero gradients).
-      A ``-inf`` logit (a masked edge) gets weight 0; a destination whose logits are all ``-inf``
-      is treated as one without incoming edges.
-      Half-precision features: float32 scores, softmax and sums (on GPU the kernels read and
-      write the half-precision arrays themselves), results in the input precision.
-      With dropout, ``alpha`` is the weights after dropout, the ones ``out`` sums with (PyG's
-      GATConv and GATv2Conv return these; its TransformerConv returns them before dropout).
+      As :func:`mha_gat`: ``out`` (``[n_dst, H * C]`` or ``[n_dst, C]``), and ``alpha [n_edges, H]`` with
+      ``return_attention``, after dropout (PyG's TransformerConv returns it before dropout), with the same
+      empty-row, ``-inf`` and half-precision semantics.
 
     >>> import jax.numpy as jnp, jaxgraphops as jgo
     >>> g = jgo.Graph.from_edges(jnp.array([0, 1]), jnp.array([1, 1]))

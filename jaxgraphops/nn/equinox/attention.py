@@ -4,6 +4,8 @@ class methods. The math: :mod:`jaxgraphops.nn._attention`.
 
 from __future__ import annotations
 
+import dataclasses
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -11,22 +13,33 @@ import jax.numpy as jnp
 from ...graph import Graph
 from .._attention import (check_output_width, gat_conv, gat_weights_from_pyg, gatv2_conv, gatv2_weights_from_pyg,
                           transformer_conv, transformer_weights_from_pyg)
-from .._common import check_options, in_sizes
+from .._common import check_layer, in_sizes
 from ._common import kernel, load
 
 __all__ = ["GATConv", "GATv2Conv", "TransformerConv"]
 
 
-class GATConv(eqx.Module):
-    """Graph attention (PyG's ``GATConv``) on :func:`jaxgraphops.mha_gat`.
+class _Attention(eqx.Module):
+    """The options an attention layer keeps (static fields, set by :func:`_setup`)."""
 
-    ``h = W x`` (``[n, H*C]``); per head ``alpha_ji = softmax_j leaky_relu(<a_src, h_j> + <a_dst, h_i>
-    (+ <a_edge, W_e e_ji>))`` over the incoming edges of ``i``; ``out_i = sum_j alpha_ji h_j``,
-    heads concatenated (``[n_dst, H*C]``) or averaged (``[n_dst, C]``), plus ``bias``.
-    With ``add_self_loops`` the graph is PyG's: existing self loops removed, one loop ``i -> i``
-    added for every ``i < min(n_src, n_dst)``, whose edge attributes are ``fill_value``
-    (``"mean"``: the mean of the node's incoming edge attributes, 0 without any; or a number).
-    Attention dropout (PyG's ``dropout``) runs inside the fused kernels, as equinox's ``nn.Dropout``:
+    heads: int = eqx.field(static=True)
+    concat: bool = eqx.field(static=True)
+    dropout: float = eqx.field(static=True)
+    inference: bool = eqx.field(static=True)
+
+
+class _GATFamily(_Attention):
+    """The options :class:`GATConv` and :class:`GATv2Conv` keep besides :class:`_Attention`'s."""
+
+    negative_slope: float = eqx.field(static=True)
+    add_self_loops: bool = eqx.field(static=True)
+    fill_value: str | float = eqx.field(static=True)
+
+
+class GATConv(_GATFamily):
+    """Graph attention (PyG's ``GATConv``) on :func:`jaxgraphops.mha_gat`: the linen
+    :class:`jaxgraphops.nn.flax.GATConv` (its math, PyG's self-loop handling and ``fill_value``) as an equinox
+    module. Attention dropout (PyG's ``dropout``) runs inside the fused kernels, as equinox's ``nn.Dropout``:
     with ``dropout`` > 0 and not ``inference`` (a field, or the call's argument) the call needs ``key``.
 
     Fields as PyG's parameters: ``lin`` (``[H*C, in]``, no bias; None for a pair
@@ -76,21 +89,12 @@ class GATConv(eqx.Module):
     att_edge: jax.Array | None
     res: eqx.nn.Linear | None
     bias: jax.Array | None
-    heads: int = eqx.field(static=True)
-    concat: bool = eqx.field(static=True)
-    negative_slope: float = eqx.field(static=True)
-    add_self_loops: bool = eqx.field(static=True)
-    fill_value: str | float = eqx.field(static=True)
-    dropout: float = eqx.field(static=True)
-    inference: bool = eqx.field(static=True)
 
     def __init__(self, in_features: int | tuple[int, int], out_features: int, *, heads: int = 1, concat: bool = True,
                  negative_slope: float = 0.2, add_self_loops: bool = True, edge_dim: int | None = None,
                  fill_value: str | float = "mean", use_bias: bool = True, residual: bool = False,
                  dropout: float = 0.0, inference: bool = False, key: jax.Array):
-        _setup(self, "GATConv", in_features, dropout=dropout, inference=inference, out_features=out_features,
-               heads=heads, concat=concat, negative_slope=negative_slope, add_self_loops=add_self_loops,
-               edge_dim=edge_dim, fill_value=fill_value, use_bias=use_bias, residual=residual)
+        _setup(self, locals())
         width = heads * out_features
         keys = jax.random.split(key, 7)
         if isinstance(in_features, tuple):
@@ -110,8 +114,6 @@ class GATConv(eqx.Module):
             self.att_edge = glorot(keys[5], (1, heads, out_features))
         self.res, self.bias = _output_params(in_features, width if concat else out_features, residual, use_bias,
                                              keys[6])
-        self.heads, self.concat, self.negative_slope = heads, concat, float(negative_slope)
-        self.add_self_loops, self.fill_value = add_self_loops, fill_value
 
     def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False, *, key=None,
                  inference: bool | None = None):
@@ -157,12 +159,14 @@ class GATConv(eqx.Module):
         return load(layer, fields, w)
 
 
-def _setup(layer, name: str, in_features, *, dropout: float, inference: bool, **options) -> tuple[int, int]:
-    """Checks an attention layer's options, sets its ``dropout`` and ``inference`` fields and returns ``(F_src,
-    F_dst)``."""
-    check_options(name, dropout=dropout, inference=inference, **options)
-    layer.dropout, layer.inference = float(dropout), inference
-    return in_sizes(name, in_features)
+def _setup(layer: _Attention, args: dict) -> tuple[int, int]:
+    """Checks an attention layer's constructor arguments ``args`` (its ``locals()``), sets its static fields from
+    them and returns ``(F_src, F_dst)``."""
+    check_layer(layer, args, skip=("in_features",))
+    for field in dataclasses.fields(layer):
+        if field.metadata.get("static"):
+            setattr(layer, field.name, args[field.name])
+    return in_sizes(type(layer).__name__, args["in_features"])
 
 
 def _attention_dropout(layer, name: str, key, inference) -> dict:
@@ -182,7 +186,7 @@ def _output_params(in_features, out: int, residual: bool, use_bias: bool, key):
     return res, (jnp.zeros(out) if use_bias else None)
 
 
-class GATv2Conv(eqx.Module):
+class GATv2Conv(_GATFamily):
     """Graph attention v2 (PyG's ``GATv2Conv``) on :func:`jaxgraphops.mha_gat_v2`.
 
     ``x_l = W_l x_src + b_l``, ``x_r = W_r x_dst + b_r`` (``[n, H*C]``); per head ``alpha_ji =
@@ -216,22 +220,12 @@ class GATv2Conv(eqx.Module):
     lin_edge: eqx.nn.Linear | None
     res: eqx.nn.Linear | None
     bias: jax.Array | None
-    heads: int = eqx.field(static=True)
-    concat: bool = eqx.field(static=True)
-    negative_slope: float = eqx.field(static=True)
-    add_self_loops: bool = eqx.field(static=True)
-    fill_value: str | float = eqx.field(static=True)
-    dropout: float = eqx.field(static=True)
-    inference: bool = eqx.field(static=True)
 
     def __init__(self, in_features: int | tuple[int, int], out_features: int, *, heads: int = 1, concat: bool = True,
                  negative_slope: float = 0.2, add_self_loops: bool = True, edge_dim: int | None = None,
                  fill_value: str | float = "mean", use_bias: bool = True, share_weights: bool = False,
                  residual: bool = False, dropout: float = 0.0, inference: bool = False, key: jax.Array):
-        in_src, in_dst = _setup(self, "GATv2Conv", in_features, dropout=dropout, inference=inference,
-                                out_features=out_features, heads=heads, concat=concat, negative_slope=negative_slope,
-                                add_self_loops=add_self_loops, edge_dim=edge_dim, fill_value=fill_value,
-                                use_bias=use_bias, share_weights=share_weights, residual=residual)
+        in_src, in_dst = _setup(self, locals())
         width = heads * out_features
         keys = jax.random.split(key, 5)
         self.lin_l = eqx.nn.Linear(in_src, width, use_bias=use_bias, key=keys[0])
@@ -240,8 +234,6 @@ class GATv2Conv(eqx.Module):
         self.lin_edge = None if edge_dim is None else eqx.nn.Linear(edge_dim, width, use_bias=False, key=keys[3])
         self.res, self.bias = _output_params(in_features, width if concat else out_features, residual, use_bias,
                                              keys[4])
-        self.heads, self.concat, self.negative_slope = heads, concat, float(negative_slope)
-        self.add_self_loops, self.fill_value = add_self_loops, fill_value
 
     def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False, *, key=None,
                  inference: bool | None = None):
@@ -289,7 +281,7 @@ class GATv2Conv(eqx.Module):
         return load(layer, fields, w)
 
 
-class TransformerConv(eqx.Module):
+class TransformerConv(_Attention):
     """Graph transformer attention (PyG's ``TransformerConv``) on :func:`jaxgraphops.mha_simple`.
 
     ``q = W_q x_dst + b_q``, ``k = W_k x_src + b_k``, ``v = W_v x_src + b_v`` (``[n, H*C]``); per head
@@ -325,17 +317,11 @@ class TransformerConv(eqx.Module):
     lin_edge: eqx.nn.Linear | None
     lin_skip: eqx.nn.Linear | None
     lin_beta: eqx.nn.Linear | None
-    heads: int = eqx.field(static=True)
-    concat: bool = eqx.field(static=True)
-    dropout: float = eqx.field(static=True)
-    inference: bool = eqx.field(static=True)
 
     def __init__(self, in_features: int | tuple[int, int], out_features: int, *, heads: int = 1, concat: bool = True,
                  beta: bool = False, edge_dim: int | None = None, use_bias: bool = True, root_weight: bool = True,
                  dropout: float = 0.0, inference: bool = False, key: jax.Array):
-        in_src, in_dst = _setup(self, "TransformerConv", in_features, dropout=dropout, inference=inference,
-                                out_features=out_features, heads=heads, concat=concat, beta=beta, edge_dim=edge_dim,
-                                use_bias=use_bias, root_weight=root_weight)
+        in_src, in_dst = _setup(self, locals())
         width = heads * out_features
         out = width if concat else out_features
         keys = jax.random.split(key, 6)
@@ -345,7 +331,6 @@ class TransformerConv(eqx.Module):
         self.lin_edge = None if edge_dim is None else eqx.nn.Linear(edge_dim, width, use_bias=False, key=keys[3])
         self.lin_skip = eqx.nn.Linear(in_dst, out, use_bias=use_bias, key=keys[4]) if root_weight else None
         self.lin_beta = (eqx.nn.Linear(3 * out, 1, use_bias=False, key=keys[5]) if root_weight and beta else None)
-        self.heads, self.concat = heads, concat
 
     def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False, *, key=None,
                  inference: bool | None = None):

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from ...graph import Graph
-from .._common import check_choice, check_options, in_sizes
+from .._common import check_choice, check_layer, in_sizes
 from .._conv import (EDGE_CONV_AGGRS, GRAPH_CONV_NORMS, SAGE_AGGRS, edge_conv, edge_conv_weights_from_pyg, gcn_conv,
                      gcn_weights_from_pyg, gin_conv, gin_weights_from_pyg, gine_conv, graph_conv, sage_conv,
                      sage_weights_from_pyg, split_sage_input)
@@ -55,8 +55,7 @@ class SAGEConv(eqx.Module):
     def __init__(self, in_features: int | tuple[int, int], out_features: int, *, aggr: str = "mean",
                  root_weight: bool = True, use_bias: bool = True, normalize: bool = False, key: jax.Array):
         check_choice("SAGEConv", "aggr", aggr, SAGE_AGGRS)
-        check_options("SAGEConv", out_features=out_features, root_weight=root_weight, use_bias=use_bias,
-                      normalize=normalize)
+        check_layer(self, locals(), skip=("in_features",))
         in_src, in_dst = in_sizes("SAGEConv", in_features)
         neigh_key, root_key = jax.random.split(key)
         self.lin_neigh = eqx.nn.Linear(in_src, out_features, use_bias=use_bias, key=neigh_key)
@@ -97,14 +96,9 @@ class SAGEConv(eqx.Module):
 
 
 class GraphConv(eqx.Module):
-    """Graph convolution (DGL's ``GraphConv``): ``out = Â x W + b`` with a normalised adjacency ``Â``.
-
-    ``norm="both"``: ``Â = D_in^-1/2 A D_out^-1/2`` (in-degrees of destinations, out-degrees of
-    sources); ``"right"``: ``D_in^-1 A`` (mean); ``"none"``: ``A`` (sum). ``add_self_loops``
-    uses ``A + I`` (:func:`jaxgraphops.nn.add_self_loops`; square graphs only), degrees included.
-    With the defaults this is PyG's ``GCNConv`` on graphs without self loops whose in- and
-    out-degrees agree (e.g. undirected ones); PyG uses in-degrees on both sides and replaces
-    existing self loops instead of adding to them: :class:`GCNConv` is PyG's layer exactly.
+    """Graph convolution (DGL's ``GraphConv``): ``out = Â x W + b`` with ``Â`` the adjacency normalised by
+    ``norm`` (``both``, ``right``, ``none``), the linen :class:`jaxgraphops.nn.flax.GraphConv` (where ``norm`` and
+    how it differs from PyG's :class:`GCNConv` are described) as an equinox module.
 
     ``lin`` holds ``W [out, in]`` (no bias), ``bias`` is ``[out]`` (zeros at first; None
     without ``use_bias``), as PyG's ``lin.weight`` and ``bias``.
@@ -134,8 +128,7 @@ class GraphConv(eqx.Module):
     def __init__(self, in_features: int, out_features: int, *, norm: str = "both", add_self_loops: bool = True,
                  use_bias: bool = True, key: jax.Array):
         check_choice("GraphConv", "norm", norm, GRAPH_CONV_NORMS)
-        check_options("GraphConv", in_features=in_features, out_features=out_features, add_self_loops=add_self_loops,
-                      use_bias=use_bias)
+        check_layer(self, locals())
         self.lin = eqx.nn.Linear(in_features, out_features, use_bias=False, key=key)
         self.bias = jnp.zeros(out_features) if use_bias else None
         self.norm, self.add_self_loops = norm, add_self_loops
@@ -160,14 +153,9 @@ class GraphConv(eqx.Module):
 
 
 class GCNConv(eqx.Module):
-    """Graph convolution exactly as PyG's ``GCNConv``: ``out = D^-1/2 Â D^-1/2 x W^T + b``.
-
-    ``Â`` is the (weighted) adjacency with PyG's remaining self loops (:func:`jaxgraphops.nn.gcn_norm`:
-    every node gets one loop of weight 1, 2 with ``improved``; a node with a loop keeps its weight
-    when ``edge_weight`` is given) and ``D`` its weighted in-degrees. With ``normalize=False`` the
-    layer sums ``edge_weight``-weighted messages as they are: that is how PyG's ``cached=True``
-    reads here, ``g_hat, w_hat = gcn_norm(g)`` once, then ``layer(g_hat, x, w_hat)`` with
-    ``normalize=False``. The graph work is one fused :func:`jaxgraphops.agg_weighted`.
+    """Graph convolution exactly as PyG's ``GCNConv``: ``out = D^-1/2 Â D^-1/2 x W^T + b``, the linen
+    :class:`jaxgraphops.nn.flax.GCNConv` (PyG's self loops and edge weights; its ``cached=True`` as
+    :func:`jaxgraphops.nn.gcn_norm` once, then ``normalize=False``) as an equinox module.
 
     Fields as PyG's parameters: ``lin`` (``[out, in]``, no bias), ``bias [out]`` (zeros at first;
     None without ``use_bias``).
@@ -199,9 +187,7 @@ class GCNConv(eqx.Module):
 
     def __init__(self, in_features: int, out_features: int, *, improved: bool = False,
                  add_self_loops: bool | None = None, normalize: bool = True, use_bias: bool = True, key: jax.Array):
-        check_options("GCNConv", in_features=in_features, out_features=out_features, improved=improved,
-                      normalize=normalize, use_bias=use_bias,
-                      **({} if add_self_loops is None else {"add_self_loops": add_self_loops}))
+        check_layer(self, locals(), nullable=("add_self_loops",))
         loops = normalize if add_self_loops is None else add_self_loops
         if loops and not normalize:
             raise ValueError("GCNConv: add_self_loops=True needs normalize=True (PyG: self loops are added by the "
@@ -259,7 +245,7 @@ class GINConv(eqx.Module):
     eps: jax.Array | float
 
     def __init__(self, nn: Callable, *, eps: float = 0.0, train_eps: bool = False):
-        check_options("GINConv", eps=eps, train_eps=train_eps)
+        check_layer(self, locals())
         self.nn, self.eps = nn, jnp.full(1, eps, jnp.float32) if train_eps else float(eps)
 
     def __call__(self, g: Graph, x):
@@ -315,8 +301,7 @@ class GINEConv(eqx.Module):
 
     def __init__(self, nn: Callable, *, eps: float = 0.0, train_eps: bool = False, edge_dim: int | None = None,
                  in_features: int | None = None, key: jax.Array | None = None):
-        check_options("GINEConv", eps=eps, train_eps=train_eps, edge_dim=edge_dim,
-                      **({} if in_features is None else {"in_features": in_features}))
+        check_layer(self, locals(), nullable=("in_features",))
         self.nn, self.eps = nn, jnp.full(1, eps, jnp.float32) if train_eps else float(eps)
         if edge_dim is None:
             self.lin = None

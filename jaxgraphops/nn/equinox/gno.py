@@ -6,7 +6,7 @@ import equinox as eqx
 import jax
 
 from ...graph import Graph
-from .._common import check_options
+from .._common import check_layer
 from .._gno import check_block, gno_block, init_kernel, skip_input
 
 __all__ = ["GNOBlock"]
@@ -55,8 +55,7 @@ class GNOBlock(eqx.Module):
     def __init__(self, in_features: int, out_features: int, coord_dim: int, *, kernel_width: int = 64,
                  kernel: str = "matrix", reduce: str = "mean", skip: bool = True, skip_features: int | None = None,
                  key: jax.Array):
-        check_options("GNOBlock", in_features=in_features, out_features=out_features, coord_dim=coord_dim,
-                      skip_features=skip_features)
+        check_layer(self, locals())
         check_block("GNOBlock", in_features, out_features, kernel, reduce, kernel_width, skip)
         k_kernel, k_skip = jax.random.split(key)
         w = init_kernel(k_kernel, coord_dim, kernel_width, in_features, out_features, kernel)

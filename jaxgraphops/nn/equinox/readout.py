@@ -10,7 +10,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .._common import check_options
+from .._common import check_layer
 from .._readout import (attentional_aggregation, attentional_aggregation_weights_from_pyg, graph_norm,
                         graph_norm_weights_from_pyg)
 from ._common import load, rows, sequential
@@ -89,7 +89,7 @@ class GraphNorm(eqx.Module):
     eps: float = eqx.field(static=True)
 
     def __init__(self, in_features: int, *, eps: float = 1e-5):
-        check_options("GraphNorm", in_features=in_features, eps=eps)
+        check_layer(self, locals())
         self.weight, self.bias, self.mean_scale = jnp.ones(in_features), jnp.zeros(in_features), jnp.ones(in_features)
         self.eps = float(eps)
 

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from ...graph import Graph
-from .._common import check_options, in_sizes
+from .._common import check_layer, in_sizes
 from .._relational import (check_dmpnn_config, check_rgcn_config, dmpnn_encoder, dmpnn_weights_from_chemprop,
                            interaction_network, pyg_glorot, rgcn_config_from_weights, rgcn_conv, rgcn_kernel_shape,
                            rgcn_weights_from_pyg)
@@ -68,7 +68,7 @@ class RGCNConv(eqx.Module):
                  num_bases: int | None = None, aggr: str = "mean", root_weight: bool = True, use_bias: bool = True,
                  num_blocks: int | None = None, key: jax.Array):
         check_rgcn_config("RGCNConv", num_relations, num_bases, num_blocks, aggr)
-        check_options("RGCNConv", out_features=out_features, root_weight=root_weight, use_bias=use_bias)
+        check_layer(self, locals(), skip=("in_features",))
         in_src, in_dst = in_sizes("RGCNConv", in_features)
         shape = rgcn_kernel_shape("RGCNConv", num_relations, num_bases, num_blocks, in_src, out_features)
         k_weight, k_comp, k_root = jax.random.split(key, 3)
@@ -90,10 +90,9 @@ class RGCNConv(eqx.Module):
         from the entries (``weight``, ``comp``, ``root``, ``bias``); give PyG's ``aggr``.
 
         >>> import numpy as np
-        >>> sd = {"weight": np.ones((2, 4, 8)), "comp": np.ones((3, 2)), "root": np.ones((4, 8))}
-        >>> layer = RGCNConv.from_pyg(sd, aggr="add")
-        >>> layer.comp.shape, layer.bias is None
-        ((3, 2), True)
+        >>> layer = RGCNConv.from_pyg({"weight": np.ones((3, 4, 8)), "bias": np.zeros(8)}, aggr="add")
+        >>> layer.weight.shape, layer.root is None, layer.comp is None
+        ((3, 4, 8), True, True)
         """
         w = rgcn_weights_from_pyg("RGCNConv.from_pyg", state_dict)
         layer = cls(aggr=aggr, **rgcn_config_from_weights(w), key=jax.random.key(0))
@@ -105,16 +104,8 @@ class RGCNConv(eqx.Module):
 
 
 class DMPNNEncoder(eqx.Module):
-    """Chemprop's directed message-passing encoder (``BondMessagePassing``) on :func:`jaxgraphops.agg_dmpnn`.
-
-    On the bond graph ``g`` (edges = directed bonds), with atom features ``V``, bond features ``E``
-    and ``tau`` the activation::
-
-        H0 = W_i([V[src] | E]);  H = tau(H0)
-        depth - 1 times:  (undirected: H = (H + H[rev]) / 2)
-                          H = tau(H0 + W_h(sum_{e' into src(e)} H[e'] - H[rev(e)]))
-        out = tau(W_o([V | sum of H over the bonds into each atom]))
-        with atom_descriptors V_d:  out = W_d([out | V_d])
+    """Chemprop's directed message-passing encoder (``BondMessagePassing``) on :func:`jaxgraphops.agg_dmpnn`,
+    the linen :class:`jaxgraphops.nn.flax.DMPNNEncoder` (its equations) as an equinox module.
 
     Dropout is not supported (Chemprop's default is 0).
 
@@ -156,7 +147,7 @@ class DMPNNEncoder(eqx.Module):
                  use_bias: bool = False, d_vd: int | None = None, activation: Callable = jax.nn.relu,
                  key: jax.Array):
         check_dmpnn_config("DMPNNEncoder", depth, undirected)
-        check_options("DMPNNEncoder", d_v=d_v, d_e=d_e, d_h=d_h, use_bias=use_bias, d_vd=d_vd)
+        check_layer(self, locals())
         keys = jax.random.split(key, 4)
         self.W_i = eqx.nn.Linear(d_v + d_e, d_h, use_bias=use_bias, key=keys[0])
         self.W_h = eqx.nn.Linear(d_h, d_h, use_bias=use_bias, key=keys[1])
@@ -232,7 +223,7 @@ class InteractionNetwork(eqx.Module):
     residual: bool = eqx.field(static=True)
 
     def __init__(self, edge_mlp: Callable, node_mlp: Callable, *, residual: bool = True):
-        check_options("InteractionNetwork", residual=residual)
+        check_layer(self, locals())
         self.edge_mlp, self.node_mlp, self.residual = edge_mlp, node_mlp, residual
 
     def __call__(self, g: Graph, nodes, edges):

@@ -9,24 +9,32 @@ from typing import Any
 
 import flax.linen as nn
 import jax
+import jax.numpy as jnp
 
-from .._common import OPTIONS, check_options
+from .._common import check_layer
 
 Initializer = Callable[..., Any]
 
 
 class Layer(nn.Module):
     """A linen layer of this package: its fields after the sizes are keyword-only (each subclass declares
-    ``_: dataclasses.KW_ONLY`` after them), and the fields :func:`~jaxgraphops.nn._common.check_options` knows
-    are checked when the module is constructed (``NULLABLE`` names those that may also be None)."""
+    ``_: dataclasses.KW_ONLY`` after them), and the fields that are options are checked when the module is
+    constructed (:func:`~jaxgraphops.nn._common.check_layer`; ``NULLABLE`` names those that may also be None)."""
 
     NULLABLE = ()
 
     def __post_init__(self):
-        options = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name in OPTIONS}
-        check_options(type(self).__name__, **{k: v for k, v in options.items()
-                                              if not (v is None and k in self.NULLABLE)})
+        check_layer(self, {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}, nullable=self.NULLABLE)
         super().__post_init__()
+
+
+class ParamLayer(Layer):
+    """A linen layer with parameters of its own: ``dtype`` (the computation's: inputs and parameters are cast to
+    it; None, their promoted dtype) and ``param_dtype`` (the parameters'), as flax's own layers take them."""
+
+    _: dataclasses.KW_ONLY
+    dtype: Any = None
+    param_dtype: Any = jnp.float32
 
 
 def promote(dtype, *trees):

@@ -9,17 +9,43 @@ import dataclasses
 from typing import Any
 
 import flax.linen as nn
-import jax.numpy as jnp
 
 from ...graph import Graph
 from .._attention import (gat_conv, gat_weights_from_pyg, gatv2_conv, gatv2_weights_from_pyg, transformer_conv,
                           transformer_weights_from_pyg)
-from ._common import Initializer, Layer, promote
+from ._common import Initializer, ParamLayer, promote
 
 __all__ = ["GATConv", "GATv2Conv", "TransformerConv", "from_pyg_gat", "from_pyg_gatv2", "from_pyg_transformer"]
 
 
-class GATConv(Layer):
+class _Attention(ParamLayer):
+    """The fields every attention layer has (PyG's options of the same names; ``deterministic`` as
+    ``flax.linen.Dropout``'s)."""
+
+    features: int
+    _: dataclasses.KW_ONLY
+    heads: int = 1
+    concat: bool = True
+    edge_dim: int | None = None
+    use_bias: bool = True
+    dropout: float = 0.0
+    deterministic: bool | None = None
+    bias_init: Initializer = nn.initializers.zeros_init()
+
+
+class _GATFamily(_Attention):
+    """The fields of :class:`GATConv` and :class:`GATv2Conv` besides :class:`_Attention`'s."""
+
+    _: dataclasses.KW_ONLY
+    negative_slope: float = 0.2
+    add_self_loops: bool = True
+    fill_value: Any = "mean"
+    share_weights: bool = True
+    residual: bool = False
+    kernel_init: Initializer = nn.initializers.glorot_uniform()
+
+
+class GATConv(_GATFamily):
     """Graph attention (PyG's ``GATConv``) on :func:`jaxgraphops.mha_gat`.
 
     ``h = x W`` (``[n, H*C]``); per head ``alpha_ji = softmax_j leaky_relu(<a_src, h_j> + <a_dst, h_i>
@@ -70,23 +96,7 @@ class GATConv(Layer):
     ((3, 16), (6, 2))
     """
 
-    features: int
-    _: dataclasses.KW_ONLY
-    heads: int = 1
-    concat: bool = True
-    negative_slope: float = 0.2
-    add_self_loops: bool = True
-    edge_dim: int | None = None
-    fill_value: Any = "mean"
-    use_bias: bool = True
-    share_weights: bool = True
-    residual: bool = False
-    dropout: float = 0.0
-    deterministic: bool | None = None
-    kernel_init: Initializer = nn.initializers.glorot_uniform()
-    bias_init: Initializer = nn.initializers.zeros_init()
-    dtype: Any = None
-    param_dtype: Any = jnp.float32
+    _: dataclasses.KW_ONLY  # no fields of its own: keeps linen's parent and name keyword-only
 
     @nn.compact
     def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False,
@@ -153,7 +163,7 @@ def _output_params(layer: nn.Module, x_dst, width: int):
     return bias, res
 
 
-class GATv2Conv(Layer):
+class GATv2Conv(_GATFamily):
     """Graph attention v2 (PyG's ``GATv2Conv``) on :func:`jaxgraphops.mha_gat_v2`.
 
     ``x_l = x_src W_l + b_l``, ``x_r = x_dst W_r + b_r`` (``[n, H*C]``); per head ``alpha_ji =
@@ -186,23 +196,8 @@ class GATv2Conv(Layer):
     (3, 16)
     """
 
-    features: int
     _: dataclasses.KW_ONLY
-    heads: int = 1
-    concat: bool = True
-    negative_slope: float = 0.2
-    add_self_loops: bool = True
-    edge_dim: int | None = None
-    fill_value: Any = "mean"
-    use_bias: bool = True
     share_weights: bool = False
-    residual: bool = False
-    dropout: float = 0.0
-    deterministic: bool | None = None
-    kernel_init: Initializer = nn.initializers.glorot_uniform()
-    bias_init: Initializer = nn.initializers.zeros_init()
-    dtype: Any = None
-    param_dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False,
@@ -250,7 +245,7 @@ def from_pyg_gatv2(state_dict, *, share_weights: bool = False) -> dict:
     return {"params": gatv2_weights_from_pyg("from_pyg_gatv2", state_dict, share_weights=share_weights)}
 
 
-class TransformerConv(Layer):
+class TransformerConv(_Attention):
     """Graph transformer attention (PyG's ``TransformerConv``) on :func:`jaxgraphops.mha_simple`.
 
     ``q = x_dst W_q + b_q``, ``k = x_src W_k + b_k``, ``v = x_src W_v + b_v`` (``[n, H*C]``); per head
@@ -282,20 +277,10 @@ class TransformerConv(Layer):
     (3, 16)
     """
 
-    features: int
     _: dataclasses.KW_ONLY
-    heads: int = 1
-    concat: bool = True
     beta: bool = False
-    edge_dim: int | None = None
-    use_bias: bool = True
     root_weight: bool = True
-    dropout: float = 0.0
-    deterministic: bool | None = None
     kernel_init: Initializer = nn.initializers.lecun_normal()
-    bias_init: Initializer = nn.initializers.zeros_init()
-    dtype: Any = None
-    param_dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False,

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
 
 import flax.linen as nn
 import jax.numpy as jnp
@@ -17,13 +16,13 @@ from .._common import check_choice
 from .._conv import (GRAPH_CONV_NORMS, SAGE_AGGRS, edge_conv, edge_conv_weights_from_pyg, gcn_conv,
                      gcn_weights_from_pyg, gin_conv, gin_weights_from_pyg, gine_conv, graph_conv, sage_conv,
                      sage_weights_from_pyg, split_sage_input)
-from ._common import Initializer, Layer, dense_stack, promote
+from ._common import Initializer, Layer, ParamLayer, dense_stack, promote
 
 __all__ = ["EdgeConv", "GCNConv", "GINConv", "GINEConv", "GraphConv", "SAGEConv", "from_pyg_edgeconv", "from_pyg_gcn",
            "from_pyg_gin", "from_pyg_gine", "from_pyg_sage"]
 
 
-class SAGEConv(Layer):
+class SAGEConv(ParamLayer):
     """GraphSAGE (PyG's ``SAGEConv``): ``out_i = W_l aggr_{j->i} x_j + b + W_r x_i``.
 
     Params: ``neigh_kernel [F_src, features]``, ``root_kernel [F_dst, features]`` (if
@@ -57,8 +56,6 @@ class SAGEConv(Layer):
     normalize: bool = False
     kernel_init: Initializer = nn.initializers.lecun_normal()
     bias_init: Initializer = nn.initializers.zeros_init()
-    dtype: Any = None
-    param_dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, g: Graph, x):
@@ -72,7 +69,7 @@ class SAGEConv(Layer):
         return sage_conv(g, x_src, x_dst, neigh, root, bias, aggr=self.aggr, normalize=self.normalize)
 
 
-class GraphConv(Layer):
+class GraphConv(ParamLayer):
     """Graph convolution (DGL's ``GraphConv``): ``out = Â x W + b`` with a normalised adjacency ``Â``.
 
     ``norm="both"``: ``Â = D_in^-1/2 A D_out^-1/2`` (in-degrees of destinations, out-degrees of
@@ -108,8 +105,6 @@ class GraphConv(Layer):
     use_bias: bool = True
     kernel_init: Initializer = nn.initializers.glorot_uniform()
     bias_init: Initializer = nn.initializers.zeros_init()
-    dtype: Any = None
-    param_dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, g: Graph, x):
@@ -146,7 +141,7 @@ def from_pyg_gcn(state_dict) -> dict:
     return {"params": gcn_weights_from_pyg("from_pyg_gcn", state_dict)}
 
 
-class GCNConv(Layer):
+class GCNConv(ParamLayer):
     """Graph convolution exactly as PyG's ``GCNConv``: ``out = D^-1/2 Â D^-1/2 x W + b``.
 
     ``Â`` is the (weighted) adjacency with PyG's remaining self loops (:func:`jaxgraphops.nn.gcn_norm`:
@@ -186,8 +181,6 @@ class GCNConv(Layer):
     add_self_loops: bool | None = None
     normalize: bool = True
     use_bias: bool = True
-    dtype: Any = None
-    param_dtype: Any = jnp.float32
     kernel_init: Initializer = nn.initializers.glorot_uniform()
     bias_init: Initializer = nn.initializers.zeros_init()
 
@@ -201,7 +194,7 @@ class GCNConv(Layer):
                         improved=self.improved, add_loops=loops)
 
 
-class GINConv(Layer):
+class GINConv(ParamLayer):
     """Graph isomorphism convolution (PyG's ``GINConv``): ``out_i = nn((1 + eps) x_i + sum_{j->i} x_j)``.
 
     The sum is one fused :func:`jaxgraphops.agg_simple`. ``nn`` is any flax module (or function)
@@ -231,8 +224,6 @@ class GINConv(Layer):
     _: dataclasses.KW_ONLY
     eps: float = 0.0
     train_eps: bool = False
-    dtype: Any = None
-    param_dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, g: Graph, x):
@@ -250,7 +241,7 @@ def _with_eps(layer: nn.Module, x):
     return promote(layer.dtype, x, eps)
 
 
-class GINEConv(Layer):
+class GINEConv(ParamLayer):
     """GIN with edge features (PyG's ``GINEConv``): ``out_i = nn((1 + eps) x_i + sum_{j->i} relu(x_j + e_ji))``.
 
     ``e_ji`` is the edge's attribute, mapped to ``F`` features by PyG's ``lin`` (``edge_kernel``,
@@ -279,8 +270,6 @@ class GINEConv(Layer):
     eps: float = 0.0
     train_eps: bool = False
     edge_dim: int | None = None
-    dtype: Any = None
-    param_dtype: Any = jnp.float32
     kernel_init: Initializer = nn.initializers.lecun_normal()
     bias_init: Initializer = nn.initializers.zeros_init()
 

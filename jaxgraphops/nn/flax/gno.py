@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import flax.linen as nn
-import jax.numpy as jnp
 
 from ...graph import Graph
 from .._gno import check_block, gno_block, init_kernel, kernel_outputs, skip_input
-from ._common import Layer, promote
+from ._common import ParamLayer, promote
 
 __all__ = ["GNOBlock"]
 
 
-class GNOBlock(Layer):
+class GNOBlock(ParamLayer):
     """A graph-neural-operator block: ``out_i = reduce_{e=(j->i)} K(dx_e) f_j (+ W_skip f_dst_i + b)``.
 
     The kernel ``K(dx) = V relu(U dx + b_u) + b_v`` is a matrix (``features x c_in``) or, with
@@ -51,8 +49,6 @@ class GNOBlock(Layer):
     kernel: str = "matrix"
     reduce: str = "mean"
     skip: bool = True
-    dtype: Any = None
-    param_dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, g: Graph, f_src, dx, f_dst=None, edge_weight=None):

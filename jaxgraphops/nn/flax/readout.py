@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
 
 import flax.linen as nn
 import jax.numpy as jnp
 
 from .._readout import (attentional_aggregation, attentional_aggregation_weights_from_pyg, graph_norm,
                         graph_norm_weights_from_pyg)
-from ._common import Layer, dense_stack, promote
+from ._common import Layer, ParamLayer, dense_stack, promote
 
 __all__ = ["AttentionalAggregation", "GraphNorm", "from_pyg_attentional_aggregation", "from_pyg_graphnorm"]
 
@@ -47,7 +46,7 @@ class AttentionalAggregation(Layer):
         return attentional_aggregation(x, batch, size, self.gate_nn, self.nn)
 
 
-class GraphNorm(Layer):
+class GraphNorm(ParamLayer):
     """Graph normalisation (PyG's ``GraphNorm``), per graph of a batch:
     ``weight * (x - mean_scale * mean) / sqrt(var + eps) + bias``, where ``mean`` is the mean of the
     graph's node features and ``var`` the mean of the squared shifted features (fused :func:`jaxgraphops.pool`).
@@ -70,8 +69,6 @@ class GraphNorm(Layer):
 
     _: dataclasses.KW_ONLY
     eps: float = 1e-5
-    dtype: Any = None
-    param_dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, x, batch=None, size=None):

@@ -6,22 +6,20 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
 
 import flax.linen as nn
 import jax
-import jax.numpy as jnp
 
 from ...graph import Graph
 from .._relational import (check_dmpnn_config, check_rgcn_config, dmpnn_encoder, dmpnn_weights_from_chemprop,
                            interaction_network, pyg_glorot, rgcn_conv, rgcn_inputs, rgcn_kernel_shape,
                            rgcn_weights_from_pyg)
-from ._common import Initializer, Layer, promote
+from ._common import Initializer, Layer, ParamLayer, promote
 
 __all__ = ["DMPNNEncoder", "InteractionNetwork", "RGCNConv", "from_chemprop", "from_pyg_rgcn"]
 
 
-class RGCNConv(Layer):
+class RGCNConv(ParamLayer):
     """Relational graph convolution (PyG's ``RGCNConv`` and ``FastRGCNConv``) on :func:`jaxgraphops.agg_hg_basis`.
 
     ``out_i = x_i root + bias + sum_r sum_{j in N_r(i)} c_{i,r} x_j W_r`` with ``c_{i,r} = 1 / |N_r(i)|``
@@ -71,8 +69,6 @@ class RGCNConv(Layer):
     use_bias: bool = True
     num_blocks: int | None = None
     num_nodes: int | None = None
-    dtype: Any = None
-    param_dtype: Any = jnp.float32
     kernel_init: Initializer = pyg_glorot
     bias_init: Initializer = nn.initializers.zeros_init()
 
@@ -119,7 +115,7 @@ def from_pyg_rgcn(state_dict) -> dict:
     return {"params": rgcn_weights_from_pyg("from_pyg_rgcn", state_dict)}
 
 
-class DMPNNEncoder(Layer):
+class DMPNNEncoder(ParamLayer):
     """Chemprop's directed message-passing encoder (``BondMessagePassing``) on :func:`jaxgraphops.agg_dmpnn`.
 
     On the bond graph ``g`` (edges = directed bonds), with atom features ``V``, bond features ``E``
@@ -167,8 +163,6 @@ class DMPNNEncoder(Layer):
     undirected: bool = False
     use_bias: bool = False
     activation: Callable = nn.relu
-    dtype: Any = None
-    param_dtype: Any = jnp.float32
     kernel_init: Initializer = nn.initializers.lecun_normal()
     bias_init: Initializer = nn.initializers.zeros_init()
 

@@ -12,31 +12,35 @@ from flax import nnx
 from ...graph import Graph
 from .._attention import (check_output_width, gat_conv, gat_weights_from_pyg, gatv2_conv, gatv2_weights_from_pyg,
                           transformer_conv, transformer_weights_from_pyg)
-from .._common import check_options, in_sizes
+from .._common import check_layer, in_sizes
 from ._common import Initializer, glorot, lecun, param, promote, value, with_weights, zeros
 
 __all__ = ["GATConv", "GATv2Conv", "TransformerConv"]
 
 
-def _output_params(layer: nnx.Module, in_dst: int, out: int, use_bias: bool, residual: bool, kernel_init,
-                   bias_init, param_dtype, rngs) -> None:
-    """An attention layer's ``bias [out]`` and ``res_kernel [F_dst, out]`` (None when not used)."""
-    layer.bias = param(bias_init, rngs, (out,), param_dtype) if use_bias else None
-    layer.res_kernel = param(kernel_init, rngs, (in_dst, out), param_dtype) if residual else None
+_GAT_KEPT = ("concat", "negative_slope", "add_self_loops", "fill_value", "dtype")
 
 
-def _setup(layer: nnx.Module, name: str, in_features, rngs: nnx.Rngs, *, share_weights: bool = False,
-           dropout: float, deterministic: bool | None, **options) -> tuple[int, int]:
-    """Checks an attention layer's options and returns ``(F_src, F_dst)``; sets its dropout attributes as
-    ``nnx.Dropout``'s: the rate, ``deterministic`` (set by ``model.eval()``/``model.train()``) and a forked
-    ``"dropout"`` stream of ``rngs`` (none without dropout)."""
-    check_options(name, share_weights=share_weights, dropout=dropout, deterministic=deterministic, **options)
+def _setup(layer: nnx.Module, args: dict, kept: tuple = _GAT_KEPT) -> tuple[int, int]:
+    """Checks an attention layer's constructor arguments ``args`` (its ``locals()``), keeps those named ``kept``
+    as attributes and returns ``(F_src, F_dst)``; sets its dropout attributes as ``nnx.Dropout``'s: the rate,
+    ``deterministic`` (set by ``model.eval()``/``model.train()``) and a forked ``"dropout"`` stream of ``rngs``
+    (none without dropout). A GAT layer (``args`` with ``residual``) also gets its ``bias`` and ``res_kernel``."""
+    check_layer(layer, args, skip=("in_features",))
+    for name in kept:
+        setattr(layer, name, args[name])
+    name, in_features = type(layer).__name__, args["in_features"]
     in_src, in_dst = in_sizes(name, in_features)
-    if share_weights and in_src != in_dst:
+    if args.get("share_weights") and in_src != in_dst:
         raise ValueError(f"{name}: share_weights=True applies one kernel to sources and destinations, so their "
                          f"features must agree; got in_features={in_features!r} (use share_weights=False)")
-    layer.dropout, layer.deterministic = float(dropout), deterministic
-    layer.dropout_rngs = rngs["dropout"].fork() if layer.dropout > 0 else nnx.data(None)
+    layer.dropout, layer.deterministic = float(args["dropout"]), args["deterministic"]
+    layer.dropout_rngs = args["rngs"]["dropout"].fork() if layer.dropout > 0 else nnx.data(None)
+    if "residual" in args:
+        out = args["out_features"] * (args["heads"] if args["concat"] else 1)
+        layer.bias = param(args["bias_init"], args["rngs"], (out,), args["param_dtype"]) if args["use_bias"] else None
+        layer.res_kernel = (param(args["kernel_init"], args["rngs"], (in_dst, out), args["param_dtype"])
+                            if args["residual"] else None)
     return in_src, in_dst
 
 
@@ -104,10 +108,7 @@ class GATConv(nnx.Module):
                  residual: bool = False, dropout: float = 0.0, deterministic: bool | None = False,
                  kernel_init: Initializer = glorot, bias_init: Initializer = zeros, dtype=None,
                  param_dtype=jnp.float32, rngs: nnx.Rngs):
-        in_src, in_dst = _setup(self, "GATConv", in_features, rngs, share_weights=share_weights, dropout=dropout,
-                                deterministic=deterministic, out_features=out_features, heads=heads, concat=concat,
-                                negative_slope=negative_slope, add_self_loops=add_self_loops, edge_dim=edge_dim,
-                                fill_value=fill_value, use_bias=use_bias, residual=residual)
+        in_src, in_dst = _setup(self, locals())
         width = heads * out_features
 
         def weight(shape):
@@ -119,10 +120,6 @@ class GATConv(nnx.Module):
         self.att_src, self.att_dst = weight((1, heads, out_features)), weight((1, heads, out_features))
         self.edge_kernel = None if edge_dim is None else weight((edge_dim, width))
         self.att_edge = None if edge_dim is None else weight((1, heads, out_features))
-        _output_params(self, in_dst, width if concat else out_features, use_bias, residual, kernel_init, bias_init,
-                       param_dtype, rngs)
-        self.concat, self.negative_slope, self.add_self_loops = concat, negative_slope, add_self_loops
-        self.fill_value, self.dtype = fill_value, dtype
 
     def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False,
                  deterministic: bool | None = None, rngs=None):
@@ -203,10 +200,7 @@ class GATv2Conv(nnx.Module):
                  residual: bool = False, dropout: float = 0.0, deterministic: bool | None = False,
                  kernel_init: Initializer = glorot, bias_init: Initializer = zeros, dtype=None,
                  param_dtype=jnp.float32, rngs: nnx.Rngs):
-        in_src, in_dst = _setup(self, "GATv2Conv", in_features, rngs, share_weights=share_weights, dropout=dropout,
-                                deterministic=deterministic, out_features=out_features, heads=heads, concat=concat,
-                                negative_slope=negative_slope, add_self_loops=add_self_loops, edge_dim=edge_dim,
-                                fill_value=fill_value, use_bias=use_bias, residual=residual)
+        in_src, in_dst = _setup(self, locals())
         width = heads * out_features
 
         def linear(n_in, on):
@@ -218,10 +212,6 @@ class GATv2Conv(nnx.Module):
         self.dst_kernel, self.dst_bias = linear(in_dst, not share_weights)
         self.att = param(kernel_init, rngs, (1, heads, out_features), param_dtype)
         self.edge_kernel = None if edge_dim is None else param(kernel_init, rngs, (edge_dim, width), param_dtype)
-        _output_params(self, in_dst, width if concat else out_features, use_bias, residual, kernel_init, bias_init,
-                       param_dtype, rngs)
-        self.concat, self.negative_slope, self.add_self_loops = concat, negative_slope, add_self_loops
-        self.fill_value, self.dtype = fill_value, dtype
 
     def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False,
                  deterministic: bool | None = None, rngs=None):
@@ -309,9 +299,7 @@ class TransformerConv(nnx.Module):
                  beta: bool = False, edge_dim: int | None = None, use_bias: bool = True, root_weight: bool = True,
                  dropout: float = 0.0, deterministic: bool | None = False, kernel_init: Initializer = lecun,
                  bias_init: Initializer = zeros, dtype=None, param_dtype=jnp.float32, rngs: nnx.Rngs):
-        in_src, in_dst = _setup(self, "TransformerConv", in_features, rngs, dropout=dropout,
-                                deterministic=deterministic, out_features=out_features, heads=heads, concat=concat,
-                                beta=beta, edge_dim=edge_dim, use_bias=use_bias, root_weight=root_weight)
+        in_src, in_dst = _setup(self, locals(), kept=("heads", "concat", "dtype"))
         width = heads * out_features
         out = width if concat else out_features
         shapes = {"query": (in_dst, width, use_bias), "key": (in_src, width, use_bias),
@@ -322,7 +310,6 @@ class TransformerConv(nnx.Module):
             spec = shapes[name]
             setattr(self, f"{name}_kernel", None if spec is None else param(kernel_init, rngs, spec[:2], param_dtype))
             setattr(self, f"{name}_bias", param(bias_init, rngs, spec[1:2], param_dtype) if spec and spec[2] else None)
-        self.heads, self.concat, self.dtype = heads, concat, dtype
 
     def __call__(self, g: Graph, x, edge_attr=None, return_attention_weights: bool = False,
                  deterministic: bool | None = None, rngs=None):

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from ...graph import Graph
-from .._common import check_choice, check_options, in_sizes
+from .._common import check_choice, check_layer, in_sizes
 from .._conv import (EDGE_CONV_AGGRS, GRAPH_CONV_NORMS, SAGE_AGGRS, edge_conv, edge_conv_weights_from_pyg, gcn_conv,
                      gcn_weights_from_pyg, gin_conv, gin_weights_from_pyg, gine_conv, graph_conv, sage_conv,
                      sage_weights_from_pyg, split_sage_input)
@@ -53,8 +53,7 @@ class SAGEConv(nnx.Module):
                  kernel_init: Initializer = lecun, bias_init: Initializer = zeros, dtype=None,
                  param_dtype=jnp.float32, rngs: nnx.Rngs):
         check_choice("SAGEConv", "aggr", aggr, SAGE_AGGRS)
-        check_options("SAGEConv", out_features=out_features, root_weight=root_weight, use_bias=use_bias,
-                      normalize=normalize)
+        check_layer(self, locals(), skip=("in_features",))
         in_src, in_dst = in_sizes("SAGEConv", in_features)
         self.neigh_kernel = param(kernel_init, rngs, (in_src, out_features), param_dtype)
         self.root_kernel = param(kernel_init, rngs, (in_dst, out_features), param_dtype) if root_weight else None
@@ -118,8 +117,7 @@ class GraphConv(nnx.Module):
                  use_bias: bool = True, kernel_init: Initializer = glorot, bias_init: Initializer = zeros,
                  dtype=None, param_dtype=jnp.float32, rngs: nnx.Rngs):
         check_choice("GraphConv", "norm", norm, GRAPH_CONV_NORMS)
-        check_options("GraphConv", in_features=in_features, out_features=out_features, add_self_loops=add_self_loops,
-                      use_bias=use_bias)
+        check_layer(self, locals())
         self.kernel = param(kernel_init, rngs, (in_features, out_features), param_dtype)
         self.bias = param(bias_init, rngs, (out_features,), param_dtype) if use_bias else None
         self.norm, self.add_self_loops, self.dtype = norm, add_self_loops, dtype
@@ -171,9 +169,7 @@ class GCNConv(nnx.Module):
                  add_self_loops: bool | None = None, normalize: bool = True, use_bias: bool = True,
                  kernel_init: Initializer = glorot, bias_init: Initializer = zeros, dtype=None, param_dtype=jnp.float32,
                  rngs: nnx.Rngs):
-        check_options("GCNConv", in_features=in_features, out_features=out_features, improved=improved,
-                      normalize=normalize, use_bias=use_bias,
-                      **({} if add_self_loops is None else {"add_self_loops": add_self_loops}))
+        check_layer(self, locals(), nullable=("add_self_loops",))
         self.kernel = param(kernel_init, rngs, (in_features, out_features), param_dtype)
         self.bias = param(bias_init, rngs, (out_features,), param_dtype) if use_bias else None
         self.improved, self.normalize, self.dtype = improved, normalize, dtype
@@ -243,7 +239,7 @@ class GINConv(nnx.Module):
 
     def __init__(self, nn: Callable, *, eps: float = 0.0, train_eps: bool = False, dtype=None,
                  param_dtype=jnp.float32):
-        check_options("GINConv", eps=eps, train_eps=train_eps)
+        check_layer(self, locals())
         self.nn, self.eps, self.dtype = nn, _eps(eps, train_eps, param_dtype), dtype
 
     def __call__(self, g: Graph, x):
@@ -296,8 +292,7 @@ class GINEConv(nnx.Module):
     def __init__(self, nn: Callable, *, eps: float = 0.0, train_eps: bool = False, edge_dim: int | None = None,
                  in_features: int | None = None, kernel_init: Initializer = lecun, bias_init: Initializer = zeros,
                  dtype=None, param_dtype=jnp.float32, rngs: nnx.Rngs | None = None):
-        check_options("GINEConv", eps=eps, train_eps=train_eps, edge_dim=edge_dim,
-                      **({} if in_features is None else {"in_features": in_features}))
+        check_layer(self, locals(), nullable=("in_features",))
         if edge_dim is not None and (in_features is None or rngs is None):
             raise ValueError(f"GINEConv: edge_dim={edge_dim} maps the edge attributes to the node features: give "
                              f"in_features (the nodes' F) and rngs; got in_features={in_features!r}, "

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from ...graph import Graph
-from .._common import check_options
+from .._common import check_layer
 from .._gno import check_block, gno_block, init_kernel, skip_input
 from ._common import lecun, param, promote, value, zeros
 
@@ -49,8 +49,7 @@ class GNOBlock(nnx.Module):
     def __init__(self, in_features: int, out_features: int, coord_dim: int, *, kernel_width: int = 64,
                  kernel: str = "matrix", reduce: str = "mean", skip: bool = True, skip_features: int | None = None,
                  dtype=None, param_dtype=jnp.float32, rngs: nnx.Rngs):
-        check_options("GNOBlock", in_features=in_features, out_features=out_features, coord_dim=coord_dim,
-                      skip_features=skip_features)
+        check_layer(self, locals())
         check_block("GNOBlock", in_features, out_features, kernel, reduce, kernel_width, skip)
         w = init_kernel(rngs.params(), coord_dim, kernel_width, in_features, out_features, kernel, param_dtype)
         self.U, self.b_u, self.V, self.b_v = (nnx.Param(w[k]) for k in ("U", "b_u", "V", "b_v"))

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import jax.numpy as jnp
 from flax import nnx
 
-from .._common import check_options
+from .._common import check_layer
 from .._readout import (attentional_aggregation, attentional_aggregation_weights_from_pyg, graph_norm,
                         graph_norm_weights_from_pyg)
 from ._common import load_variables, promote, sequential
@@ -80,7 +80,7 @@ class GraphNorm(nnx.Module):
     """
 
     def __init__(self, num_features: int, *, eps: float = 1e-5, dtype=None, param_dtype=jnp.float32):
-        check_options("GraphNorm", num_features=num_features, eps=eps)
+        check_layer(self, locals())
         f = (num_features,)
         self.weight = nnx.Param(jnp.ones(f, param_dtype))
         self.bias = nnx.Param(jnp.zeros(f, param_dtype))

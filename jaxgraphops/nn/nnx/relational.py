@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from ...graph import Graph
-from .._common import check_options, in_sizes
+from .._common import check_layer, in_sizes
 from .._relational import (check_dmpnn_config, check_rgcn_config, dmpnn_encoder, dmpnn_weights_from_chemprop,
                            interaction_network, pyg_glorot, rgcn_config_from_weights, rgcn_conv, rgcn_inputs,
                            rgcn_kernel_shape, rgcn_weights_from_pyg)
@@ -57,7 +57,7 @@ class RGCNConv(nnx.Module):
                  bias_init: Initializer = zeros, dtype=None, param_dtype=jnp.float32, rngs: nnx.Rngs):
         name = "RGCNConv"
         check_rgcn_config(name, num_relations, num_bases, num_blocks, aggr)
-        check_options(name, out_features=out_features, root_weight=root_weight, use_bias=use_bias)
+        check_layer(self, locals(), skip=("in_features",))
         in_src, in_dst = in_sizes(name, in_features)
         shape = rgcn_kernel_shape(name, num_relations, num_bases, num_blocks, in_src, out_features)
         self.kernel = param(kernel_init, rngs, shape, param_dtype)
@@ -96,16 +96,7 @@ class RGCNConv(nnx.Module):
 
 class DMPNNEncoder(nnx.Module):
     """Chemprop's directed message-passing encoder (``BondMessagePassing``) on :func:`jaxgraphops.agg_dmpnn`,
-    the linen :class:`jaxgraphops.nn.flax.DMPNNEncoder` as an NNX module.
-
-    On the bond graph ``g`` (edges = directed bonds), with atom features ``V``, bond features ``E``
-    and ``tau`` the activation::
-
-        H0 = W_i([V[src] | E]);  H = tau(H0)
-        depth - 1 times:  (undirected: H = (H + H[rev]) / 2)
-                          H = tau(H0 + W_h(sum_{e' into src(e)} H[e'] - H[rev(e)]))
-        out = tau(W_o([V | sum of H over the bonds into each atom]))
-        with atom_descriptors V_d:  out = W_d([out | V_d])
+    the linen :class:`jaxgraphops.nn.flax.DMPNNEncoder` (its equations) as an NNX module.
 
     Params: ``W_i``, ``W_h`` (``nnx.Linear``, biases with ``use_bias``), ``W_o`` (with a bias), ``W_d``
     (with ``d_vd``; else None), each ``kernel [in, out]`` and ``bias`` as the linen layer's.
@@ -138,7 +129,7 @@ class DMPNNEncoder(nnx.Module):
                  kernel_init: Initializer = lecun, bias_init: Initializer = zeros, dtype=None,
                  param_dtype=jnp.float32, rngs: nnx.Rngs):
         check_dmpnn_config("DMPNNEncoder", depth, undirected)
-        check_options("DMPNNEncoder", d_v=d_v, d_e=d_e, d_h=d_h, use_bias=use_bias, d_vd=d_vd)
+        check_layer(self, locals())
 
         def linear(n_in, n_out, bias):
             return nnx.Linear(n_in, n_out, use_bias=bias, kernel_init=kernel_init, bias_init=bias_init,
@@ -168,11 +159,11 @@ class DMPNNEncoder(nnx.Module):
         not read: apply them to the inputs.
 
         >>> import numpy as np
-        >>> sd = {"W_i.weight": np.ones((16, 7)), "W_h.weight": np.ones((16, 16)), "W_o.weight": np.ones((16, 21)),
-        ...       "W_o.bias": np.zeros(16)}
-        >>> layer = DMPNNEncoder.from_chemprop(sd, depth=4)
-        >>> layer.W_i.kernel.shape, layer.W_h.bias is None, layer.W_d is None
-        ((7, 16), True, True)
+        >>> sd = {"W_i.weight": np.ones((8, 5)), "W_i.bias": np.zeros(8), "W_h.weight": np.ones((8, 8)),
+        ...       "W_h.bias": np.zeros(8), "W_o.weight": np.ones((8, 11)), "W_o.bias": np.zeros(8)}
+        >>> layer = DMPNNEncoder.from_chemprop(sd, undirected=True)
+        >>> layer.W_i.kernel.shape, layer.W_h.bias.shape, layer.undirected
+        ((5, 8), (8,), True)
         """
         w = dmpnn_weights_from_chemprop("DMPNNEncoder.from_chemprop", state_dict)
         d_h = w["W_h"]["kernel"].shape[0]
@@ -209,7 +200,7 @@ class InteractionNetwork(nnx.Module):
     """
 
     def __init__(self, edge_mlp: Callable, node_mlp: Callable, *, residual: bool = True):
-        check_options("InteractionNetwork", residual=residual)
+        check_layer(self, locals())
         self.edge_mlp, self.node_mlp, self.residual = edge_mlp, node_mlp, residual
 
     def __call__(self, g: Graph, nodes, edges):
