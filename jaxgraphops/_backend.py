@@ -104,6 +104,33 @@ def kernels_on_cpu() -> bool:
     return KERNELS != "xla"
 
 
+_warned_composition_on_gpu = False
+
+
+def gpu_backend() -> bool:
+    """Whether this process has a GPU backend (lowering for ``cuda`` on a host without one, as ``jax.export``
+    does, runs nothing there)."""
+    try:
+        return bool(jax.devices("gpu"))
+    except RuntimeError:
+        return False
+
+
+def warn_composition_on_gpu(name: str) -> None:
+    """Warn once per process (``jgo.CudaPluginWarning``) that op ``name`` runs on a GPU backend without the
+    CUDA kernels: correct, but on its pure-JAX composition, many times slower. Not where the user asked for the
+    compositions (``JGO_KERNELS=xla``), where the import already warned about an unusable plugin, nor in a
+    process without a GPU backend."""
+    global _warned_composition_on_gpu
+    if _warned_composition_on_gpu or with_cuda() or not kernels_on_cpu() or _problems or not gpu_backend():
+        return
+    _warned_composition_on_gpu = True
+    warnings.warn(f"jaxgraphops: {name} runs on a GPU without the CUDA kernels, so every op there lowers to its "
+                  f"pure-JAX composition (correct, but many times slower); install them with {INSTALL} "
+                  f"(JGO_KERNELS=xla asks for the compositions and silences this warning)",
+                  CudaPluginWarning, stacklevel=3)
+
+
 def kernel_platform() -> str:
     """Which handlers run the ops on JAX's default backend.
 

@@ -119,6 +119,8 @@ def _slots(g: Graph, seeds, key_words, fanout: int, replace: bool, impl):
         return empty, empty
     if impl == "xla":
         return xla()
+    if not _backend.with_cuda() and jax.default_backend() == "gpu":
+        _backend.warn_composition_on_gpu("jgo_sample_neighbors")
     kernel = lambda: _kernel_slots(g, seeds, key_words, fanout, replace)  # noqa: E731
     fallback = lambda: xla()  # noqa: E731
     return jax.lax.platform_dependent(cpu=kernel if _backend.kernels_on_cpu() else fallback,

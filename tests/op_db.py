@@ -317,3 +317,21 @@ def results(impl) -> dict[str, np.ndarray]:
         out[name] = np.asarray(y)
         out.update({f"{name}/grad{k}": np.asarray(gk) for k, gk in enumerate(grads)})
     return out
+
+
+def results_in_child(tmp_path, kernels: str, child: str) -> dict[str, np.ndarray]:
+    """The arrays saved by ``child`` (``"module.function"`` of the tests folder, called with an ``.npz`` path) run in
+    a process with ``JGO_KERNELS=kernels``, started in the tests folder (not the repository root, whose
+    ``jaxgraphops/`` is not built)."""
+    import os
+    import subprocess
+    import sys
+
+    path, folder = tmp_path / f"{kernels}.npz", Path(__file__).parent
+    module, function = child.rsplit(".", 1)
+    env = dict(os.environ, JGO_KERNELS=kernels, PYTHONPATH=str(folder))
+    proc = subprocess.run([sys.executable, "-c", f"import {module} as t; t.{function}({str(path)!r})"], env=env,
+                          capture_output=True, text=True, timeout=600, cwd=folder)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with np.load(path) as z:
+        return {k: z[k] for k in z.files}

@@ -7,15 +7,10 @@ A child process with ``JGO_KERNELS=xla`` (no kernels on the CPU) runs every case
 process runs the same with ``impl="xla"``; they must agree.
 """
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import jax
 import jax.numpy as jnp
 import numpy as np
-from op_db import cases, results, small_graph
+from op_db import cases, results, results_in_child, small_graph
 
 
 def _child(path):
@@ -32,13 +27,7 @@ def _child(path):
 
 def test_compositions_match_the_references(tmp_path, x64):
     """Forward and first-order gradients of every op of the registry, float64, to 1e-9."""
-    path = tmp_path / "compositions.npz"
-    env = dict(os.environ, JGO_KERNELS="xla", PYTHONPATH=str(Path(__file__).parent))
-    code = f"import test_compositions as t; t._child({str(path)!r})"
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600,
-                          cwd=Path(__file__).parent)  # not the repository root, whose jaxgraphops/ is not built
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    got, want = np.load(path), results("xla")
-    assert sorted(got.files) == sorted(want)
+    got, want = results_in_child(tmp_path, "xla", "test_compositions._child"), results("xla")
+    assert sorted(got) == sorted(want)
     for key, w in want.items():
         np.testing.assert_allclose(got[key], w, rtol=1e-9, atol=1e-9, err_msg=key)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from op_db import BY_NAME, results
+from op_db import BY_NAME, results, results_in_child
 
 import jaxgraphops as jgo
 from jaxgraphops import _ext
@@ -102,14 +102,9 @@ def _emulated_child(path):
 def test_every_op_on_the_emulated_cuda_handlers(tmp_path, x64):
     """Every case of every op with CUDA handlers (``OpInfo.cuda``), forward and first-order gradients in float64,
     run by the emulated CUDA handlers in a child process, equals the pure-JAX reference (``impl="xla"``)."""
-    path = tmp_path / "emulated.npz"
-    env = dict(os.environ, JGO_KERNELS="cuda-emulation", PYTHONPATH=str(Path(__file__).parent))
-    code = f"import test_cuda_emulation as t; t._emulated_child({str(path)!r})"
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600,
-                          cwd=Path(__file__).parent)  # not the repository root, whose jaxgraphops/ is not built
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    got, want = np.load(path), results("xla")
-    assert sorted(got.files) == sorted(want)
+    got = results_in_child(tmp_path, "cuda-emulation", "test_cuda_emulation._emulated_child")
+    want = results("xla")
+    assert sorted(got) == sorted(want)
     checked = set()
     for key, w in want.items():
         op = key.split("/")[0]

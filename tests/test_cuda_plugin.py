@@ -10,7 +10,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import pytest
-from test_packaging import cuda_marks, run_python
+from test_packaging import WITHOUT_PLUGIN, cuda_marks, run_python
 
 import jaxgraphops as jgo
 from jaxgraphops import _cuda_plugin, _ext
@@ -162,3 +162,39 @@ def test_the_installed_plugin_library_is_plain_c_with_device_code():
     assert "fat binary magic 0xBA55ED50" in cuda_marks(plugin.LIBRARY)
     assert "the CUDA runtime (libcuda.so)" in cuda_marks(plugin.LIBRARY)
 
+
+
+# Lowers ops for a GPU (jax.export cross-lowers without one) with the plugin made invisible, and prints the
+# jaxgraphops warnings: none on this host without a GPU backend, then, with one pretended, one per process.
+CROSS_LOWER = WITHOUT_PLUGIN + """
+import warnings
+import jax, jax.numpy as jnp, numpy as np
+import jaxgraphops as jgo
+from jaxgraphops import _backend
+g = jgo.Graph.from_edges(np.array([0, 1, 2]), np.array([1, 2, 0]))
+x = jnp.ones((3, 4))
+ops = [lambda x: jgo.gspmm(g, x, reduce="max"), lambda x: jgo.agg_dmpnn(g, x, np.full(3, -1)),
+       lambda x: jgo.gspmm(g, x, reduce="sum")]
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    jax.export.export(jax.jit(ops[0]), platforms=["cuda"])(x)
+    _backend.gpu_backend = lambda: True
+    for f in ops[1:]:
+        jax.export.export(jax.jit(f), platforms=["cuda"])(x)
+print([str(w.message) for w in caught if issubclass(w.category, jgo.CudaPluginWarning)])
+"""
+
+
+def test_compositions_on_a_gpu_warn_once(tmp_path):
+    """A GPU backend without the CUDA kernels runs the ops on their pure-JAX compositions: one
+    ``CudaPluginWarning`` per process, naming the first op lowered there and the install command; none for a
+    lowering on a host without a GPU backend, none when ``JGO_KERNELS=xla`` asked for the compositions."""
+    run = run_python(CROSS_LOWER, tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    messages = eval(run.stdout.strip().splitlines()[-1])
+    assert len(messages) == 1, messages
+    assert "jgo_dmpnn" in messages[0] and "runs on a GPU without the CUDA kernels" in messages[0], messages
+    assert _cuda_plugin.INSTALL in messages[0]
+    run = run_python(CROSS_LOWER, tmp_path, JGO_KERNELS="xla")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert eval(run.stdout.strip().splitlines()[-1]) == []

@@ -320,17 +320,17 @@ def test_invalid_rev_under_jit(rng, concat_own):
               r"rev_edge_ids must be an involution .*rev_edge_ids\[0\] = 1 but rev_edge_ids\[1\] = -1", [0])]
     for bad, message, rows in cases:
         bad = jnp.asarray(bad, jnp.int32)
-        with kernel_index_error(f".*agg_dmpnn \\(dmpnn_fwd\\): {message}"):
+        with kernel_index_error(f".*agg_dmpnn \\(jgo_dmpnn_fwd\\): {message}"):
             out = np.asarray(f(h, bad))
             assert np.isnan(out[rows, :3]).all()  # the CUDA kernels' answer
             others = np.setdiff1d(np.arange(16), rows)
             assert not np.isnan(out[others]).any()
-        with kernel_index_error(f".*agg_dmpnn \\(dmpnn_(fwd|bwd)\\): {message}"):
+        with kernel_index_error(f".*agg_dmpnn \\(jgo_dmpnn_(fwd|bwd)\\): {message}"):
             grad(h, bad).block_until_ready()
         # the backward kernel alone
         G = jnp.ones((16, 6 if concat_own else 3))
         bwd = jax.jit(lambda h, r, G: DMPNN.vjp.bind(*graph_arrays(g), h, r, G, concat_own=concat_own, part="edges"))
-        with kernel_index_error(f".*agg_dmpnn \\(dmpnn_bwd\\): {message}"):
+        with kernel_index_error(f".*agg_dmpnn \\(jgo_dmpnn_bwd\\): {message}"):
             grad_h = np.asarray(bwd(h, bad, G)[0])
             assert np.isnan(grad_h[rows]).all()
 

@@ -468,7 +468,7 @@ def test_bad_arguments():
 def test_out_of_range_seed_under_jit_fails_the_cpu_kernel():
     g = jgo.Graph.from_edges(np.array([0, 1, 2]), np.array([1, 2, 0]))
     f = jax.jit(lambda s: jgo.sample_neighbors(jax.random.key(0), g, s, 2).edge_ids)
-    with kernel_index_error(r"jaxgraphops: sample_neighbors: seed 7 at position 1 out of range \[0, 3\)"):
+    with kernel_index_error(r"jaxgraphops: jgo_sample_neighbors: seed 7 at position 1 out of range \[0, 3\)"):
         out = f(jnp.array([0, 7], jnp.int32)).block_until_ready()
         assert out.tolist()[2:] == [-1, -1]  # the CUDA kernel: a padding seed
     assert f(jnp.array([0, -1], jnp.int32)).tolist() == [2, -1, -1, -1]
@@ -479,5 +479,6 @@ def test_malformed_graph_under_jit_fails_the_cpu_kernel():
     leaves = list(g.tree_flatten()[0])
     leaves[3] = jnp.array([0, 5, 2], jnp.int32)  # csc_src: source 5 of 3
     bad = kernel_only(jgo.Graph(*leaves, 3, 3, validate=False))
-    with kernel_index_error("jaxgraphops: sample_neighbors: an in-edge of seed 1 at position 0 has a source or edge id out of range"):
+    with kernel_index_error("jaxgraphops: jgo_sample_neighbors: an in-edge of seed 1 at position 0 has a source or "
+                            "edge id out of range"):
         jgo.sample_neighbors(jax.random.key(0), bad, jnp.array([1]), 2).edge_ids.block_until_ready()

@@ -280,7 +280,7 @@ void OutRowsDispatch(Args... args) {
 template <typename T, typename I>
 ffi::Error InTyped(ffi::ThreadPool& pool, const DimenetArgs& a, const I* offsets, const I* nbr, const I* pos,
                    const ffi::AnyBuffer* ops, ffi::AnyBuffer* res) {
-  if (auto err = CheckGrouping("dimenet_in", offsets, nbr, pos, a.E, a.T); err.failure()) return err;
+  if (auto err = CheckGrouping("jgo_dimenet_in", offsets, nbr, pos, a.E, a.T); err.failure()) return err;
   const DimenetOperands<T> o = OperandsOf<T>(ops, a);
   const DimenetPlan p = MakePlan(o);
   const std::vector<EdgeDir<T>> dirs = Directions(pool, o.vec, a.E);
@@ -313,7 +313,7 @@ ffi::Error InTyped(ffi::ThreadPool& pool, const DimenetArgs& a, const I* offsets
 template <typename T, typename I>
 ffi::Error OutTyped(ffi::ThreadPool& pool, const DimenetArgs& a, const I* offsets, const I* nbr,
                     const ffi::AnyBuffer* ops, const T* coef, T* gout, T* gvec) {
-  if (auto err = CheckGrouping<I>("dimenet_out", offsets, nbr, nullptr, a.E, a.T); err.failure()) return err;
+  if (auto err = CheckGrouping<I>("jgo_dimenet_out", offsets, nbr, nullptr, a.E, a.T); err.failure()) return err;
   const DimenetOperands<T> o = OperandsOf<T>(ops, a);
   const DimenetPlan p = MakePlan(o);
   const std::vector<EdgeDir<T>> dirs = Directions(pool, o.vec, a.E);
@@ -331,20 +331,11 @@ ffi::Error DimenetInCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBu
                         ffi::Result<ffi::AnyBuffer> r_a, ffi::Result<ffi::AnyBuffer> r_emb,
                         ffi::Result<ffi::AnyBuffer> r_wb, ffi::Result<ffi::AnyBuffer> r_coef, int64_t outputs) {
   const ffi::AnyBuffer ops[kDimenetOperands] = {vec, A, emb, wb, wbt, grad, dvec, dA, demb, dwb, dwbt, dgrad};
-  auto args = CheckDimenet("dimenet_in", offsets, nbr, ops, outputs);
+  auto args = CheckDimenet("jgo_dimenet_in", offsets, nbr, ops, outputs);
   if (args.has_error()) return args.error();
   const DimenetArgs& a = *args;
-  if ((outputs & kOutGrad) != 0) return InvalidArgument("dimenet_in: the grad component is computed by dimenet_out");
-  if (pos.element_type() != offsets.element_type() || static_cast<int64_t>(pos.element_count()) != a.T)
-    return InvalidArgument("dimenet_in: positions must be [n_triplets] of the index dtype");
   ffi::AnyBuffer res[5] = {*r_vec, *r_a, *r_emb, *r_wb, *r_coef};
-  const int64_t sizes[5] = {3 * a.E, kSpherical * a.M * a.E, a.C * a.E, a.C * a.M, 2 * a.T};
-  const int64_t bits[5] = {kOutVec, kOutA, kOutEmb, kOutWb, kOutVec};
-  const char* names[5] = {"vec", "A", "emb", "W_b", "coef"};
-  for (int i = 0; i < 5; ++i)
-    if (auto err = CheckResult("dimenet_in", names[i], res[i], (outputs & bits[i]) != 0, sizes[i], vec.element_type());
-        err.failure())
-      return err;
+  if (auto err = CheckDimenetIn(a, offsets, pos, vec, res); err.failure()) return err;
   return DispatchTypes(vec.element_type(), offsets.element_type(), [&](auto t, auto i) {
     using I = decltype(i);
     return InTyped<decltype(t), I>(pool, a, offsets.typed_data<I>(), nbr.typed_data<I>(), pos.typed_data<I>(), ops,
@@ -358,17 +349,11 @@ ffi::Error DimenetOutCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyB
                          ffi::AnyBuffer dwb, ffi::AnyBuffer dwbt, ffi::AnyBuffer dgrad, ffi::AnyBuffer coef,
                          ffi::Result<ffi::AnyBuffer> r_grad, ffi::Result<ffi::AnyBuffer> r_vec, int64_t outputs) {
   const ffi::AnyBuffer ops[kDimenetOperands] = {vec, A, emb, wb, wbt, grad, dvec, dA, demb, dwb, dwbt, dgrad};
-  auto args = CheckDimenet("dimenet_out", offsets, nbr, ops, outputs);
+  auto args = CheckDimenet("jgo_dimenet_out", offsets, nbr, ops, outputs);
   if (args.has_error()) return args.error();
   const DimenetArgs& a = *args;
-  if ((outputs & ~(kOutGrad | kOutVec)) != 0) return InvalidArgument("dimenet_out: computes only grad and vec");
+  if (auto err = CheckDimenetOut(a, vec, coef, *r_grad, *r_vec); err.failure()) return err;
   const bool want_vec = (outputs & kOutVec) != 0, want_grad = (outputs & kOutGrad) != 0;
-  if (coef.element_type() != vec.element_type() || static_cast<int64_t>(coef.element_count()) != (want_vec ? 2 * a.T : 0))
-    return InvalidArgument("dimenet_out: coef must be [n_triplets, 2] when vec is requested");
-  if (auto err = CheckResult("dimenet_out", "grad", *r_grad, want_grad, a.C * a.E, vec.element_type()); err.failure())
-    return err;
-  if (auto err = CheckResult("dimenet_out", "vec", *r_vec, want_vec, 3 * a.E, vec.element_type()); err.failure())
-    return err;
   return DispatchTypes(vec.element_type(), offsets.element_type(), [&](auto t, auto i) {
     using T = decltype(t);
     using I = decltype(i);

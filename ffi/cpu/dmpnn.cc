@@ -104,7 +104,7 @@ ffi::Error DmpnnTyped(ffi::ThreadPool& pool, DmpnnPass pass, const DmpnnArgs& a,
                       ffi::AnyBuffer in_eid, ffi::AnyBuffer out_offsets, ffi::AnyBuffer out_eid, ffi::AnyBuffer rev,
                       ffi::AnyBuffer x, ffi::AnyBuffer y) {
   const bool fwd = pass == DmpnnPass::kFwd;
-  const char* fn = fwd ? "dmpnn_fwd" : "dmpnn_bwd";
+  const char* fn = fwd ? "jgo_dmpnn_fwd" : "jgo_dmpnn_bwd";
   const I *io = in_offsets.typed_data<I>(), *ie = in_eid.typed_data<I>();
   const I *oo = out_offsets.typed_data<I>(), *oe = out_eid.typed_data<I>(), *rv = rev.typed_data<I>();
   const std::string in_what = std::string(fn) + (fwd ? " (CSC)" : " (CSR)");

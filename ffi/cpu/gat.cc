@@ -77,7 +77,7 @@ ffi::Error GatFwdTyped(ffi::ThreadPool& pool, const GatArgs& a, ffi::AnyBuffer o
   const I* o = offsets.typed_data<I>();
   const I* n = nbr.typed_data<I>();
   const I* e = eid.typed_data<I>();
-  if (auto err = CheckCompressed(pool, o, n, e, a.n_rows, a.n_edges, a.nbr_bound, true, "gat_fwd");
+  if (auto err = CheckCompressed(pool, o, n, e, a.n_rows, a.n_edges, a.nbr_bound, true, "jgo_gat_fwd");
       err.failure()) return err;
   const T *xd = x.typed_data<T>(), *ss = s_src.typed_data<T>(), *sd = s_dst.typed_data<T>();
   const T* se = a.has_edge ? s_edge.typed_data<T>() : nullptr;
@@ -95,8 +95,8 @@ ffi::Error GatFwdCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffe
                      double negative_slope, bool has_edge, int64_t dropout_threshold, double dropout_scale) {
   auto args = CheckGatFwd(offsets, nbr, eid, x, s_src, s_dst, s_edge, *out, *lse, negative_slope, has_edge);
   if (args.has_error()) return args.error();
-  if (auto e = SetDropout("gat_fwd", *args, dropout_key, dropout_threshold, dropout_scale); e.failure()) return e;
-  if (auto e = RequireCpuStorage("gat_fwd", *args); e.failure()) return e;
+  if (auto e = SetDropout("jgo_gat_fwd", *args, dropout_key, dropout_threshold, dropout_scale); e.failure()) return e;
+  if (auto e = RequireCpuStorage("jgo_gat_fwd", *args); e.failure()) return e;
   return DispatchTypes(x.element_type(), offsets.element_type(), [&](auto t, auto i) {
     return GatFwdTyped<decltype(t), decltype(i)>(pool, *args, offsets, nbr, eid, x, s_src, s_dst, s_edge, *out,
                                                  *lse);
@@ -209,7 +209,7 @@ ffi::Error GatBwdTyped(ffi::ThreadPool& pool, const GatArgs& a, bool by_src, ffi
   const I* n = nbr.typed_data<I>();
   const I* e = eid.typed_data<I>();
   if (auto err = CheckCompressed(pool, o, n, e, a.n_rows, a.n_edges, a.nbr_bound, true,
-                                 by_src ? "gat_bwd_src" : "gat_bwd_dst");
+                                 by_src ? "jgo_gat_bwd_src" : "jgo_gat_bwd_dst");
       err.failure())
     return err;
   const T *xd = x.typed_data<T>(), *ss = s_src.typed_data<T>(), *di = dst_info.typed_data<T>();
@@ -237,11 +237,11 @@ ffi::Error GatBwd(ffi::ThreadPool& pool, bool by_src, ffi::AnyBuffer offsets, ff
   auto args = CheckGatBwd(offsets, nbr, eid, x, s_src, s_edge, dst_info, grad, out_a, out_b, by_src, negative_slope,
                           has_edge);
   if (args.has_error()) return args.error();
-  if (auto e = SetDropout(by_src ? "gat_bwd_src" : "gat_bwd_dst", *args, dropout_key, dropout_threshold,
+  if (auto e = SetDropout(by_src ? "jgo_gat_bwd_src" : "jgo_gat_bwd_dst", *args, dropout_key, dropout_threshold,
                           dropout_scale);
       e.failure())
     return e;
-  if (auto e = RequireCpuStorage(by_src ? "gat_bwd_src" : "gat_bwd_dst", *args); e.failure()) return e;
+  if (auto e = RequireCpuStorage(by_src ? "jgo_gat_bwd_src" : "jgo_gat_bwd_dst", *args); e.failure()) return e;
   return DispatchTypes(x.element_type(), offsets.element_type(), [&](auto t, auto i) {
     return GatBwdTyped<decltype(t), decltype(i)>(pool, *args, by_src, offsets, nbr, eid, x, s_src, s_edge, dst_info,
                                                  grad, out_a, out_b);

@@ -56,9 +56,9 @@ struct Scratch {
   }
 };
 
-constexpr const char* kFwd = "gatv2_fwd";
-constexpr const char* kBwdDst = "gatv2_bwd_dst";
-constexpr const char* kBwdSrc = "gatv2_bwd_src";
+constexpr const char* kFwd = "jgo_gatv2_fwd";
+constexpr const char* kBwdDst = "jgo_gatv2_bwd_dst";
+constexpr const char* kBwdSrc = "jgo_gatv2_bwd_src";
 
 // ---------------------------------------------------------------------------------------
 // jgo_gatv2_fwd: one pass over the in-edges of each destination with an online softmax per head.

@@ -241,7 +241,7 @@ ffi::Error GnoFwdTyped(ffi::ThreadPool& pool, const GnoArgs& a, ffi::AnyBuffer o
   const I* o = offsets.typed_data<I>();
   const I* n = nbr.typed_data<I>();
   const I* e = eid.typed_data<I>();
-  if (auto err = CheckCompressed(pool, o, n, e, a.n_rows, a.n_edges, a.nbr_bound, true, "gno_fwd");
+  if (auto err = CheckCompressed(pool, o, n, e, a.n_rows, a.n_edges, a.nbr_bound, true, "jgo_gno_fwd");
       err.failure()) return err;
   const T *fd = f.typed_data<T>(), *xd = dx.typed_data<T>();
   const T* wd = a.has_weight ? w.typed_data<T>() : nullptr;
@@ -389,7 +389,7 @@ ffi::Error GnoBwdTyped(ffi::ThreadPool& pool, const GnoArgs& a, bool by_src, ffi
   const I* n = nbr.typed_data<I>();
   const I* e = eid.typed_data<I>();
   if (auto err = CheckCompressed(pool, o, n, e, a.n_rows, a.n_edges, a.nbr_bound, true,
-                                 by_src ? "gno_bwd_src" : "gno_bwd_dst");
+                                 by_src ? "jgo_gno_bwd_src" : "jgo_gno_bwd_dst");
       err.failure())
     return err;
   const T *fd = f.typed_data<T>(), *xd = dx.typed_data<T>(), *gd = G.typed_data<T>();

@@ -78,15 +78,24 @@ ffi::Error CheckTypes(const I* types, int64_t n_edges, int64_t n_types, const ch
   return ffi::Error::Success();
 }
 
+// Handler `what`'s walk (CheckCompressed) and the edge types of its real edges (CheckTypes); `reads_nbr` when the
+// walk reads through the neighbour ids (not the norm pass).
+template <typename I>
+ffi::Error CheckTypedWalk(ffi::ThreadPool& pool, const HgBasisArgs& a, const I* o, const I* n, const I* eid,
+                          const I* types, bool reads_nbr, const char* what) {
+  if (auto err = CheckCompressed(pool, o, n, eid, a.n_rows, a.n_edges, reads_nbr ? a.nbr_bound : 0, reads_nbr, what);
+      err.failure())
+    return err;
+  return CheckTypes(types, o[a.n_rows], a.n_types, what);
+}
+
 // ---------------------------------------------------------------------------------------
 // jgo_hg_basis_norm: w_e = 1 / (in-edges of dst(e) with the type of e)
 
 template <typename T, typename I>
 ffi::Error NormTyped(ffi::ThreadPool& pool, const HgBasisArgs& a, const I* o, const I* n, const I* eid,
                      const I* types, T* w) {
-  if (auto err = CheckCompressed(pool, o, n, eid, a.n_rows, a.n_edges, 0, false, "hg_basis_norm");
-      err.failure()) return err;
-  if (auto err = CheckTypes(types, o[a.n_rows], a.n_types, "hg_basis_norm"); err.failure()) return err;
+  if (auto err = CheckTypedWalk(pool, a, o, n, eid, types, false, "jgo_hg_basis_norm"); err.failure()) return err;
   ForRowChunks(pool, o, a.n_rows, 1, [&](int64_t r0, int64_t r1) {
     std::vector<int64_t> count(a.n_types, 0);
     for (int64_t r = r0; r < r1; ++r) {
@@ -186,9 +195,7 @@ ffi::Error FwdTyped(ffi::ThreadPool& pool, const HgBasisArgs& a, ffi::AnyBuffer 
                     ffi::AnyBuffer own, ffi::AnyBuffer out) {
   const I *o = offsets.typed_data<I>(), *n = nbr.typed_data<I>(), *e = eid.typed_data<I>();
   const I* ty = types.typed_data<I>();
-  if (auto err = CheckCompressed(pool, o, n, e, a.n_rows, a.n_edges, a.nbr_bound, true, "hg_basis_fwd"); err.failure())
-    return err;
-  if (auto err = CheckTypes(ty, o[a.n_rows], a.n_types, "hg_basis_fwd"); err.failure()) return err;
+  if (auto err = CheckTypedWalk(pool, a, o, n, e, ty, true, "jgo_hg_basis_fwd"); err.failure()) return err;
   const T* xd = x.typed_data<T>();
   const T* cd = a.has_comp ? comp.typed_data<T>() : nullptr;
   const T* wd = a.has_norm ? w.typed_data<T>() : nullptr;
@@ -268,10 +275,7 @@ ffi::Error BwdSrcTyped(ffi::ThreadPool& pool, const HgBasisArgs& a, ffi::AnyBuff
                        ffi::AnyBuffer w, ffi::AnyBuffer G, ffi::AnyBuffer grad_x, ffi::AnyBuffer grad_comp) {
   const I *o = offsets.typed_data<I>(), *n = nbr.typed_data<I>(), *e = eid.typed_data<I>();
   const I* ty = types.typed_data<I>();
-  if (auto err = CheckCompressed(pool, o, n, e, a.n_rows, a.n_edges, a.nbr_bound, true, "hg_basis_bwd_src");
-      err.failure())
-    return err;
-  if (auto err = CheckTypes(ty, o[a.n_rows], a.n_types, "hg_basis_bwd_src"); err.failure()) return err;
+  if (auto err = CheckTypedWalk(pool, a, o, n, e, ty, true, "jgo_hg_basis_bwd_src"); err.failure()) return err;
   const T* xd = x.typed_data<T>();
   const T* cd = a.has_comp ? comp.typed_data<T>() : nullptr;
   const T* wd = a.has_norm ? w.typed_data<T>() : nullptr;

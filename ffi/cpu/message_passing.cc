@@ -290,7 +290,7 @@ ffi::Error SpmmTyped(ffi::ThreadPool& pool, const SpmmArgs& a, ffi::AnyBuffer of
   const I* o = offsets.typed_data<I>();
   const I* n = nbr.typed_data<I>();
   const I* e = eid.typed_data<I>();
-  if (auto err = CheckCompressed(pool, o, n, e, a.n_rows, a.n_edges, a.nbr_bound, a.reads_nbr, "spmm", a.reads_eid);
+  if (auto err = CheckCompressed(pool, o, n, e, a.n_rows, a.n_edges, a.nbr_bound, a.reads_nbr, "jgo_spmm", a.reads_eid);
       err.failure())
     return err;
   const I* m = a.mask == Mask::kNone ? nullptr : mask_arg.typed_data<I>();
@@ -304,7 +304,7 @@ ffi::Error SpmmTyped(ffi::ThreadPool& pool, const SpmmArgs& a, ffi::AnyBuffer of
     case Op::kAdd: return SpmmDispatchReduce<T, I, Op::kAdd>(pool, a, o, n, e, nd, ed, m, od, arg);
     case Op::kMul: return SpmmDispatchReduce<T, I, Op::kMul>(pool, a, o, n, e, nd, ed, m, od, arg);
   }
-  return InvalidArgument("spmm: unknown op");
+  return InvalidArgument("jgo_spmm: unknown op");
 }
 
 ffi::Error SpmmCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
@@ -369,14 +369,14 @@ ffi::Error PoolSortedTyped(ffi::ThreadPool& pool, const T* x, const I* ids, T* o
 ffi::Error PoolSortedCpu(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::AnyBuffer ids, ffi::Result<ffi::AnyBuffer> out,
                          bool mean) {
   if (!IsFloatType(x.element_type()) || out->element_type() != x.element_type() || !IsIndexType(ids.element_type()))
-    return InvalidArgument("pool_sorted: x and the result must be float32/float64 and ids int32/int64");
+    return InvalidArgument("jgo_pool_sorted: x and the result must be float32/float64 and ids int32/int64");
   const int64_t N = static_cast<int64_t>(ids.element_count());
   if (ids.dimensions().size() != 1 || Rows(x) != N)
-    return InvalidArgument("pool_sorted: ids must be [N] for x [N, ...] with N = " + std::to_string(Rows(x)));
+    return InvalidArgument("jgo_pool_sorted: ids must be [N] for x [N, ...] with N = " + std::to_string(Rows(x)));
   const int64_t F = N == 0 ? 0 : static_cast<int64_t>(x.element_count()) / N;
   const int64_t G = Rows(*out);
   if (static_cast<int64_t>(out->element_count()) != G * (N == 0 ? RowLength(*out) : F))
-    return InvalidArgument("pool_sorted: the result must be [n_graphs, ...] with x's row shape");
+    return InvalidArgument("jgo_pool_sorted: the result must be [n_graphs, ...] with x's row shape");
   if (N == 0) {
     std::fill_n(static_cast<char*>(out->untyped_data()), out->size_bytes(), 0);
     return ffi::Error::Success();
@@ -409,14 +409,14 @@ void PoolSortedBwdTyped(ffi::ThreadPool& pool, const T* ct, const I* ids, T* out
 ffi::Error PoolSortedBwdCpu(ffi::ThreadPool pool, ffi::AnyBuffer ct, ffi::AnyBuffer ids,
                             ffi::Result<ffi::AnyBuffer> out) {
   if (!IsFloatType(ct.element_type()) || out->element_type() != ct.element_type() || !IsIndexType(ids.element_type()))
-    return InvalidArgument("pool_sorted_bwd: ct and the result must be float32/float64 and ids int32/int64");
+    return InvalidArgument("jgo_pool_sorted_bwd: ct and the result must be float32/float64 and ids int32/int64");
   const int64_t N = static_cast<int64_t>(ids.element_count()), G = Rows(ct);
   if (ids.dimensions().size() != 1 || Rows(*out) != N)
-    return InvalidArgument("pool_sorted_bwd: ids must be [N] for the result [N, ...] with N = " +
+    return InvalidArgument("jgo_pool_sorted_bwd: ids must be [N] for the result [N, ...] with N = " +
                            std::to_string(Rows(*out)));
   const auto cd = ct.dimensions(), od = out->dimensions();
   if (cd.size() != od.size() || cd.size() == 0 || !std::equal(cd.begin() + 1, cd.end(), od.begin() + 1))
-    return InvalidArgument("pool_sorted_bwd: ct must be [n_graphs, ...] with the result's row shape");
+    return InvalidArgument("jgo_pool_sorted_bwd: ct must be [n_graphs, ...] with the result's row shape");
   int64_t F = 1;
   for (size_t k = 1; k < od.size(); ++k) F *= od[k];
   return DispatchTypes(ct.element_type(), ids.element_type(), [&](auto t, auto i) {
@@ -502,7 +502,8 @@ ffi::Error SddmmTyped(ffi::ThreadPool& pool, const SddmmArgs& s, ffi::AnyBuffer 
   const I* o = offsets.typed_data<I>();
   const I* n = nbr.typed_data<I>();
   const I* e = eid.typed_data<I>();
-  if (auto err = CheckCompressed(pool, o, n, e, s.n_rows, s.n_edges, s.nbr_bound, s.reads_nbr, "sddmm"); err.failure())
+  if (auto err = CheckCompressed(pool, o, n, e, s.n_rows, s.n_edges, s.nbr_bound, s.reads_nbr, "jgo_sddmm");
+      err.failure())
     return err;
   const T* a = lhs.typed_data<T>();
   const T* b = rhs.typed_data<T>();
@@ -622,7 +623,8 @@ ffi::Error SoftmaxTyped(ffi::ThreadPool& pool, ffi::AnyBuffer offsets, ffi::AnyB
   const int64_t n_rows = static_cast<int64_t>(offsets.element_count()) - 1;
   const int64_t n_edges = static_cast<int64_t>(eid.element_count());
   const int64_t heads = n_edges == 0 ? 1 : static_cast<int64_t>(logits.element_count()) / n_edges;
-  if (auto err = CheckCompressed(pool, o, e, e, n_rows, n_edges, 0, false, "edge_softmax"); err.failure()) return err;
+  if (auto err = CheckCompressed(pool, o, e, e, n_rows, n_edges, 0, false, "jgo_edge_softmax"); err.failure())
+    return err;
   const T* x = logits.typed_data<T>();
   T* y = out.typed_data<T>();
   ForRowChunks(pool, o, n_rows, heads, [&](int64_t r0, int64_t r1) {

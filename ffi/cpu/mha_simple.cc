@@ -61,9 +61,9 @@ struct Scratch {
   }
 };
 
-constexpr const char* kFwd = "mha_simple_fwd";
-constexpr const char* kBwdDst = "mha_simple_bwd_dst";
-constexpr const char* kBwdSrc = "mha_simple_bwd_src";
+constexpr const char* kFwd = "jgo_mha_simple_fwd";
+constexpr const char* kBwdDst = "jgo_mha_simple_bwd_dst";
+constexpr const char* kBwdSrc = "jgo_mha_simple_bwd_src";
 
 // ---------------------------------------------------------------------------------------
 // jgo_mha_simple_fwd: one pass over the in-edges of each destination with an online softmax per head.

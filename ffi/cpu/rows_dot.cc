@@ -70,20 +70,20 @@ std::string Shape(const ffi::AnyBuffer& b) {
 ffi::Error RowsDotCpu(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::AnyBuffer y, ffi::Result<ffi::AnyBuffer> out) {
   const auto xd = x.dimensions();
   if (!IsFloatType(x.element_type()) || xd.size() != 3)
-    return InvalidArgument("rows_dot: x must be a float32/float64 [rows, groups, K] array; got " + Shape(x));
+    return InvalidArgument("jgo_rows_dot: x must be a float32/float64 [rows, groups, K] array; got " + Shape(x));
   const int64_t R = xd[0], G = xd[1], K = xd[2];
   const bool has_y = !(y.dimensions().size() == 1 && y.element_count() == 0);
   int64_t M = 1;
   if (has_y) {
     const auto yd = y.dimensions();
     if (y.element_type() != x.element_type() || yd.size() != 3 || yd[0] != R || yd[1] != G)
-      return InvalidArgument("rows_dot: y must be [rows, groups, M] = [" + std::to_string(R) + ", " +
+      return InvalidArgument("jgo_rows_dot: y must be [rows, groups, M] = [" + std::to_string(R) + ", " +
                              std::to_string(G) + ", M] of x's dtype (or an empty [0] array); got " + Shape(y));
     M = yd[2];
   }
   const auto od = out->dimensions();
   if (out->element_type() != x.element_type() || od.size() != 3 || od[0] != G || od[1] != K || od[2] != M)
-    return InvalidArgument("rows_dot: the result must be [groups, K, M] = [" + std::to_string(G) + ", " +
+    return InvalidArgument("jgo_rows_dot: the result must be [groups, K, M] = [" + std::to_string(G) + ", " +
                            std::to_string(K) + ", " + std::to_string(M) + "] of x's dtype; got " + Shape(*out));
   if (x.element_type() == ffi::DataType::F64)
     return RowsDotTyped<double>(pool, x.typed_data<double>(), has_y ? y.typed_data<double>() : nullptr, R, G, K, M,

@@ -144,11 +144,11 @@ ffi::Error SampleRelabelCpu(ffi::ThreadPool, ffi::AnyBuffer seeds, ffi::AnyBuffe
   const int64_t S = seeds.element_count(), E = slot_src.element_count();
   if (!IsIndexType(it) || slot_src.element_type() != it || local_out->element_type() != it ||
       nodes_out->element_type() != it || offsets_out->element_type() != it || eid_out->element_type() != it)
-    return InvalidArgument("sample_relabel: seeds, slots and results must share an int32/int64 dtype");
+    return InvalidArgument("jgo_sample_relabel: seeds, slots and results must share an int32/int64 dtype");
   if (static_cast<int64_t>(local_out->element_count()) != E || static_cast<int64_t>(eid_out->element_count()) != E ||
       static_cast<int64_t>(nodes_out->element_count()) != S + E ||
       static_cast<int64_t>(offsets_out->element_count()) != S + E + 1)
-    return InvalidArgument("sample_relabel: results must be [E], [S + E], [S + E + 1] and [E]");
+    return InvalidArgument("jgo_sample_relabel: results must be [E], [S + E], [S + E + 1] and [E]");
   if (it == ffi::DataType::S64) return RelabelTyped<int64_t>(seeds, slot_src, local_out, nodes_out, offsets_out, eid_out);
   return RelabelTyped<int32_t>(seeds, slot_src, local_out, nodes_out, offsets_out, eid_out);
 }

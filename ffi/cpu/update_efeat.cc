@@ -69,7 +69,7 @@ ffi::Error EfeatFwdTyped(ffi::ThreadPool& pool, const EfeatArgs& a, ffi::AnyBuff
                          ffi::AnyBuffer out) {
   const int64_t real = offsets.typed_data<I>()[a.n_rows];  // the edges from here on are padding: rows of 0
   if (real < 0 || real > a.n_edges)
-    return InvalidArgument("update_efeat_fwd: the offsets end at " + std::to_string(real) + ", outside " +
+    return InvalidArgument("jgo_update_efeat_fwd: the offsets end at " + std::to_string(real) + ", outside " +
                            Range(0, a.n_edges + 1));
   const I* s = src.typed_data<I>();
   const I* d = dst.typed_data<I>();
@@ -96,7 +96,7 @@ ffi::Error EfeatFwdTyped(ffi::ThreadPool& pool, const EfeatArgs& a, ffi::AnyBuff
     if (e < 0) continue;  // the ranges are in edge order: the first bad range holds the first bad edge
     const bool src_bad = (a.parts & kEfeatSrc) && (s[e] < 0 || static_cast<int64_t>(s[e]) >= a.n_src_rows);
     const int64_t id = src_bad ? static_cast<int64_t>(s[e]) : static_cast<int64_t>(d[e]);
-    return InvalidArgument(std::string("update_efeat_fwd: edge ") + std::to_string(e) + " has " +
+    return InvalidArgument(std::string("jgo_update_efeat_fwd: edge ") + std::to_string(e) + " has " +
                            (src_bad ? "src" : "dst") + " node index " + std::to_string(id) + ", out of range " +
                            Range(0, src_bad ? a.n_src_rows : a.n_dst_rows));
   }
@@ -159,12 +159,12 @@ ffi::Error EfeatBwd(ffi::ThreadPool& pool, const char* name, ffi::AnyBuffer offs
 
 ffi::Error EfeatBwdSrcCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer eid, ffi::AnyBuffer G,
                           ffi::Result<ffi::AnyBuffer> grad, int64_t col) {
-  return EfeatBwd(pool, "update_efeat_bwd_src", offsets, eid, G, *grad, col);
+  return EfeatBwd(pool, "jgo_update_efeat_bwd_src", offsets, eid, G, *grad, col);
 }
 
 ffi::Error EfeatBwdDstCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer eid, ffi::AnyBuffer G,
                           ffi::Result<ffi::AnyBuffer> grad, int64_t col) {
-  return EfeatBwd(pool, "update_efeat_bwd_dst", offsets, eid, G, *grad, col);
+  return EfeatBwd(pool, "jgo_update_efeat_bwd_dst", offsets, eid, G, *grad, col);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -175,7 +175,7 @@ ffi::Error EfeatBwdEdgeTyped(ffi::ThreadPool& pool, const EfeatBwdArgs& a, ffi::
                              ffi::AnyBuffer grad) {
   const int64_t real = offsets.typed_data<I>()[a.n_rows];
   if (real < 0 || real > a.n_edges)
-    return InvalidArgument("update_efeat_bwd_edge: the offsets end at " + std::to_string(real) + ", out of range " +
+    return InvalidArgument("jgo_update_efeat_bwd_edge: the offsets end at " + std::to_string(real) + ", out of range " +
                            Range(0, a.n_edges + 1));
   const T* gd = G.typed_data<T>() + a.col;
   T* out = grad.typed_data<T>();

@@ -172,17 +172,17 @@ ffi::Error InTyped(cudaStream_t stream, CudaScratch& scratch, const DimenetArgs&
   auto ptr = [&](int i, int64_t bit) { return (out & bit) ? res[i].typed_data<T>() : static_cast<T*>(nullptr); };
   // A coefficient no triplet reaches (skipped for an out-of-range index, or a position no triplet names) stays 0.
   if ((out & kOutVec) != 0) {
-    if (auto err = ZeroFill("dimenet_in", res[4].untyped_data(), res[4].size_bytes(), stream); err.failure())
+    if (auto err = ZeroFill("jgo_dimenet_in", res[4].untyped_data(), res[4].size_bytes(), stream); err.failure())
       return err;
   }
   const int64_t threads = want_wb ? kWeightThreads : a.E;
-  if (auto err = Launch("dimenet_in", DimenetInKernel<T, I>, threads, stream, a, offsets.typed_data<I>(),
+  if (auto err = Launch("jgo_dimenet_in", DimenetInKernel<T, I>, threads, stream, a, offsets.typed_data<I>(),
                         nbr.typed_data<I>(), pos.typed_data<I>(), o, MakePlan(o), ptr(0, kOutVec), ptr(1, kOutA),
                         ptr(2, kOutEmb), ptr(4, kOutVec), partials, want_wb ? kWeightThreads : int64_t(0));
       err.failure())
     return err;
   if (!want_wb) return ffi::Error::Success();
-  return Launch("dimenet_in (W_b)", SumPartialsKernel<T>, a.C * a.M, stream, static_cast<const T*>(partials),
+  return Launch("jgo_dimenet_in (W_b)", SumPartialsKernel<T>, a.C * a.M, stream, static_cast<const T*>(partials),
                 kWeightThreads, a.C * a.M, res[3].typed_data<T>());
 }
 
@@ -194,21 +194,12 @@ ffi::Error DimenetInCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuffe
                          ffi::Result<ffi::AnyBuffer> r_a, ffi::Result<ffi::AnyBuffer> r_emb,
                          ffi::Result<ffi::AnyBuffer> r_wb, ffi::Result<ffi::AnyBuffer> r_coef, int64_t outputs) {
   const ffi::AnyBuffer ops[kDimenetOperands] = {vec, A, emb, wb, wbt, grad, dvec, dA, demb, dwb, dwbt, dgrad};
-  auto args = CheckDimenet("dimenet_in", offsets, nbr, ops, outputs);
+  auto args = CheckDimenet("jgo_dimenet_in", offsets, nbr, ops, outputs);
   if (args.has_error()) return args.error();
   const DimenetArgs& a = *args;
-  if (a.M > kMaxMid) return InvalidArgument("dimenet_in: n_mid above 32 is not supported on CUDA");
-  if ((outputs & kOutGrad) != 0) return InvalidArgument("dimenet_in: the grad component is computed by dimenet_out");
-  if (pos.element_type() != offsets.element_type() || static_cast<int64_t>(pos.element_count()) != a.T)
-    return InvalidArgument("dimenet_in: positions must be [n_triplets] of the index dtype");
+  if (a.M > kMaxMid) return InvalidArgument("jgo_dimenet_in: n_mid above 32 is not supported on CUDA");
   ffi::AnyBuffer res[5] = {*r_vec, *r_a, *r_emb, *r_wb, *r_coef};
-  const int64_t sizes[5] = {3 * a.E, kSpherical * a.M * a.E, a.C * a.E, a.C * a.M, 2 * a.T};
-  const int64_t bits[5] = {kOutVec, kOutA, kOutEmb, kOutWb, kOutVec};
-  const char* names[5] = {"vec", "A", "emb", "W_b", "coef"};
-  for (int i = 0; i < 5; ++i)
-    if (auto err = CheckResult("dimenet_in", names[i], res[i], (outputs & bits[i]) != 0, sizes[i], vec.element_type());
-        err.failure())
-      return err;
+  if (auto err = CheckDimenetIn(a, offsets, pos, vec, res); err.failure()) return err;
   return DispatchTypes(vec.element_type(), offsets.element_type(), [&](auto t, auto i) {
     return InTyped<decltype(t), decltype(i)>(stream, scratch, a, offsets, nbr, pos, ops, res);
   });
@@ -220,24 +211,18 @@ ffi::Error DimenetOutCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyB
                           ffi::AnyBuffer dwb, ffi::AnyBuffer dwbt, ffi::AnyBuffer dgrad, ffi::AnyBuffer coef,
                           ffi::Result<ffi::AnyBuffer> r_grad, ffi::Result<ffi::AnyBuffer> r_vec, int64_t outputs) {
   const ffi::AnyBuffer ops[kDimenetOperands] = {vec, A, emb, wb, wbt, grad, dvec, dA, demb, dwb, dwbt, dgrad};
-  auto args = CheckDimenet("dimenet_out", offsets, nbr, ops, outputs);
+  auto args = CheckDimenet("jgo_dimenet_out", offsets, nbr, ops, outputs);
   if (args.has_error()) return args.error();
   const DimenetArgs& a = *args;
-  if (a.M > kMaxMid) return InvalidArgument("dimenet_out: n_mid above 32 is not supported on CUDA");
-  if ((outputs & ~(kOutGrad | kOutVec)) != 0) return InvalidArgument("dimenet_out: computes only grad and vec");
+  if (a.M > kMaxMid) return InvalidArgument("jgo_dimenet_out: n_mid above 32 is not supported on CUDA");
+  if (auto err = CheckDimenetOut(a, vec, coef, *r_grad, *r_vec); err.failure()) return err;
   const bool want_vec = (outputs & kOutVec) != 0, want_grad = (outputs & kOutGrad) != 0;
-  if (coef.element_type() != vec.element_type() || static_cast<int64_t>(coef.element_count()) != (want_vec ? 2 * a.T : 0))
-    return InvalidArgument("dimenet_out: coef must be [n_triplets, 2] when vec is requested");
-  if (auto err = CheckResult("dimenet_out", "grad", *r_grad, want_grad, a.C * a.E, vec.element_type()); err.failure())
-    return err;
-  if (auto err = CheckResult("dimenet_out", "vec", *r_vec, want_vec, 3 * a.E, vec.element_type()); err.failure())
-    return err;
   return DispatchTypes(vec.element_type(), offsets.element_type(), [&](auto t, auto i) {
     using T = decltype(t);
     using I = decltype(i);
     const DimenetOperands<T> o = OperandsOf<T>(ops, a);
-    return Launch("dimenet_out", DimenetOutKernel<T, I>, a.E, stream, a, offsets.typed_data<I>(), nbr.typed_data<I>(), o,
-                  MakePlan(o), want_vec ? coef.typed_data<T>() : static_cast<const T*>(nullptr),
+    return Launch("jgo_dimenet_out", DimenetOutKernel<T, I>, a.E, stream, a, offsets.typed_data<I>(),
+                  nbr.typed_data<I>(), o, MakePlan(o), want_vec ? coef.typed_data<T>() : static_cast<const T*>(nullptr),
                   want_grad ? r_grad->typed_data<T>() : static_cast<T*>(nullptr),
                   want_vec ? r_vec->typed_data<T>() : static_cast<T*>(nullptr));
   });

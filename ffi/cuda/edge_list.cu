@@ -28,7 +28,7 @@ __global__ void FirstBadIdKernel(const I* x, I* out, int64_t count, int64_t n, P
 template <typename I>
 ffi::Error CheckTyped(cudaStream_t stream, CudaScratch& scratch, const EdgeListArgs& a, ffi::AnyBuffer src,
                       ffi::AnyBuffer dst, ffi::Result<ffi::AnyBuffer> src_out, ffi::Result<ffi::AnyBuffer> dst_out) {
-  constexpr const char* kName = "check_edges";
+  constexpr const char* kName = "jgo_check_edges";
   if (a.count == 0) return ffi::Error::Success();
   auto mem = scratch.Allocate(2 * sizeof(Pos), alignof(Pos));
   if (!mem.has_value()) return ffi::Error::Internal("jaxgraphops: check_edges: out of scratch memory");

@@ -76,7 +76,7 @@ ffi::Error GatFwdCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffe
                       double negative_slope, bool has_edge, int64_t dropout_threshold, double dropout_scale) {
   auto args = CheckGatFwd(offsets, nbr, eid, x, s_src, s_dst, s_edge, *out, *lse, negative_slope, has_edge);
   if (args.has_error()) return args.error();
-  if (auto e = SetDropout("gat_fwd", *args, dropout_key, dropout_threshold, dropout_scale); e.failure()) return e;
+  if (auto e = SetDropout("jgo_gat_fwd", *args, dropout_key, dropout_threshold, dropout_scale); e.failure()) return e;
   return DispatchStorage(args->storage, args->score, offsets.element_type(), [&](auto s, auto t, auto i) {
     return GatFwdTyped<decltype(s), decltype(t), decltype(i)>(stream, *args, offsets, nbr, eid, x, s_src, s_dst,
                                                               s_edge, *out, *lse);
@@ -211,7 +211,7 @@ ffi::Error GatBwd(cudaStream_t stream, bool by_src, ffi::AnyBuffer offsets, ffi:
   auto args = CheckGatBwd(offsets, nbr, eid, x, s_src, s_edge, dst_info, grad, out_a, out_b, by_src, negative_slope,
                           has_edge);
   if (args.has_error()) return args.error();
-  if (auto e = SetDropout(by_src ? "gat_bwd_src" : "gat_bwd_dst", *args, dropout_key, dropout_threshold,
+  if (auto e = SetDropout(by_src ? "jgo_gat_bwd_src" : "jgo_gat_bwd_dst", *args, dropout_key, dropout_threshold,
                           dropout_scale);
       e.failure())
     return e;

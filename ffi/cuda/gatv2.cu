@@ -188,9 +188,9 @@ __global__ void BwdSrcKernel(GatArgs g, const I* offsets, const I* nbr, const I*
   }
 }
 
-constexpr const char* kFwd = "gatv2_fwd";
-constexpr const char* kBwdDst = "gatv2_bwd_dst";
-constexpr const char* kBwdSrc = "gatv2_bwd_src";
+constexpr const char* kFwd = "jgo_gatv2_fwd";
+constexpr const char* kBwdDst = "jgo_gatv2_bwd_dst";
+constexpr const char* kBwdSrc = "jgo_gatv2_bwd_src";
 
 ffi::Error CudaError(const char* name, cudaError_t err) {
   return ffi::Error::Internal(std::string("jaxgraphops: ") + name + ": " + cudaGetErrorString(err));

@@ -216,9 +216,9 @@ __global__ void BwdSrcKernel(SimpleArgs g, const I* offsets, const I* nbr, const
 // ---------------------------------------------------------------------------------------
 // Handlers
 
-constexpr const char* kFwd = "mha_simple_fwd";
-constexpr const char* kBwdDst = "mha_simple_bwd_dst";
-constexpr const char* kBwdSrc = "mha_simple_bwd_src";
+constexpr const char* kFwd = "jgo_mha_simple_fwd";
+constexpr const char* kBwdDst = "jgo_mha_simple_bwd_dst";
+constexpr const char* kBwdSrc = "jgo_mha_simple_bwd_src";
 
 ffi::Error FwdCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
                    ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::AnyBuffer ef, ffi::AnyBuffer dropout_key,

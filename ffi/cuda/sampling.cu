@@ -31,7 +31,7 @@ ffi::Error SampleTyped(cudaStream_t stream, const SampleArgs& a, ffi::AnyBuffer 
                        ffi::AnyBuffer csc_eid, ffi::AnyBuffer seeds, ffi::AnyBuffer key,
                        ffi::Result<ffi::AnyBuffer> src_out, ffi::Result<ffi::AnyBuffer> eid_out) {
   if (a.fanout == 0) return ffi::Error::Success();
-  return Launch("sample_neighbors", SampleKernel<I>, a.n_seeds, stream, a,
+  return Launch("jgo_sample_neighbors", SampleKernel<I>, a.n_seeds, stream, a,
                 static_cast<const I*>(offsets.untyped_data()), static_cast<const I*>(csc_src.untyped_data()),
                 static_cast<const I*>(csc_eid.untyped_data()), static_cast<const I*>(seeds.untyped_data()),
                 static_cast<const uint32_t*>(key.untyped_data()), static_cast<I*>(src_out->untyped_data()),

@@ -183,9 +183,21 @@ def register_lowerings(prim, reference, ffi, *, multiple_results, abstract=None,
     if _backend.kernels_on_cpu():
         cpu = cuda_ffi if _backend.emulating_cuda() else ffi
         mlir.register_lowering(prim, kernel_lowering(cpu, multiple_results), platform="cpu")
-    cuda = kernel_lowering(cuda_ffi, multiple_results) if _backend.with_cuda() else mlir.lower_fun(
-        reference, multiple_results=multiple_results)
+    cuda = (kernel_lowering(cuda_ffi, multiple_results) if _backend.with_cuda() else
+            composition_on_gpu(prim.name, reference, multiple_results))
     mlir.register_lowering(prim, cuda, platform="cuda")
+
+
+def composition_on_gpu(name: str, reference, multiple_results):
+    """``mlir.lower_fun(reference)`` for a GPU without the CUDA kernels, warning where it is lowered
+    (``_backend.warn_composition_on_gpu``)."""
+    rule = mlir.lower_fun(reference, multiple_results=multiple_results)
+
+    def lowering(ctx, *args, **params):
+        _backend.warn_composition_on_gpu(name)
+        return rule(ctx, *args, **params)
+
+    return lowering
 
 
 class PartitionedJitWarning(UserWarning):

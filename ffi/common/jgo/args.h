@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <utility>
 
@@ -74,6 +75,78 @@ inline int64_t Reach(bool used, const ffi::AnyBuffer& b) {
   return (used && Rows(b) > 0) ? RowLength(b) : INT64_MAX;
 }
 
+// -- the checking vocabulary of every op header: shapes, dtypes, a graph view ---------------------------------
+// Errors name the handler by its FFI target ("jgo_gat_fwd: x must be ..."), the same on every platform.
+
+inline std::string ShapeOf(const ffi::AnyBuffer& b) {
+  std::string s = "[";
+  auto d = b.dimensions();
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+inline bool HasShape(const ffi::AnyBuffer& b, std::initializer_list<int64_t> shape) {
+  auto d = b.dimensions();
+  if (d.size() != shape.size()) return false;
+  size_t i = 0;
+  for (int64_t s : shape) {
+    if (d[i++] != s) return false;
+  }
+  return true;
+}
+
+// `b` (the operand `name` of handler `fn`) must have exactly `shape`.
+inline ffi::Error CheckShape(const std::string& fn, const char* name, const ffi::AnyBuffer& b,
+                             std::initializer_list<int64_t> shape) {
+  if (HasShape(b, shape)) return ffi::Error::Success();
+  std::string want = "[";
+  size_t i = 0;
+  for (int64_t s : shape) want += (i++ ? ", " : "") + std::to_string(s);
+  return InvalidArgument(fn + ": " + name + " must be " + want + "]; got " + ShapeOf(b));
+}
+
+// A result buffer's dtype and shape.
+inline ffi::Error CheckResult(const std::string& fn, const char* name, const ffi::AnyBuffer& b, ffi::DataType dtype,
+                              std::initializer_list<int64_t> shape) {
+  if (b.element_type() != dtype) return InvalidArgument(fn + ": " + name + " has the wrong dtype");
+  return CheckShape(fn, name, b, shape);
+}
+
+// The compressed structure a handler walks: offsets [n_rows + 1], and per entry a neighbour id and an edge id
+// ([n_edges] each), all of one int32/int64 dtype (the CSC or the CSR view of a graph).
+struct GraphView {
+  ffi::DataType index_type;
+  int64_t n_rows, n_edges;
+};
+
+inline ffi::ErrorOr<GraphView> CheckGraphView(const std::string& fn, const ffi::AnyBuffer& offsets,
+                                              const ffi::AnyBuffer& nbr, const ffi::AnyBuffer& eid) {
+  const auto it = offsets.element_type();
+  if (!IsIndexType(it) || nbr.element_type() != it || eid.element_type() != it)
+    return Fail(fn + ": offsets, neighbours and edge ids must share an int32/int64 dtype");
+  if (offsets.element_count() < 1) return Fail(fn + ": offsets must have n_rows + 1 entries");
+  const int64_t n_edges = static_cast<int64_t>(nbr.element_count());
+  if (static_cast<int64_t>(eid.element_count()) != n_edges)
+    return Fail(fn + ": neighbours and edge ids differ in length");
+  return GraphView{it, static_cast<int64_t>(offsets.element_count()) - 1, n_edges};
+}
+
+// Sets `a.n_rows`, `a.n_edges` and `a.nbr_bound` from the walked view `v` of a graph of `a.n_src` sources and
+// `a.n_dst` destinations: its rows are the sources (`by_src`, the CSR; neighbours are destinations) or the
+// destinations (the CSC), which the offsets must count.
+template <typename Args>
+ffi::Error SetWalk(const std::string& fn, Args& a, const GraphView& v, bool by_src) {
+  a.n_rows = v.n_rows;
+  a.n_edges = v.n_edges;
+  a.nbr_bound = by_src ? a.n_dst : a.n_src;
+  const int64_t want = by_src ? a.n_src : a.n_dst;
+  if (v.n_rows == want) return ffi::Error::Success();
+  return InvalidArgument(fn + ": offsets have " + std::to_string(v.n_rows + 1) + " entries for " +
+                         std::to_string(want) + (by_src ? " sources" : " destinations"));
+}
+
+// -- attributes -----------------------------------------------------------------------------------------------
+
 inline ffi::ErrorOr<Dims3> ReadDims(ffi::Span<const int64_t> v) {
   if (v.size() != 3 || v[0] < 1 || v[1] < 1 || v[2] < 0) return Fail("dims must be 3 sizes");
   return Dims3{v[0], v[1], v[2]};
@@ -90,6 +163,44 @@ inline ffi::ErrorOr<Strides3> ReadStrides(ffi::Span<const int64_t> v, const Dims
     }
   }
   return s;
+}
+
+// What jgo_spmm and jgo_sddmm check alike: the graph view, their two operands and the output of one
+// float32/float64 dtype (`operands` names them in the error), and the feature dims; sets `a.n_rows`, `a.n_edges`
+// and `a.dims`. Returns the index dtype.
+template <typename Args>
+ffi::ErrorOr<ffi::DataType> CheckMessageOperands(const std::string& fn, Args& a, const ffi::AnyBuffer& offsets,
+                                                 const ffi::AnyBuffer& nbr, const ffi::AnyBuffer& eid,
+                                                 const ffi::AnyBuffer& x, const ffi::AnyBuffer& y,
+                                                 const ffi::AnyBuffer& out, const char* operands,
+                                                 ffi::Span<const int64_t> dims) {
+  auto view = CheckGraphView(fn, offsets, nbr, eid);
+  if (view.has_error()) return ffi::Unexpected(view.error());
+  const auto ft = out.element_type();
+  if (!IsFloatType(ft) || x.element_type() != ft || y.element_type() != ft)
+    return Fail(fn + ": " + operands + " must share a float32/float64 dtype");
+  a.n_rows = view->n_rows;
+  a.n_edges = view->n_edges;
+  auto d = ReadDims(dims);
+  if (d.has_error()) return ffi::Unexpected(d.error());
+  a.dims = *d;
+  return view->index_type;
+}
+
+// The mask operand of jgo_spmm and jgo_sddmm: [n_dst, F] of the index dtype `it`; a mask by neighbour is read
+// through the neighbour ids, which must then lie within its rows.
+template <typename Args>
+ffi::Error CheckMaskArg(const std::string& fn, Args& a, const ffi::AnyBuffer& mask_arg, ffi::DataType it) {
+  if (a.mask == Mask::kNone) return ffi::Error::Success();
+  const int64_t F = a.dims.size();
+  const int64_t count = static_cast<int64_t>(mask_arg.element_count());
+  if (mask_arg.element_type() != it || F == 0 || count % F != 0 || (a.mask == Mask::kByRow && count != a.n_rows * F))
+    return InvalidArgument(fn + ": mask arg must be [n_dst, F] of the index dtype");
+  if (a.mask == Mask::kByNbr) {
+    a.reads_nbr = true;
+    a.nbr_bound = std::min(a.nbr_bound, count / F);
+  }
+  return ffi::Error::Success();
 }
 
 // jgo_spmm: out[r, f] = reduce over k in row r of op(node[nbr[k], .], edge[eid[k], .]).
@@ -113,27 +224,17 @@ inline ffi::ErrorOr<SpmmArgs> CheckSpmm(const ffi::AnyBuffer& offsets, const ffi
                                         ffi::Span<const int64_t> node_strides,
                                         ffi::Span<const int64_t> edge_strides) {
   SpmmArgs a;
-  if (op < 0 || op > 3) return Fail("spmm: unknown op code " + std::to_string(op));
-  if (reduce < 0 || reduce > 3) return Fail("spmm: unknown reduce code " + std::to_string(reduce));
-  if (mask < 0 || mask > 2) return Fail("spmm: unknown mask code " + std::to_string(mask));
+  if (op < 0 || op > 3) return Fail("jgo_spmm: unknown op code " + std::to_string(op));
+  if (reduce < 0 || reduce > 3) return Fail("jgo_spmm: unknown reduce code " + std::to_string(reduce));
+  if (mask < 0 || mask > 2) return Fail("jgo_spmm: unknown mask code " + std::to_string(mask));
   a.op = static_cast<Op>(op);
   a.reduce = static_cast<Reduce>(reduce);
   a.mask = static_cast<Mask>(mask);
-  if (a.mask != Mask::kNone && a.reduce != Reduce::kSum) return Fail("spmm: masks need reduce=sum");
-  const auto it = offsets.element_type();
-  if (!IsIndexType(it) || nbr.element_type() != it || eid.element_type() != it)
-    return Fail("spmm: offsets, neighbours and edge ids must share an int32/int64 dtype");
-  if (!IsFloatType(out.element_type()) || node.element_type() != out.element_type() ||
-      edge.element_type() != out.element_type())
-    return Fail("spmm: node, edge and output must share a float32/float64 dtype");
-  if (offsets.element_count() < 1) return Fail("spmm: offsets must have n_rows + 1 entries");
-  a.n_rows = static_cast<int64_t>(offsets.element_count()) - 1;
-  a.n_edges = static_cast<int64_t>(nbr.element_count());
-  if (static_cast<int64_t>(eid.element_count()) != a.n_edges)
-    return Fail("spmm: neighbours and edge ids differ in length");
-  auto d = ReadDims(dims);
-  if (d.has_error()) return ffi::Unexpected(d.error());
-  a.dims = *d;
+  if (a.mask != Mask::kNone && a.reduce != Reduce::kSum) return Fail("jgo_spmm: masks need reduce=sum");
+  auto index_type = CheckMessageOperands("jgo_spmm", a, offsets, nbr, eid, node, edge, out, "node, edge and output",
+                                         dims);
+  if (index_type.has_error()) return ffi::Unexpected(index_type.error());
+  const auto it = *index_type;
   const int64_t F = a.dims.size();
   a.node_rows = Rows(node);
   a.node_len = RowLength(node);
@@ -145,24 +246,18 @@ inline ffi::ErrorOr<SpmmArgs> CheckSpmm(const ffi::AnyBuffer& offsets, const ffi
   a.node_strides = *ns;
   a.edge_strides = *es;
   if (a.op != Op::kCopyNode && Rows(edge) != a.n_edges)
-    return Fail("spmm: edge data has " + std::to_string(Rows(edge)) + " rows for " +
+    return Fail("jgo_spmm: edge data has " + std::to_string(Rows(edge)) + " rows for " +
                            std::to_string(a.n_edges) + " edges");
   if (static_cast<int64_t>(out.element_count()) != a.n_rows * F)
-    return Fail("spmm: output has the wrong size");
+    return Fail("jgo_spmm: output has the wrong size");
   const bool want_arg = a.reduce == Reduce::kMax || a.reduce == Reduce::kMin;
   if (want_arg && (arg_out.element_type() != it || static_cast<int64_t>(arg_out.element_count()) != a.n_rows * F))
-    return Fail("spmm: arg output must be [n_rows, F] of the index dtype");
+    return Fail("jgo_spmm: arg output must be [n_rows, F] of the index dtype");
   const bool uses_node = a.op != Op::kCopyEdge;
   a.reads_nbr = uses_node || a.mask == Mask::kByNbr;
   a.reads_eid = a.op != Op::kCopyNode || want_arg || a.mask != Mask::kNone;
   a.nbr_bound = uses_node ? a.node_rows : INT64_MAX;
-  if (a.mask != Mask::kNone) {
-    const int64_t count = static_cast<int64_t>(mask_arg.element_count());
-    if (mask_arg.element_type() != it || F == 0 || count % F != 0 ||
-        (a.mask == Mask::kByRow && count != a.n_rows * F))
-      return Fail("spmm: mask arg must be [n_dst, F] of the index dtype");
-    if (a.mask == Mask::kByNbr) a.nbr_bound = std::min(a.nbr_bound, count / F);
-  }
+  if (auto err = CheckMaskArg("jgo_spmm", a, mask_arg, it); err.failure()) return ffi::Unexpected(err);
   return a;
 }
 
@@ -208,29 +303,19 @@ inline ffi::ErrorOr<SddmmArgs> CheckSddmm(const ffi::AnyBuffer& offsets, const f
                                           ffi::Span<const int64_t> a_strides,
                                           ffi::Span<const int64_t> b_strides) {
   SddmmArgs s;
-  if (op < 0 || op > 3) return Fail("sddmm: unknown op code " + std::to_string(op));
+  if (op < 0 || op > 3) return Fail("jgo_sddmm: unknown op code " + std::to_string(op));
   if (a_target < 0 || a_target > 2 || b_target < 0 || b_target > 2)
-    return Fail("sddmm: targets must be 0 (row), 1 (neighbour) or 2 (edge)");
-  if (mask < 0 || mask > 2) return Fail("sddmm: unknown mask code " + std::to_string(mask));
+    return Fail("jgo_sddmm: targets must be 0 (row), 1 (neighbour) or 2 (edge)");
+  if (mask < 0 || mask > 2) return Fail("jgo_sddmm: unknown mask code " + std::to_string(mask));
   s.op = static_cast<Op>(op);
   s.a_target = static_cast<Target>(a_target);
   s.b_target = static_cast<Target>(b_target);
   s.dot = dot;
   s.mask = static_cast<Mask>(mask);
-  if (dot && s.op != Op::kMul) return Fail("sddmm: dot needs op=mul");
-  const auto it = offsets.element_type();
-  if (!IsIndexType(it) || nbr.element_type() != it || eid.element_type() != it)
-    return Fail("sddmm: offsets, neighbours and edge ids must share an int32/int64 dtype");
-  if (!IsFloatType(out.element_type()) || lhs.element_type() != out.element_type() ||
-      rhs.element_type() != out.element_type())
-    return Fail("sddmm: operands and output must share a float32/float64 dtype");
-  if (offsets.element_count() < 1) return Fail("sddmm: offsets must have n_rows + 1 entries");
-  s.n_rows = static_cast<int64_t>(offsets.element_count()) - 1;
-  s.n_edges = static_cast<int64_t>(nbr.element_count());
-  if (static_cast<int64_t>(eid.element_count()) != s.n_edges) return Fail("sddmm: neighbours and edge ids differ in length");
-  auto d = ReadDims(dims);
-  if (d.has_error()) return ffi::Unexpected(d.error());
-  s.dims = *d;
+  if (dot && s.op != Op::kMul) return Fail("jgo_sddmm: dot needs op=mul");
+  auto index_type = CheckMessageOperands("jgo_sddmm", s, offsets, nbr, eid, lhs, rhs, out, "operands and output",
+                                         dims);
+  if (index_type.has_error()) return ffi::Unexpected(index_type.error());
   s.a_rows = Rows(lhs);
   s.b_rows = Rows(rhs);
   s.a_len = RowLength(lhs);
@@ -248,8 +333,10 @@ inline ffi::ErrorOr<SddmmArgs> CheckSddmm(const ffi::AnyBuffer& offsets, const f
   s.reads_nbr = false;
   for (const auto& o : operands) {
     if (!o.used) continue;
-    if (o.t == Target::kRow && o.rows != s.n_rows) return Fail(std::string("sddmm: row-target ") + o.name + " needs n_rows rows");
-    if (o.t == Target::kEdge && o.rows != s.n_edges) return Fail(std::string("sddmm: edge-target ") + o.name + " needs n_edges rows");
+    if (o.t == Target::kRow && o.rows != s.n_rows)
+      return Fail(std::string("jgo_sddmm: row-target ") + o.name + " needs n_rows rows");
+    if (o.t == Target::kEdge && o.rows != s.n_edges)
+      return Fail(std::string("jgo_sddmm: edge-target ") + o.name + " needs n_edges rows");
     if (o.t == Target::kNbr) {
       s.reads_nbr = true;
       s.nbr_bound = std::min(s.nbr_bound, o.rows);
@@ -257,17 +344,9 @@ inline ffi::ErrorOr<SddmmArgs> CheckSddmm(const ffi::AnyBuffer& offsets, const f
   }
   const int64_t F = s.dims.size();
   const int64_t per_edge = dot ? s.dims.d0 * s.dims.d1 : F;
-  if (static_cast<int64_t>(out.element_count()) != s.n_edges * per_edge) return Fail("sddmm: output has the wrong size");
-  if (s.mask != Mask::kNone) {
-    const int64_t count = static_cast<int64_t>(mask_arg.element_count());
-    if (mask_arg.element_type() != it || F == 0 || count % F != 0 ||
-        (s.mask == Mask::kByRow && count != s.n_rows * F))
-      return Fail("sddmm: mask arg must be [n_dst, F] of the index dtype");
-    if (s.mask == Mask::kByNbr) {
-      s.reads_nbr = true;
-      s.nbr_bound = std::min(s.nbr_bound, count / F);
-    }
-  }
+  if (static_cast<int64_t>(out.element_count()) != s.n_edges * per_edge)
+    return Fail("jgo_sddmm: output has the wrong size");
+  if (auto err = CheckMaskArg("jgo_sddmm", s, mask_arg, *index_type); err.failure()) return ffi::Unexpected(err);
   return s;
 }
 
@@ -293,13 +372,12 @@ auto BindSddmm() {
 
 inline ffi::Error CheckSoftmax(const ffi::AnyBuffer& offsets, const ffi::AnyBuffer& eid,
                                const ffi::AnyBuffer& logits, const ffi::AnyBuffer& out) {
-  if (!IsIndexType(offsets.element_type()) || eid.element_type() != offsets.element_type())
-    return InvalidArgument("edge_softmax: offsets and edge ids must share an int32/int64 dtype");
+  auto view = CheckGraphView("jgo_edge_softmax", offsets, eid, eid);  // the softmax reads no neighbour ids
+  if (view.has_error()) return view.error();
   if (!IsFloatType(logits.element_type()) || out.element_type() != logits.element_type())
-    return InvalidArgument("edge_softmax: logits must be float32/float64");
-  if (offsets.element_count() < 1) return InvalidArgument("edge_softmax: offsets must have n_dst + 1 entries");
-  if (Rows(logits) != static_cast<int64_t>(eid.element_count()) || out.element_count() != logits.element_count())
-    return InvalidArgument("edge_softmax: logits must be [n_edges, H]");
+    return InvalidArgument("jgo_edge_softmax: logits must be float32/float64");
+  if (Rows(logits) != view->n_edges || out.element_count() != logits.element_count())
+    return InvalidArgument("jgo_edge_softmax: logits must be [n_edges, H]");
   return ffi::Error::Success();
 }
 

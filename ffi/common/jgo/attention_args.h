@@ -1,4 +1,5 @@
-// Argument decoding, shape checks and bindings of the attention handlers, identical on CPU and CUDA.
+// Argument decoding, shape checks and bindings of GAT's handlers (and the argument struct GATv2 shares),
+// identical on CPU and CUDA.
 //
 // jgo_gat_fwd      (csc_offsets, csc_src, csc_eid, x [Ns,H,C], s_src [Ns,H], s_dst [Nd,H],
 //                   s_edge [E,H] | [0]) -> out [Nd,H,C], lse [Nd,H]
@@ -12,13 +13,12 @@
 // Attributes: negative_slope (f64), has_edge (bool). Edge-valued arrays are in input edge order.
 #pragma once
 
-#include <cmath>
 #include <cstdint>
-#include <initializer_list>
 #include <string>
 
 #include "jgo/args.h"
 #include "jgo/attention.h"
+#include "jgo/dropout_args.h"
 
 namespace jgo {
 
@@ -32,65 +32,6 @@ struct GatArgs {
   Dropout drop;
 };
 
-namespace detail {
-inline bool HasShape(const ffi::AnyBuffer& b, std::initializer_list<int64_t> shape) {
-  auto d = b.dimensions();
-  if (d.size() != shape.size()) return false;
-  size_t i = 0;
-  for (int64_t s : shape) {
-    if (d[i++] != s) return false;
-  }
-  return true;
-}
-inline std::string ShapeOf(const ffi::AnyBuffer& b) {
-  std::string s = "[";
-  auto d = b.dimensions();
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
-  return s + "]";
-}
-inline ffi::Error Expect(const char* fn, const char* name, const ffi::AnyBuffer& b,
-                         std::initializer_list<int64_t> shape) {
-  if (HasShape(b, shape)) return ffi::Error::Success();
-  std::string want = "[";
-  size_t i = 0;
-  for (int64_t s : shape) want += (i++ ? ", " : "") + std::to_string(s);
-  return InvalidArgument(std::string(fn) + ": " + name + " must be " + want + "]; got " + ShapeOf(b));
-}
-}  // namespace detail
-
-// Checks a result buffer's dtype (`dtype`: the storage or the score dtype) and shape.
-inline ffi::Error CheckResult(const char* fn, const char* name, const ffi::AnyBuffer& b, ffi::DataType dtype,
-                              std::initializer_list<int64_t> shape) {
-  if (b.element_type() != dtype) return InvalidArgument(std::string(fn) + ": " + name + " has the wrong dtype");
-  return detail::Expect(fn, name, b, shape);
-}
-
-// The dropout operand and attributes: key uint32[2] (or [0]: no dropout), 0 <= threshold < 2^32,
-// scale >= 1. The key's address is kept, not its words (device memory for the CUDA handlers).
-inline ffi::ErrorOr<Dropout> CheckDropout(const char* fn, const ffi::AnyBuffer& key, int64_t threshold,
-                                          double scale) {
-  if (key.element_type() != ffi::DataType::U32 || (key.element_count() != 0 && key.element_count() != 2))
-    return Fail(std::string(fn) + ": dropout_key must be uint32[2], or uint32[0] for no dropout");
-  if (threshold < 0 || threshold > 0xFFFFFFFFll || !(scale >= 1.0) || !std::isfinite(scale))
-    return Fail(std::string(fn) + ": dropout_threshold must lie in [0, 2^32) and dropout_scale be finite and >= 1; "
-                "got " +
-                std::to_string(threshold) + " and " + std::to_string(scale));
-  Dropout d;
-  if (key.element_count() == 2) d.key = static_cast<const uint32_t*>(key.untyped_data());
-  d.threshold = static_cast<uint32_t>(threshold);
-  d.scale = scale;
-  return d;
-}
-
-// Sets `args.drop` from the dropout operand and attributes (see CheckDropout).
-template <typename Args>
-ffi::Error SetDropout(const char* fn, Args& args, const ffi::AnyBuffer& key, int64_t threshold, double scale) {
-  auto d = CheckDropout(fn, key, threshold, scale);
-  if (d.has_error()) return d.error();
-  args.drop = *d;
-  return ffi::Error::Success();
-}
-
 // The checks common to the three handlers. `by_src` selects the CSR (rows = sources,
 // neighbours = destinations) instead of the CSC.
 inline ffi::ErrorOr<GatArgs> CheckGatCommon(const char* fn, const ffi::AnyBuffer& offsets, const ffi::AnyBuffer& nbr,
@@ -98,34 +39,25 @@ inline ffi::ErrorOr<GatArgs> CheckGatCommon(const char* fn, const ffi::AnyBuffer
                                             const ffi::AnyBuffer& s_src, const ffi::AnyBuffer& s_edge,
                                             int64_t n_dst, bool by_src, double slope, bool has_edge) {
   GatArgs a;
-  const auto it = offsets.element_type();
-  if (!IsIndexType(it) || nbr.element_type() != it || eid.element_type() != it)
-    return Fail(std::string(fn) + ": offsets, neighbours and edge ids must share an int32/int64 dtype");
+  auto view = CheckGraphView(fn, offsets, nbr, eid);
+  if (view.has_error()) return ffi::Unexpected(view.error());
   a.storage = x.element_type();
   a.score = s_src.element_type();
   if (!StorageFits(a.storage, a.score) || s_edge.element_type() != a.score)
     return Fail(std::string(fn) + ": scores must be float32/float64 and features of their dtype, or bfloat16/float16 "
                 "features with float32 scores");
   auto xd = x.dimensions();
-  if (xd.size() != 3) return Fail(std::string(fn) + ": x must be [n_src, H, C]; got " + detail::ShapeOf(x));
+  if (xd.size() != 3) return Fail(std::string(fn) + ": x must be [n_src, H, C]; got " + ShapeOf(x));
   a.n_src = xd[0];
   a.heads = xd[1];
   a.dim = xd[2];
   a.n_dst = n_dst;
-  if (offsets.element_count() < 1) return Fail(std::string(fn) + ": offsets must have n_rows + 1 entries");
-  a.n_rows = static_cast<int64_t>(offsets.element_count()) - 1;
-  a.n_edges = static_cast<int64_t>(nbr.element_count());
-  if (static_cast<int64_t>(eid.element_count()) != a.n_edges)
-    return Fail(std::string(fn) + ": neighbours and edge ids differ in length");
-  if (a.n_rows != (by_src ? a.n_src : a.n_dst))
-    return Fail(std::string(fn) + ": offsets have " + std::to_string(a.n_rows + 1) + " entries for " +
-                std::to_string(by_src ? a.n_src : a.n_dst) + (by_src ? " sources" : " destinations"));
-  a.nbr_bound = by_src ? a.n_dst : a.n_src;
+  if (auto e = SetWalk(fn, a, *view, by_src); e.failure()) return ffi::Unexpected(e);
   a.has_edge = has_edge;
   a.slope = slope;
-  if (auto e = detail::Expect(fn, "s_src", s_src, {a.n_src, a.heads}); e.failure()) return ffi::Unexpected(e);
+  if (auto e = CheckShape(fn, "s_src", s_src, {a.n_src, a.heads}); e.failure()) return ffi::Unexpected(e);
   if (has_edge) {
-    if (auto e = detail::Expect(fn, "s_edge", s_edge, {a.n_edges, a.heads}); e.failure()) return ffi::Unexpected(e);
+    if (auto e = CheckShape(fn, "s_edge", s_edge, {a.n_edges, a.heads}); e.failure()) return ffi::Unexpected(e);
   }
   return a;
 }
@@ -135,15 +67,15 @@ inline ffi::ErrorOr<GatArgs> CheckGatFwd(const ffi::AnyBuffer& offsets, const ff
                                          const ffi::AnyBuffer& s_src, const ffi::AnyBuffer& s_dst,
                                          const ffi::AnyBuffer& s_edge, const ffi::AnyBuffer& out,
                                          const ffi::AnyBuffer& lse, double slope, bool has_edge) {
-  const char* fn = "gat_fwd";
+  const char* fn = "jgo_gat_fwd";
   const int64_t n_dst = static_cast<int64_t>(offsets.element_count()) - 1;
   auto a = CheckGatCommon(fn, offsets, nbr, eid, x, s_src, s_edge, n_dst, false, slope, has_edge);
   if (a.has_error()) return a;
   if (s_dst.element_type() != a->score || lse.element_type() != a->score || out.element_type() != a->storage)
     return Fail(std::string(fn) + ": s_dst and lse must have the dtype of s_src, out that of x");
-  if (auto e = detail::Expect(fn, "s_dst", s_dst, {a->n_dst, a->heads}); e.failure()) return ffi::Unexpected(e);
-  if (auto e = detail::Expect(fn, "out", out, {a->n_dst, a->heads, a->dim}); e.failure()) return ffi::Unexpected(e);
-  if (auto e = detail::Expect(fn, "lse", lse, {a->n_dst, a->heads}); e.failure()) return ffi::Unexpected(e);
+  if (auto e = CheckShape(fn, "s_dst", s_dst, {a->n_dst, a->heads}); e.failure()) return ffi::Unexpected(e);
+  if (auto e = CheckShape(fn, "out", out, {a->n_dst, a->heads, a->dim}); e.failure()) return ffi::Unexpected(e);
+  if (auto e = CheckShape(fn, "lse", lse, {a->n_dst, a->heads}); e.failure()) return ffi::Unexpected(e);
   return a;
 }
 
@@ -174,9 +106,9 @@ inline ffi::ErrorOr<GatArgs> CheckGatBwd(const ffi::AnyBuffer& offsets, const ff
                                          const ffi::AnyBuffer& dst_info, const ffi::AnyBuffer& grad,
                                          const ffi::AnyBuffer& out_a, const ffi::AnyBuffer& out_b, bool by_src,
                                          double slope, bool has_edge) {
-  const char* fn = by_src ? "gat_bwd_src" : "gat_bwd_dst";
+  const char* fn = by_src ? "jgo_gat_bwd_src" : "jgo_gat_bwd_dst";
   auto dd = dst_info.dimensions();
-  if (dd.size() != 3) return Fail(std::string(fn) + ": dst_info must be [n_dst, 3, H]; got " + detail::ShapeOf(dst_info));
+  if (dd.size() != 3) return Fail(std::string(fn) + ": dst_info must be [n_dst, 3, H]; got " + ShapeOf(dst_info));
   auto a = CheckGatCommon(fn, offsets, nbr, eid, x, s_src, s_edge, dd[0], by_src, slope, has_edge);
   if (a.has_error()) return a;
   const auto a_type = by_src ? a->storage : a->score;  // grad_x, or grad_s_dst
@@ -184,19 +116,19 @@ inline ffi::ErrorOr<GatArgs> CheckGatBwd(const ffi::AnyBuffer& offsets, const ff
       out_b.element_type() != a->score)
     return Fail(std::string(fn) + ": dst_info and the score gradients must have the dtype of s_src, grad and "
                 "grad_x that of x");
-  if (auto e = detail::Expect(fn, "dst_info", dst_info, {a->n_dst, DstInfo::kCount, a->heads}); e.failure())
+  if (auto e = CheckShape(fn, "dst_info", dst_info, {a->n_dst, DstInfo::kCount, a->heads}); e.failure())
     return ffi::Unexpected(e);
-  if (auto e = detail::Expect(fn, "grad", grad, {a->n_dst, a->heads, a->dim}); e.failure()) return ffi::Unexpected(e);
+  if (auto e = CheckShape(fn, "grad", grad, {a->n_dst, a->heads, a->dim}); e.failure()) return ffi::Unexpected(e);
   if (by_src) {
-    if (auto e = detail::Expect(fn, "grad_x", out_a, {a->n_src, a->heads, a->dim}); e.failure())
+    if (auto e = CheckShape(fn, "grad_x", out_a, {a->n_src, a->heads, a->dim}); e.failure())
       return ffi::Unexpected(e);
-    if (auto e = detail::Expect(fn, "grad_s_src", out_b, {a->n_src, a->heads}); e.failure())
+    if (auto e = CheckShape(fn, "grad_s_src", out_b, {a->n_src, a->heads}); e.failure())
       return ffi::Unexpected(e);
   } else {
-    if (auto e = detail::Expect(fn, "grad_s_dst", out_a, {a->n_dst, a->heads}); e.failure())
+    if (auto e = CheckShape(fn, "grad_s_dst", out_a, {a->n_dst, a->heads}); e.failure())
       return ffi::Unexpected(e);
     if (has_edge) {
-      if (auto e = detail::Expect(fn, "grad_s_edge", out_b, {a->n_edges, a->heads}); e.failure())
+      if (auto e = CheckShape(fn, "grad_s_edge", out_b, {a->n_edges, a->heads}); e.failure())
         return ffi::Unexpected(e);
     }
   }

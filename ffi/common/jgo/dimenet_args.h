@@ -58,12 +58,46 @@ inline ffi::ErrorOr<DimenetArgs> CheckDimenet(const char* what, const ffi::AnyBu
 }
 
 // A result is either requested (its full size) or a [0] placeholder.
-inline ffi::Error CheckResult(const char* what, const char* name, const ffi::AnyBuffer& r, bool requested,
-                              int64_t size, ffi::DataType dtype) {
+inline ffi::Error CheckRequested(const char* what, const char* name, const ffi::AnyBuffer& r, bool requested,
+                                 int64_t size, ffi::DataType dtype) {
   const int64_t n = static_cast<int64_t>(r.element_count());
   if (r.element_type() != dtype || n != (requested ? size : 0))
     return InvalidArgument(std::string(what) + ": result " + name + " has the wrong size or dtype");
   return ffi::Error::Success();
+}
+
+// jgo_dimenet_in past CheckDimenet: no grad output, positions [n_triplets] of the index dtype, and its results
+// `res` (vec, A, emb, W_b, coef) each requested or [0].
+inline ffi::Error CheckDimenetIn(const DimenetArgs& a, const ffi::AnyBuffer& offsets, const ffi::AnyBuffer& pos,
+                                 const ffi::AnyBuffer& vec, const ffi::AnyBuffer* res) {
+  if ((a.outputs & kOutGrad) != 0)
+    return InvalidArgument("jgo_dimenet_in: the grad component is computed by jgo_dimenet_out");
+  if (pos.element_type() != offsets.element_type() || static_cast<int64_t>(pos.element_count()) != a.T)
+    return InvalidArgument("jgo_dimenet_in: positions must be [n_triplets] of the index dtype");
+  const int64_t sizes[5] = {3 * a.E, kSpherical * a.M * a.E, a.C * a.E, a.C * a.M, 2 * a.T};
+  const int64_t bits[5] = {kOutVec, kOutA, kOutEmb, kOutWb, kOutVec};
+  const char* names[5] = {"vec", "A", "emb", "W_b", "coef"};
+  for (int i = 0; i < 5; ++i) {
+    const bool requested = (a.outputs & bits[i]) != 0;
+    if (auto err = CheckRequested("jgo_dimenet_in", names[i], res[i], requested, sizes[i], vec.element_type());
+        err.failure())
+      return err;
+  }
+  return ffi::Error::Success();
+}
+
+// jgo_dimenet_out past CheckDimenet: only grad and vec outputs, coef [n_triplets, 2] when vec is requested, and
+// its results each requested or [0].
+inline ffi::Error CheckDimenetOut(const DimenetArgs& a, const ffi::AnyBuffer& vec, const ffi::AnyBuffer& coef,
+                                  const ffi::AnyBuffer& r_grad, const ffi::AnyBuffer& r_vec) {
+  if ((a.outputs & ~(kOutGrad | kOutVec)) != 0) return InvalidArgument("jgo_dimenet_out: computes only grad and vec");
+  const bool want_vec = (a.outputs & kOutVec) != 0, want_grad = (a.outputs & kOutGrad) != 0;
+  const auto ft = vec.element_type();
+  if (coef.element_type() != ft || static_cast<int64_t>(coef.element_count()) != (want_vec ? 2 * a.T : 0))
+    return InvalidArgument("jgo_dimenet_out: coef must be [n_triplets, 2] when vec is requested");
+  if (auto err = CheckRequested("jgo_dimenet_out", "grad", r_grad, want_grad, a.C * a.E, ft); err.failure())
+    return err;
+  return CheckRequested("jgo_dimenet_out", "vec", r_vec, want_vec, 3 * a.E, ft);
 }
 
 template <typename T>

@@ -31,7 +31,6 @@
 #include <string>
 
 #include "jgo/args.h"
-#include "jgo/attention_args.h"  // detail::ShapeOf
 
 namespace jgo {
 
@@ -70,7 +69,7 @@ inline ffi::ErrorOr<DmpnnArgs> CheckDmpnn(DmpnnPass pass, const ffi::AnyBuffer& 
                                           const ffi::AnyBuffer& in_eid, const ffi::AnyBuffer& out_offsets,
                                           const ffi::AnyBuffer& out_eid, const ffi::AnyBuffer& rev,
                                           const ffi::AnyBuffer& x, const ffi::AnyBuffer& y, bool concat_own) {
-  const std::string fn = pass == DmpnnPass::kFwd ? "dmpnn_fwd" : "dmpnn_bwd";
+  const std::string fn = pass == DmpnnPass::kFwd ? "jgo_dmpnn_fwd" : "jgo_dmpnn_bwd";
   const auto it = in_offsets.element_type();
   if (!IsIndexType(it) || in_eid.element_type() != it || out_offsets.element_type() != it ||
       out_eid.element_type() != it || rev.element_type() != it)
@@ -90,11 +89,11 @@ inline ffi::ErrorOr<DmpnnArgs> CheckDmpnn(DmpnnPass pass, const ffi::AnyBuffer& 
   const auto& h_like = pass == DmpnnPass::kFwd ? x : y;  // [E, D]
   if (h_like.dimensions().size() != 2 || h_like.dimensions()[0] != a.n_edges)
     return Fail(fn + ": " + (pass == DmpnnPass::kFwd ? "h" : "grad_h") + " must be [n_edges, D]; got " +
-                detail::ShapeOf(h_like));
+                ShapeOf(h_like));
   a.dim = h_like.dimensions()[1];
   const int64_t wide = concat_own ? 2 * a.dim : a.dim;
   const auto& g_like = pass == DmpnnPass::kFwd ? y : x;  // [E, D | 2D]
-  if (auto e = detail::Expect(fn.c_str(), pass == DmpnnPass::kFwd ? "out" : "G", g_like, {a.n_edges, wide});
+  if (auto e = CheckShape(fn.c_str(), pass == DmpnnPass::kFwd ? "out" : "G", g_like, {a.n_edges, wide});
       e.failure())
     return ffi::Unexpected(e);
   a.in_len = x.dimensions()[1];

@@ -12,7 +12,6 @@
 #include <string>
 
 #include "jgo/args.h"
-#include "jgo/attention_args.h"  // detail::ShapeOf
 
 namespace jgo {
 
@@ -27,13 +26,13 @@ inline ffi::ErrorOr<EdgeListArgs> CheckEdgeList(const ffi::AnyBuffer& src, const
                                                 int64_t n_src, int64_t n_dst) {
   const auto it = src.element_type();
   if (!IsIndexType(it) || dst.element_type() != it || src_out.element_type() != it || dst_out.element_type() != it)
-    return Fail("check_edges: src and dst must share an int32/int64 dtype");
+    return Fail("jgo_check_edges: src and dst must share an int32/int64 dtype");
   const auto shape = src.dimensions();
-  if (shape.size() == 0 || detail::ShapeOf(dst) != detail::ShapeOf(src) ||
-      detail::ShapeOf(src_out) != detail::ShapeOf(src) || detail::ShapeOf(dst_out) != detail::ShapeOf(src))
-    return Fail("check_edges: src, dst and the results must have one shape [..., E]; got " + detail::ShapeOf(src) +
-                " and " + detail::ShapeOf(dst));
-  if (n_src < 0 || n_dst < 0) return Fail("check_edges: n_src and n_dst must be >= 0");
+  if (shape.size() == 0 || ShapeOf(dst) != ShapeOf(src) ||
+      ShapeOf(src_out) != ShapeOf(src) || ShapeOf(dst_out) != ShapeOf(src))
+    return Fail("jgo_check_edges: src, dst and the results must have one shape [..., E]; got " + ShapeOf(src) +
+                " and " + ShapeOf(dst));
+  if (n_src < 0 || n_dst < 0) return Fail("jgo_check_edges: n_src and n_dst must be >= 0");
   return EdgeListArgs{static_cast<int64_t>(src.element_count()), shape[shape.size() - 1], n_src, n_dst};
 }
 

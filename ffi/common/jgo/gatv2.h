@@ -58,9 +58,8 @@ inline ffi::ErrorOr<GatArgs> CheckGatv2(const char* fn, const ffi::AnyBuffer& of
                                         const ffi::AnyBuffer& ef, const ffi::AnyBuffer* info,
                                         const ffi::AnyBuffer* grad, bool by_src, double slope, bool has_edge) {
   GatArgs r;
-  const auto it = offsets.element_type();
-  if (!IsIndexType(it) || nbr.element_type() != it || eid.element_type() != it)
-    return Fail(std::string(fn) + ": offsets, neighbours and edge ids must share an int32/int64 dtype");
+  auto view = CheckGraphView(fn, offsets, nbr, eid);
+  if (view.has_error()) return ffi::Unexpected(view.error());
   r.storage = xs.element_type();
   r.score = a.element_type();
   if (!StorageFits(r.storage, r.score) || xd.element_type() != r.storage || ef.element_type() != r.storage ||
@@ -69,35 +68,27 @@ inline ffi::ErrorOr<GatArgs> CheckGatv2(const char* fn, const ffi::AnyBuffer& of
                 "grad of their dtype, or bfloat16/float16 with float32 attn_weights");
   auto sd = xs.dimensions();
   auto dd = xd.dimensions();
-  if (sd.size() != 3) return Fail(std::string(fn) + ": x_src must be [n_src, H, C]; got " + detail::ShapeOf(xs));
-  if (dd.size() != 3) return Fail(std::string(fn) + ": x_dst must be [n_dst, H, C]; got " + detail::ShapeOf(xd));
+  if (sd.size() != 3) return Fail(std::string(fn) + ": x_src must be [n_src, H, C]; got " + ShapeOf(xs));
+  if (dd.size() != 3) return Fail(std::string(fn) + ": x_dst must be [n_dst, H, C]; got " + ShapeOf(xd));
   r.n_src = sd[0];
   r.heads = sd[1];
   r.dim = sd[2];
   r.n_dst = dd[0];
-  if (offsets.element_count() < 1) return Fail(std::string(fn) + ": offsets must have n_rows + 1 entries");
-  r.n_rows = static_cast<int64_t>(offsets.element_count()) - 1;
-  r.n_edges = static_cast<int64_t>(nbr.element_count());
-  if (static_cast<int64_t>(eid.element_count()) != r.n_edges)
-    return Fail(std::string(fn) + ": neighbours and edge ids differ in length");
-  if (r.n_rows != (by_src ? r.n_src : r.n_dst))
-    return Fail(std::string(fn) + ": offsets have " + std::to_string(r.n_rows + 1) + " entries for " +
-                std::to_string(by_src ? r.n_src : r.n_dst) + (by_src ? " sources" : " destinations"));
-  r.nbr_bound = by_src ? r.n_dst : r.n_src;
+  if (auto e = SetWalk(fn, r, *view, by_src); e.failure()) return ffi::Unexpected(e);
   r.has_edge = has_edge;
   r.slope = slope;
-  if (auto e = detail::Expect(fn, "x_dst", xd, {r.n_dst, r.heads, r.dim}); e.failure()) return ffi::Unexpected(e);
-  if (auto e = detail::Expect(fn, "attn_weights", a, {r.heads, r.dim}); e.failure()) return ffi::Unexpected(e);
+  if (auto e = CheckShape(fn, "x_dst", xd, {r.n_dst, r.heads, r.dim}); e.failure()) return ffi::Unexpected(e);
+  if (auto e = CheckShape(fn, "attn_weights", a, {r.heads, r.dim}); e.failure()) return ffi::Unexpected(e);
   if (has_edge) {
-    if (auto e = detail::Expect(fn, "edge_feat", ef, {r.n_edges, r.heads, r.dim}); e.failure())
+    if (auto e = CheckShape(fn, "edge_feat", ef, {r.n_edges, r.heads, r.dim}); e.failure())
       return ffi::Unexpected(e);
   }
   if (info) {
-    if (auto e = detail::Expect(fn, "dst_info", *info, {r.n_dst, Gatv2Info::kCount, r.heads}); e.failure())
+    if (auto e = CheckShape(fn, "dst_info", *info, {r.n_dst, Gatv2Info::kCount, r.heads}); e.failure())
       return ffi::Unexpected(e);
   }
   if (grad) {
-    if (auto e = detail::Expect(fn, "grad", *grad, {r.n_dst, r.heads, r.dim}); e.failure()) return ffi::Unexpected(e);
+    if (auto e = CheckShape(fn, "grad", *grad, {r.n_dst, r.heads, r.dim}); e.failure()) return ffi::Unexpected(e);
   }
   return r;
 }

@@ -16,7 +16,6 @@
 #include <string>
 
 #include "jgo/args.h"
-#include "jgo/attention_args.h"
 
 namespace jgo {
 
@@ -36,32 +35,30 @@ inline ffi::ErrorOr<GnoArgs> CheckGno(GnoPass pass, const ffi::AnyBuffer& offset
                                       const ffi::AnyBuffer& U, const ffi::AnyBuffer& b_u, const ffi::AnyBuffer& Vb,
                                       const ffi::AnyBuffer& w, const ffi::AnyBuffer* G, int64_t c_out_of_out,
                                       bool diagonal, bool has_weight) {
-  const char* fn = pass == GnoPass::kFwd ? "gno_fwd" : pass == GnoPass::kBwdSrc ? "gno_bwd_src" : "gno_bwd_dst";
+  const char* fn = pass == GnoPass::kFwd      ? "jgo_gno_fwd"
+                   : pass == GnoPass::kBwdSrc ? "jgo_gno_bwd_src"
+                                              : "jgo_gno_bwd_dst";
   const std::string name(fn);
   GnoArgs a;
-  const auto it = offsets.element_type();
-  if (!IsIndexType(it) || nbr.element_type() != it || eid.element_type() != it)
-    return Fail(name + ": offsets, neighbours and edge ids must share an int32/int64 dtype");
+  auto view = CheckGraphView(name, offsets, nbr, eid);
+  if (view.has_error()) return ffi::Unexpected(view.error());
   const auto ft = f.element_type();
   if (!IsFloatType(ft) || dx.element_type() != ft || U.element_type() != ft || b_u.element_type() != ft ||
       Vb.element_type() != ft || w.element_type() != ft || (G && G->element_type() != ft))
     return Fail(name + ": float operands must share a float32/float64 dtype");
-  if (f.dimensions().size() != 2) return Fail(name + ": f must be [n_src, c_in]; got " + detail::ShapeOf(f));
-  if (dx.dimensions().size() != 2) return Fail(name + ": dx must be [n_edges, d]; got " + detail::ShapeOf(dx));
-  if (U.dimensions().size() != 2) return Fail(name + ": U must be [H, d]; got " + detail::ShapeOf(U));
-  if (offsets.element_count() < 1) return Fail(name + ": offsets must have n_rows + 1 entries");
+  if (f.dimensions().size() != 2) return Fail(name + ": f must be [n_src, c_in]; got " + ShapeOf(f));
+  if (dx.dimensions().size() != 2) return Fail(name + ": dx must be [n_edges, d]; got " + ShapeOf(dx));
+  if (U.dimensions().size() != 2) return Fail(name + ": U must be [H, d]; got " + ShapeOf(U));
   a.n_src = f.dimensions()[0];
   a.c_in = f.dimensions()[1];
-  a.n_edges = static_cast<int64_t>(nbr.element_count());
+  a.n_edges = view->n_edges;
   a.dim = dx.dimensions()[1];
   a.hidden = U.dimensions()[0];
-  a.n_rows = static_cast<int64_t>(offsets.element_count()) - 1;
+  a.n_rows = view->n_rows;
   a.diagonal = diagonal;
   a.has_weight = has_weight;
-  if (static_cast<int64_t>(eid.element_count()) != a.n_edges)
-    return Fail(name + ": neighbours and edge ids differ in length");
   if (G) {
-    if (G->dimensions().size() != 2) return Fail(name + ": G must be [n_dst, c_out]; got " + detail::ShapeOf(*G));
+    if (G->dimensions().size() != 2) return Fail(name + ": G must be [n_dst, c_out]; got " + ShapeOf(*G));
     a.n_dst = G->dimensions()[0];
     a.c_out = G->dimensions()[1];
   } else {
@@ -76,26 +73,26 @@ inline ffi::ErrorOr<GnoArgs> CheckGno(GnoPass pass, const ffi::AnyBuffer& offset
   if (diagonal && a.c_out != a.c_in)
     return Fail(name + ": the diagonal kernel needs c_out == c_in; got " + std::to_string(a.c_out) + " and " +
                 std::to_string(a.c_in));
-  if (auto e = detail::Expect(fn, "dx", dx, {a.n_edges, a.dim}); e.failure()) return ffi::Unexpected(e);
-  if (auto e = detail::Expect(fn, "U", U, {a.hidden, a.dim}); e.failure()) return ffi::Unexpected(e);
-  if (auto e = detail::Expect(fn, "b_u", b_u, {a.hidden}); e.failure()) return ffi::Unexpected(e);
+  if (auto e = CheckShape(fn, "dx", dx, {a.n_edges, a.dim}); e.failure()) return ffi::Unexpected(e);
+  if (auto e = CheckShape(fn, "U", U, {a.hidden, a.dim}); e.failure()) return ffi::Unexpected(e);
+  if (auto e = CheckShape(fn, "b_u", b_u, {a.hidden}); e.failure()) return ffi::Unexpected(e);
   if (has_weight) {
-    if (auto e = detail::Expect(fn, "w", w, {a.n_edges}); e.failure()) return ffi::Unexpected(e);
+    if (auto e = CheckShape(fn, "w", w, {a.n_edges}); e.failure()) return ffi::Unexpected(e);
   }
   const int64_t P = a.units();
   ffi::Error e = ffi::Error::Success();
-  if (diagonal) e = detail::Expect(fn, "Vb", Vb, {a.c_in, P});
-  else if (pass == GnoPass::kFwd) e = detail::Expect(fn, "Vb", Vb, {a.c_in, P, a.c_out});
-  else if (pass == GnoPass::kBwdSrc) e = detail::Expect(fn, "Vb", Vb, {a.c_out, P, a.c_in});
-  else e = detail::Expect(fn, "Vb", Vb, {a.c_out, a.c_in, P});
+  if (diagonal) e = CheckShape(fn, "Vb", Vb, {a.c_in, P});
+  else if (pass == GnoPass::kFwd) e = CheckShape(fn, "Vb", Vb, {a.c_in, P, a.c_out});
+  else if (pass == GnoPass::kBwdSrc) e = CheckShape(fn, "Vb", Vb, {a.c_out, P, a.c_in});
+  else e = CheckShape(fn, "Vb", Vb, {a.c_out, a.c_in, P});
   if (e.failure()) return ffi::Unexpected(e);
   return a;
 }
 
 // Result shapes of the three passes.
 inline ffi::Error CheckGnoFwdResult(const GnoArgs& a, const ffi::AnyBuffer& out, ffi::DataType ft) {
-  if (out.element_type() != ft) return InvalidArgument("gno_fwd: out must have the dtype of f");
-  return detail::Expect("gno_fwd", "out", out, {a.n_dst, a.c_out});
+  if (out.element_type() != ft) return InvalidArgument("jgo_gno_fwd: out must have the dtype of f");
+  return CheckShape("jgo_gno_fwd", "out", out, {a.n_dst, a.c_out});
 }
 
 template <typename... Ctx>
@@ -118,10 +115,10 @@ auto BindGnoFwd() {
 inline ffi::Error CheckGnoBwdSrcResults(const GnoArgs& a, const ffi::AnyBuffer& grad_f, const ffi::AnyBuffer& grad_vb,
                                         ffi::DataType ft) {
   if (grad_f.element_type() != ft || grad_vb.element_type() != ft)
-    return InvalidArgument("gno_bwd_src: results must have the dtype of f");
-  if (auto e = detail::Expect("gno_bwd_src", "grad_f", grad_f, {a.n_src, a.c_in}); e.failure()) return e;
-  if (a.diagonal) return detail::Expect("gno_bwd_src", "grad_Vb", grad_vb, {a.c_in, a.units()});
-  return detail::Expect("gno_bwd_src", "grad_Vb", grad_vb, {a.c_in, a.c_out, a.units()});
+    return InvalidArgument("jgo_gno_bwd_src: results must have the dtype of f");
+  if (auto e = CheckShape("jgo_gno_bwd_src", "grad_f", grad_f, {a.n_src, a.c_in}); e.failure()) return e;
+  if (a.diagonal) return CheckShape("jgo_gno_bwd_src", "grad_Vb", grad_vb, {a.c_in, a.units()});
+  return CheckShape("jgo_gno_bwd_src", "grad_Vb", grad_vb, {a.c_in, a.c_out, a.units()});
 }
 
 template <typename... Ctx>
@@ -148,12 +145,12 @@ inline ffi::Error CheckGnoBwdDstResults(const GnoArgs& a, const ffi::AnyBuffer& 
                                         ffi::DataType ft) {
   if (grad_dx.element_type() != ft || grad_u.element_type() != ft || grad_bu.element_type() != ft ||
       grad_w.element_type() != ft)
-    return InvalidArgument("gno_bwd_dst: results must have the dtype of f");
-  const char* fn = "gno_bwd_dst";
-  if (auto e = detail::Expect(fn, "grad_dx", grad_dx, {a.n_edges, a.dim}); e.failure()) return e;
-  if (auto e = detail::Expect(fn, "grad_U", grad_u, {a.hidden, a.dim}); e.failure()) return e;
-  if (auto e = detail::Expect(fn, "grad_b_u", grad_bu, {a.hidden}); e.failure()) return e;
-  if (a.has_weight) return detail::Expect(fn, "grad_w", grad_w, {a.n_edges});
+    return InvalidArgument("jgo_gno_bwd_dst: results must have the dtype of f");
+  const char* fn = "jgo_gno_bwd_dst";
+  if (auto e = CheckShape(fn, "grad_dx", grad_dx, {a.n_edges, a.dim}); e.failure()) return e;
+  if (auto e = CheckShape(fn, "grad_U", grad_u, {a.hidden, a.dim}); e.failure()) return e;
+  if (auto e = CheckShape(fn, "grad_b_u", grad_bu, {a.hidden}); e.failure()) return e;
+  if (a.has_weight) return CheckShape(fn, "grad_w", grad_w, {a.n_edges});
   return ffi::Error::Success();
 }
 

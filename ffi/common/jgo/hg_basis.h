@@ -28,7 +28,6 @@
 #include <string>
 
 #include "jgo/args.h"
-#include "jgo/attention_args.h"
 
 namespace jgo {
 
@@ -56,7 +55,9 @@ JGO_HD T HgBasisNorm(int64_t count) {
 enum class HgBasisPass { kNorm, kFwd, kBwdSrc };
 
 inline const char* HgBasisName(HgBasisPass pass) {
-  return pass == HgBasisPass::kNorm ? "hg_basis_norm" : pass == HgBasisPass::kFwd ? "hg_basis_fwd" : "hg_basis_bwd_src";
+  return pass == HgBasisPass::kNorm  ? "jgo_hg_basis_norm"
+         : pass == HgBasisPass::kFwd ? "jgo_hg_basis_fwd"
+                                     : "jgo_hg_basis_bwd_src";
 }
 
 // The index checks of the structure and the shapes of the operands (everything but the results).
@@ -70,20 +71,18 @@ inline ffi::ErrorOr<HgBasisArgs> CheckHgBasis(HgBasisPass pass, const ffi::AnyBu
   const char* fn = HgBasisName(pass);
   const std::string name(fn);
   HgBasisArgs a{};
-  const auto it = offsets.element_type();
-  if (!IsIndexType(it) || nbr.element_type() != it || eid.element_type() != it || types.element_type() != it)
-    return Fail(name + ": offsets, neighbours, edge ids and edge types must share an int32/int64 dtype");
-  if (offsets.element_count() < 1) return Fail(name + ": offsets must have n_rows + 1 entries");
+  auto view = CheckGraphView(name, offsets, nbr, eid);
+  if (view.has_error()) return ffi::Unexpected(view.error());
+  if (types.element_type() != view->index_type)
+    return Fail(name + ": edge types must have the index arrays' int32/int64 dtype");
   if (n_types < 1) return Fail(name + ": n_edge_types must be >= 1; got " + std::to_string(n_types));
-  a.n_rows = static_cast<int64_t>(offsets.element_count()) - 1;
-  a.n_edges = static_cast<int64_t>(nbr.element_count());
+  a.n_rows = view->n_rows;
+  a.n_edges = view->n_edges;
   a.n_types = n_types;
   a.has_comp = has_comp;
   a.has_norm = has_norm;
   a.concat_own = concat_own;
-  if (static_cast<int64_t>(eid.element_count()) != a.n_edges)
-    return Fail(name + ": neighbours and edge ids differ in length");
-  if (auto e = detail::Expect(fn, "edge_types", types, {a.n_edges}); e.failure()) return ffi::Unexpected(e);
+  if (auto e = CheckShape(fn, "edge_types", types, {a.n_edges}); e.failure()) return ffi::Unexpected(e);
   if (pass == HgBasisPass::kNorm) {
     a.n_dst = a.n_rows;
     a.nbr_bound = INT64_MAX;
@@ -93,13 +92,13 @@ inline ffi::ErrorOr<HgBasisArgs> CheckHgBasis(HgBasisPass pass, const ffi::AnyBu
   if (!IsFloatType(ft) || comp->element_type() != ft || w->element_type() != ft ||
       (own && own->element_type() != ft) || (G && G->element_type() != ft))
     return Fail(name + ": float operands must share a float32/float64 dtype");
-  if (x->dimensions().size() != 2) return Fail(name + ": x must be [n_src, D]; got " + detail::ShapeOf(*x));
+  if (x->dimensions().size() != 2) return Fail(name + ": x must be [n_src, D]; got " + ShapeOf(*x));
   a.n_src = x->dimensions()[0];
   a.dim = x->dimensions()[1];
   if (has_comp) {
     if (comp->dimensions().size() != 2 || comp->dimensions()[0] != n_types || comp->dimensions()[1] < 1)
       return Fail(name + ": comp must be [n_edge_types=" + std::to_string(n_types) + ", n_bases >= 1]; got " +
-                  detail::ShapeOf(*comp));
+                  ShapeOf(*comp));
     a.n_bases = comp->dimensions()[1];
   } else {
     a.n_bases = 0;
@@ -107,18 +106,18 @@ inline ffi::ErrorOr<HgBasisArgs> CheckHgBasis(HgBasisPass pass, const ffi::AnyBu
   a.blocks = has_comp ? a.n_bases : n_types;
   a.width = (a.blocks + (concat_own ? 1 : 0)) * a.dim;
   if (has_norm) {
-    if (auto e = detail::Expect(fn, "w", *w, {a.n_edges}); e.failure()) return ffi::Unexpected(e);
+    if (auto e = CheckShape(fn, "w", *w, {a.n_edges}); e.failure()) return ffi::Unexpected(e);
   }
   if (pass == HgBasisPass::kFwd) {
     a.n_dst = a.n_rows;
     a.nbr_bound = a.n_src;
     if (concat_own) {
-      if (auto e = detail::Expect(fn, "own", *own, {a.n_dst, a.dim}); e.failure()) return ffi::Unexpected(e);
+      if (auto e = CheckShape(fn, "own", *own, {a.n_dst, a.dim}); e.failure()) return ffi::Unexpected(e);
     }
     return a;
   }
   if (G->dimensions().size() != 2 || G->dimensions()[1] != a.width)
-    return Fail(name + ": G must be [n_dst, " + std::to_string(a.width) + "]; got " + detail::ShapeOf(*G));
+    return Fail(name + ": G must be [n_dst, " + std::to_string(a.width) + "]; got " + ShapeOf(*G));
   a.n_dst = G->dimensions()[0];
   if (a.n_rows != a.n_src)
     return Fail(name + ": offsets have " + std::to_string(a.n_rows + 1) + " entries for " + std::to_string(a.n_src) +
@@ -176,19 +175,19 @@ auto BindHgBasisBwdSrc() {
 }
 
 inline ffi::Error CheckHgBasisNormResult(const HgBasisArgs& a, const ffi::AnyBuffer& w) {
-  if (!IsFloatType(w.element_type())) return InvalidArgument("hg_basis_norm: w must be float32/float64");
-  return detail::Expect("hg_basis_norm", "w", w, {a.n_edges});
+  if (!IsFloatType(w.element_type())) return InvalidArgument("jgo_hg_basis_norm: w must be float32/float64");
+  return CheckShape("jgo_hg_basis_norm", "w", w, {a.n_edges});
 }
 
 inline ffi::Error CheckHgBasisFwdResult(const HgBasisArgs& a, const ffi::AnyBuffer& out, ffi::DataType ft) {
-  return CheckResult("hg_basis_fwd", "out", out, ft, {a.n_dst, a.width});
+  return CheckResult("jgo_hg_basis_fwd", "out", out, ft, {a.n_dst, a.width});
 }
 
 inline ffi::Error CheckHgBasisBwdSrcResults(const HgBasisArgs& a, const ffi::AnyBuffer& grad_x,
                                             const ffi::AnyBuffer& grad_comp, ffi::DataType ft) {
-  if (auto e = CheckResult("hg_basis_bwd_src", "grad_x", grad_x, ft, {a.n_src, a.dim}); e.failure()) return e;
-  if (a.has_comp) return CheckResult("hg_basis_bwd_src", "grad_comp", grad_comp, ft, {a.n_types, a.n_bases});
-  return CheckResult("hg_basis_bwd_src", "grad_comp", grad_comp, ft, {0});
+  if (auto e = CheckResult("jgo_hg_basis_bwd_src", "grad_x", grad_x, ft, {a.n_src, a.dim}); e.failure()) return e;
+  if (a.has_comp) return CheckResult("jgo_hg_basis_bwd_src", "grad_comp", grad_comp, ft, {a.n_types, a.n_bases});
+  return CheckResult("jgo_hg_basis_bwd_src", "grad_comp", grad_comp, ft, {0});
 }
 
 }  // namespace jgo

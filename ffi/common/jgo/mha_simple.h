@@ -17,7 +17,7 @@
 // jgo_mha_simple_bwd_dst (csc_offsets, csc_src, csc_eid, q, k, v, ef, info [Nd,2,H] = (lse, delta), G [Nd,H,C])
 //                        -> grad_q [Nd,H,C], grad_ef [E,H,C] | [0]
 // jgo_mha_simple_bwd_src (csr_offsets, csr_dst, csr_eid, q, k, v, ef, info, G) -> grad_k [Ns,H,C], grad_v [Ns,H,C]
-// Each also takes the dropout key last, with attributes dropout_threshold, dropout_scale (jgo/attention_args.h).
+// Each also takes the dropout key last, with attributes dropout_threshold, dropout_scale (jgo/dropout_args.h).
 // Attributes: scale (f64), has_edge (bool). Edge-valued arrays are in input edge order. Features,
 // G and the feature results share one storage dtype (float32/float64; on CUDA also bfloat16 and
 // float16); lse and info are in the accumulation dtype (float32 for half storage).
@@ -29,7 +29,7 @@
 
 #include "jgo/args.h"
 #include "jgo/attention.h"
-#include "jgo/attention_args.h"
+#include "jgo/dropout_args.h"
 
 namespace jgo {
 
@@ -85,9 +85,8 @@ inline ffi::ErrorOr<SimpleArgs> CheckMhaSimple(const char* fn, const ffi::AnyBuf
                                                const ffi::AnyBuffer* info, const ffi::AnyBuffer* grad, bool by_src,
                                                double scale, bool has_edge, bool allow_half) {
   SimpleArgs r;
-  const auto it = offsets.element_type();
-  if (!IsIndexType(it) || nbr.element_type() != it || eid.element_type() != it)
-    return Fail(std::string(fn) + ": offsets, neighbours and edge ids must share an int32/int64 dtype");
+  auto view = CheckGraphView(fn, offsets, nbr, eid);
+  if (view.has_error()) return ffi::Unexpected(view.error());
   const auto ft = q.element_type();
   if (!(IsFloatType(ft) || (allow_half && IsHalfType(ft))))
     return Fail(std::string(fn) + (allow_half ? ": features must be float32, float64, bfloat16 or float16"
@@ -99,35 +98,27 @@ inline ffi::ErrorOr<SimpleArgs> CheckMhaSimple(const char* fn, const ffi::AnyBuf
     return Fail(std::string(fn) + ": dst_info must be float32 for half features, else the features' dtype");
   auto qd = q.dimensions();
   auto kd = k.dimensions();
-  if (qd.size() != 3) return Fail(std::string(fn) + ": query must be [n_dst, H, C]; got " + detail::ShapeOf(q));
-  if (kd.size() != 3) return Fail(std::string(fn) + ": key must be [n_src, H, C]; got " + detail::ShapeOf(k));
+  if (qd.size() != 3) return Fail(std::string(fn) + ": query must be [n_dst, H, C]; got " + ShapeOf(q));
+  if (kd.size() != 3) return Fail(std::string(fn) + ": key must be [n_src, H, C]; got " + ShapeOf(k));
   r.n_dst = qd[0];
   r.heads = qd[1];
   r.dim = qd[2];
   r.n_src = kd[0];
-  if (offsets.element_count() < 1) return Fail(std::string(fn) + ": offsets must have n_rows + 1 entries");
-  r.n_rows = static_cast<int64_t>(offsets.element_count()) - 1;
-  r.n_edges = static_cast<int64_t>(nbr.element_count());
-  if (static_cast<int64_t>(eid.element_count()) != r.n_edges)
-    return Fail(std::string(fn) + ": neighbours and edge ids differ in length");
-  if (r.n_rows != (by_src ? r.n_src : r.n_dst))
-    return Fail(std::string(fn) + ": offsets have " + std::to_string(r.n_rows + 1) + " entries for " +
-                std::to_string(by_src ? r.n_src : r.n_dst) + (by_src ? " sources" : " destinations"));
-  r.nbr_bound = by_src ? r.n_dst : r.n_src;
+  if (auto e = SetWalk(fn, r, *view, by_src); e.failure()) return ffi::Unexpected(e);
   r.has_edge = has_edge;
   r.scale = scale;
-  if (auto e = detail::Expect(fn, "key", k, {r.n_src, r.heads, r.dim}); e.failure()) return ffi::Unexpected(e);
-  if (auto e = detail::Expect(fn, "value", v, {r.n_src, r.heads, r.dim}); e.failure()) return ffi::Unexpected(e);
+  if (auto e = CheckShape(fn, "key", k, {r.n_src, r.heads, r.dim}); e.failure()) return ffi::Unexpected(e);
+  if (auto e = CheckShape(fn, "value", v, {r.n_src, r.heads, r.dim}); e.failure()) return ffi::Unexpected(e);
   if (has_edge) {
-    if (auto e = detail::Expect(fn, "edge_feat", ef, {r.n_edges, r.heads, r.dim}); e.failure())
+    if (auto e = CheckShape(fn, "edge_feat", ef, {r.n_edges, r.heads, r.dim}); e.failure())
       return ffi::Unexpected(e);
   }
   if (info) {
-    if (auto e = detail::Expect(fn, "dst_info", *info, {r.n_dst, SimpleInfo::kCount, r.heads}); e.failure())
+    if (auto e = CheckShape(fn, "dst_info", *info, {r.n_dst, SimpleInfo::kCount, r.heads}); e.failure())
       return ffi::Unexpected(e);
   }
   if (grad) {
-    if (auto e = detail::Expect(fn, "grad", *grad, {r.n_dst, r.heads, r.dim}); e.failure()) return ffi::Unexpected(e);
+    if (auto e = CheckShape(fn, "grad", *grad, {r.n_dst, r.heads, r.dim}); e.failure()) return ffi::Unexpected(e);
   }
   return r;
 }

@@ -96,27 +96,25 @@ inline ffi::ErrorOr<SampleArgs> CheckSample(const ffi::AnyBuffer& offsets, const
                                             const ffi::AnyBuffer& key, const ffi::AnyBuffer& src_out,
                                             const ffi::AnyBuffer& eid_out, int64_t fanout, bool replace,
                                             int64_t n_src) {
-  const auto it = offsets.element_type();
-  if (!IsIndexType(it) || csc_src.element_type() != it || csc_eid.element_type() != it ||
-      seeds.element_type() != it || src_out.element_type() != it || eid_out.element_type() != it)
-    return Fail("sample_neighbors: offsets, sources, edge ids, seeds and results must share an int32/int64 dtype");
+  auto view = CheckGraphView("jgo_sample_neighbors", offsets, csc_src, csc_eid);
+  if (view.has_error()) return ffi::Unexpected(view.error());
+  const auto it = view->index_type;
+  if (seeds.element_type() != it || src_out.element_type() != it || eid_out.element_type() != it)
+    return Fail("jgo_sample_neighbors: seeds and results must have the graph's int32/int64 dtype");
   if (key.element_type() != ffi::DataType::U32 || key.element_count() != 2)
-    return Fail("sample_neighbors: key must be uint32[2]");
-  if (offsets.element_count() < 1) return Fail("sample_neighbors: offsets must have n_dst + 1 entries");
-  if (fanout < 0) return Fail("sample_neighbors: fanout must be >= 0, got " + std::to_string(fanout));
-  if (n_src < 0) return Fail("sample_neighbors: n_src must be >= 0");
+    return Fail("jgo_sample_neighbors: key must be uint32[2]");
+  if (fanout < 0) return Fail("jgo_sample_neighbors: fanout must be >= 0, got " + std::to_string(fanout));
+  if (n_src < 0) return Fail("jgo_sample_neighbors: n_src must be >= 0");
   SampleArgs a;
-  a.n_dst = static_cast<int64_t>(offsets.element_count()) - 1;
+  a.n_dst = view->n_rows;
   a.n_src = n_src;
-  a.n_edges = static_cast<int64_t>(csc_src.element_count());
-  if (static_cast<int64_t>(csc_eid.element_count()) != a.n_edges)
-    return Fail("sample_neighbors: sources and edge ids differ in length");
+  a.n_edges = view->n_edges;
   a.n_seeds = static_cast<int64_t>(seeds.element_count());
   a.fanout = fanout;
   a.replace = replace;
   if (static_cast<int64_t>(src_out.element_count()) != a.n_seeds * fanout ||
       static_cast<int64_t>(eid_out.element_count()) != a.n_seeds * fanout)
-    return Fail("sample_neighbors: results must have len(seeds) * fanout elements");
+    return Fail("jgo_sample_neighbors: results must have len(seeds) * fanout elements");
   a.k0 = a.k1 = 0;
   return a;
 }
@@ -166,15 +164,15 @@ inline ffi::Error SampleError(const SampleArgs& a, int status, int64_t s, int64_
   const std::string where = "seed " + std::to_string(seed) + " at position " + std::to_string(s);
   switch (status) {
     case kBadSeed:
-      return InvalidArgument("sample_neighbors: " + where + " out of range [0, " + std::to_string(a.n_dst) +
+      return InvalidArgument("jgo_sample_neighbors: " + where + " out of range [0, " + std::to_string(a.n_dst) +
                              ") (-1 marks a padding seed)");
     case kBadOffsets:
-      return InvalidArgument("sample_neighbors: the CSC offsets of " + where + " are out of order or outside [0, " +
+      return InvalidArgument("jgo_sample_neighbors: the CSC offsets of " + where + " are out of order or outside [0, " +
                              std::to_string(a.n_edges) + "]");
     case kBadDegree:
-      return InvalidArgument("sample_neighbors: " + where + " has more than 2^32 - 1 in-edges");
+      return InvalidArgument("jgo_sample_neighbors: " + where + " has more than 2^32 - 1 in-edges");
     default:
-      return InvalidArgument("sample_neighbors: an in-edge of " + where +
+      return InvalidArgument("jgo_sample_neighbors: an in-edge of " + where +
                              " has a source or edge id out of range (n_src=" + std::to_string(a.n_src) +
                              ", E=" + std::to_string(a.n_edges) + ")");
   }

@@ -29,7 +29,6 @@
 #include <type_traits>
 
 #include "jgo/args.h"
-#include "jgo/attention_args.h"
 
 namespace jgo {
 
@@ -80,7 +79,7 @@ inline ffi::ErrorOr<EfeatArgs> CheckEfeatFwd(const ffi::AnyBuffer& offsets, cons
                                              const ffi::AnyBuffer& edge_feat, const ffi::AnyBuffer& x_src,
                                              const ffi::AnyBuffer& x_dst, const ffi::AnyBuffer& out, bool sum,
                                              bool has_edge, bool has_src, bool has_dst) {
-  const char* fn = "update_efeat_fwd";
+  const char* fn = "jgo_update_efeat_fwd";
   const std::string name(fn);
   EfeatArgs a{};
   a.sum = sum;
@@ -90,15 +89,15 @@ inline ffi::ErrorOr<EfeatArgs> CheckEfeatFwd(const ffi::AnyBuffer& offsets, cons
   if (!IsIndexType(it) || dst.element_type() != it || offsets.element_type() != it)
     return Fail(name + ": offsets, src and dst must share an int32/int64 dtype");
   if (offsets.dimensions().size() != 1 || offsets.element_count() < 1)
-    return Fail(name + ": offsets must be [n_dst + 1]; got " + detail::ShapeOf(offsets));
+    return Fail(name + ": offsets must be [n_dst + 1]; got " + ShapeOf(offsets));
   a.n_rows = static_cast<int64_t>(offsets.element_count()) - 1;
   const auto ft = out.element_type();
   if (!IsFloatType(ft) || edge_feat.element_type() != ft || x_src.element_type() != ft ||
       x_dst.element_type() != ft)
     return Fail(name + ": float operands and the output must share a float32/float64 dtype");
-  if (src.dimensions().size() != 1) return Fail(name + ": src must be [n_edges]; got " + detail::ShapeOf(src));
+  if (src.dimensions().size() != 1) return Fail(name + ": src must be [n_edges]; got " + ShapeOf(src));
   a.n_edges = src.dimensions()[0];
-  if (auto e = detail::Expect(fn, "dst", dst, {a.n_edges}); e.failure()) return ffi::Unexpected(e);
+  if (auto e = CheckShape(fn, "dst", dst, {a.n_edges}); e.failure()) return ffi::Unexpected(e);
   const struct { bool has; const ffi::AnyBuffer* b; const char* what; int64_t* width; int64_t* rows; } ops[] = {
       {has_edge, &edge_feat, "edge_feat", &a.f_edge, nullptr},
       {has_src, &x_src, "x_src", &a.f_src, &a.n_src_rows},
@@ -109,19 +108,19 @@ inline ffi::ErrorOr<EfeatArgs> CheckEfeatFwd(const ffi::AnyBuffer& offsets, cons
       if (o.b->element_count() != 0) return Fail(name + ": absent " + o.what + " must be an empty [0] array");
       continue;
     }
-    if (o.b->dimensions().size() != 2) return Fail(name + ": " + o.what + " must be 2-D; got " + detail::ShapeOf(*o.b));
+    if (o.b->dimensions().size() != 2) return Fail(name + ": " + o.what + " must be 2-D; got " + ShapeOf(*o.b));
     *o.width = o.b->dimensions()[1];
     if (o.rows) *o.rows = o.b->dimensions()[0];
     else if (o.b->dimensions()[0] != a.n_edges)
       return Fail(name + ": edge_feat must have n_edges=" + std::to_string(a.n_edges) + " rows; got " +
-                  detail::ShapeOf(*o.b));
+                  ShapeOf(*o.b));
     if (sum && common >= 0 && *o.width != common)
       return Fail(name + ": the summed parts must have one width; got " + std::to_string(common) + " and " +
                   std::to_string(*o.width));
     common = *o.width;
   }
   a.width = sum ? common : a.f_edge + a.f_src + a.f_dst;
-  if (auto e = detail::Expect(fn, "out", out, {a.n_edges, a.width}); e.failure()) return ffi::Unexpected(e);
+  if (auto e = CheckShape(fn, "out", out, {a.n_edges, a.width}); e.failure()) return ffi::Unexpected(e);
   return a;
 }
 
@@ -156,16 +155,16 @@ inline ffi::ErrorOr<EfeatBwdArgs> CheckEfeatBwd(const char* fn, const ffi::AnyBu
   if (!IsFloatType(G.element_type()) || grad.element_type() != G.element_type())
     return Fail(name + ": G and the gradient must share a float32/float64 dtype");
   if (offsets.dimensions().size() != 1 || offsets.element_count() < 1)
-    return Fail(name + ": offsets must be [n_rows + 1]; got " + detail::ShapeOf(offsets));
-  if (eid.dimensions().size() != 1) return Fail(name + ": edge ids must be [n_edges]; got " + detail::ShapeOf(eid));
+    return Fail(name + ": offsets must be [n_rows + 1]; got " + ShapeOf(offsets));
+  if (eid.dimensions().size() != 1) return Fail(name + ": edge ids must be [n_edges]; got " + ShapeOf(eid));
   a.n_rows = static_cast<int64_t>(offsets.element_count()) - 1;
   a.n_edges = eid.dimensions()[0];
   if (G.dimensions().size() != 2 || G.dimensions()[0] != a.n_edges)
-    return Fail(name + ": G must be [n_edges=" + std::to_string(a.n_edges) + ", F]; got " + detail::ShapeOf(G));
+    return Fail(name + ": G must be [n_edges=" + std::to_string(a.n_edges) + ", F]; got " + ShapeOf(G));
   a.g_width = G.dimensions()[1];
   if (grad.dimensions().size() != 2 || grad.dimensions()[0] != a.n_rows)
     return Fail(name + ": the gradient must be [n_rows=" + std::to_string(a.n_rows) + ", width]; got " +
-                detail::ShapeOf(grad));
+                ShapeOf(grad));
   a.width = grad.dimensions()[1];
   a.col = col;
   if (col < 0 || col > a.g_width || a.width > a.g_width - col)
@@ -187,20 +186,20 @@ auto BindEfeatBwd() {
 // The edge pass: grad[e] = G[e, col : col + width] for the real edges e < offsets[n_rows], 0 after.
 inline ffi::ErrorOr<EfeatBwdArgs> CheckEfeatBwdEdge(const ffi::AnyBuffer& offsets, const ffi::AnyBuffer& G,
                                                     const ffi::AnyBuffer& grad, int64_t col) {
-  const std::string name("update_efeat_bwd_edge");
+  const std::string name("jgo_update_efeat_bwd_edge");
   EfeatBwdArgs a{};
   if (!IsIndexType(offsets.element_type())) return Fail(name + ": offsets must be int32/int64");
   if (!IsFloatType(G.element_type()) || grad.element_type() != G.element_type())
     return Fail(name + ": G and the gradient must share a float32/float64 dtype");
   if (offsets.dimensions().size() != 1 || offsets.element_count() < 1)
-    return Fail(name + ": offsets must be [n_rows + 1]; got " + detail::ShapeOf(offsets));
+    return Fail(name + ": offsets must be [n_rows + 1]; got " + ShapeOf(offsets));
   a.n_rows = static_cast<int64_t>(offsets.element_count()) - 1;
-  if (G.dimensions().size() != 2) return Fail(name + ": G must be [n_edges, F]; got " + detail::ShapeOf(G));
+  if (G.dimensions().size() != 2) return Fail(name + ": G must be [n_edges, F]; got " + ShapeOf(G));
   a.n_edges = G.dimensions()[0];
   a.g_width = G.dimensions()[1];
   if (grad.dimensions().size() != 2 || grad.dimensions()[0] != a.n_edges)
     return Fail(name + ": the gradient must be [n_edges=" + std::to_string(a.n_edges) + ", width]; got " +
-                detail::ShapeOf(grad));
+                ShapeOf(grad));
   a.width = grad.dimensions()[1];
   a.col = col;
   if (col < 0 || col > a.g_width || a.width > a.g_width - col)
