@@ -413,7 +413,8 @@ def test_a_valid_hand_built_graph_is_accepted_and_checked_once():
     assert union._checked and padded._checked
     # the library's own hand-built graphs pass the check (rebuilt, so that they are checked)
     from jaxgraphops.nn._attention import gat_graph
-    for derived in (union, union.reverse(), padded, jgo.nn.add_self_loops(g), gat_graph(g)):
+    for derived in (union, union.reverse(), padded, jgo.nn.add_self_loops(g), gat_graph(g),
+                    gat_graph(padded)):
         check_graph("test", jax.tree_util.tree_map(lambda a: a, derived))
 
 

@@ -254,3 +254,34 @@ def test_padding_edges_holding_nan_never_reach_a_gradient():
             np.testing.assert_allclose(gw, w, rtol=1e-4, atol=1e-5, err_msg=name)
         d_edges = jax.grad(lambda e: _padding_loss(layer, padded, x_pad, e, extra_pad))(e_pad)
         np.testing.assert_array_equal(d_edges[E:], 0, err_msg=f"{name}: gradient to the padding edges' rows")
+
+
+def test_gat_self_loops_keep_padding_edges_apart():
+    """``GATConv``/``GATv2Conv`` replace the self loops (PyG's remove and add self loops) on a padded graph with a
+    real self loop at a node whose features are NaN: the padding edges stay padding (they used to share the removed
+    loops' dropped softmax row, so the NaN reached the padding node's gradient). Oracle: the unpadded graph, whose
+    real outputs, gradients and attention weights (real edges, then the added loops) the padded graph must give;
+    0 at the padding node's gradient and the padding edges' weights."""
+    n, loop = N + 1, N  # node N: a self loop only, NaN features
+    g = jgo.Graph.from_edges(np.append(SRC, loop), np.append(DST, loop), n, n)
+    padded = jgo.pad(g, n + 1, n + 1, E + 4)
+    x = jnp.asarray(np.random.default_rng(1).normal(size=(n, 3)), jnp.float32).at[loop].set(jnp.nan)
+    e = jnp.asarray(np.random.default_rng(2).normal(size=(E + 1, 2)), jnp.float32)
+    x_pad, e_pad = jnp.concatenate([x, jnp.zeros((1, 3))]), jnp.concatenate([e, jnp.ones((3, 2))])
+    for name in ("GATConv", "GATv2Conv"):
+        layer = _build("equinox", name, edge_dim=2, heads=2)
+
+        def loss(x, g, e):
+            return jnp.sum(jnp.sin(layer(g, x, e)[:N]))  # the real nodes the NaN node does not reach
+
+        want, want_dx = jax.value_and_grad(loss)(x, g, e)
+        got, got_dx = jax.value_and_grad(loss)(x_pad, padded, e_pad)
+        np.testing.assert_allclose(got, want, rtol=1e-5, err_msg=name)
+        np.testing.assert_allclose(got_dx[:N], want_dx[:N], rtol=1e-4, atol=1e-6, err_msg=name)
+        assert got_dx[n].tolist() == [0.0, 0.0, 0.0], f"{name}: the padding node's gradient {got_dx[n]}"
+        _, alpha = layer(g, x, e, True)
+        _, alpha_pad = layer(padded, x_pad, e_pad, True)
+        m, n_e = n, E + 1  # the unpadded graph's loops and edges; the padded one has E + 4 edges, n + 1 loops
+        np.testing.assert_allclose(alpha_pad[:n_e], alpha[:n_e], rtol=1e-5, err_msg=name)
+        np.testing.assert_array_equal(alpha_pad[n_e:E + 4], 0, err_msg=f"{name}: padding edges' weights")
+        np.testing.assert_allclose(alpha_pad[E + 4:E + 4 + m], alpha[n_e:], rtol=1e-5, err_msg=name)

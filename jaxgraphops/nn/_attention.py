@@ -31,59 +31,74 @@ def gat_graph(g: Graph) -> Graph:
     """PyG's ``remove_self_loops`` then ``add_self_loops`` with static shapes (works inside ``jit``).
 
     Returns a graph with ``n_src`` sources, ``n_dst + 1`` destinations and ``E + m`` edges,
-    ``m = min(n_src, n_dst)``: edge ``e < E`` is edge ``e`` of ``g``, except that a self loop of
-    ``g`` is redirected to the extra destination ``n_dst`` (where it no longer takes part in any
-    real node's softmax: PyG removes it); edge ``E + i`` is the new loop ``i -> i``. A padding edge
-    of ``g`` (:class:`~jaxgraphops.Graph`) becomes an edge from the last source into the extra
-    destination too, so the result has none. No sorting: the groupings are moved with prefix sums.
+    ``m = min(n_src, n_dst)``: ``g``'s real edges, except that a self loop of ``g`` is redirected to the
+    extra destination ``n_dst`` (where it no longer takes part in any real node's softmax: PyG removes it),
+    then the new loops ``i -> i``, then ``g``'s padding edges (:class:`~jaxgraphops.Graph`), still padding:
+    with ``R`` real edges, edge ``e < R`` is edge ``e`` of ``g``, edge ``R + i`` the loop of node ``i``, edge
+    ``R + m + p`` padding edge ``R + p`` of ``g`` (:func:`gat_edge_order` maps edge arrays between the two
+    orders). No sorting: the groupings are moved with prefix sums.
     """
     idx = g.index_dtype
     n_e, n_dst, m = g.n_edges, g.n_dst, min(g.n_src, g.n_dst)
+    real = g.csc_offsets[-1]  # R: the padding edges (ids and grouping positions from R on) move past the loops
     nodes = jnp.arange(m, dtype=idx)
-    loop_eids = (n_e + nodes).astype(idx)
-    # padding edges (jaxgraphops.Graph: the ids and grouping positions from R on) become edges of the extra
-    # destination too, from the last source (the end of its CSR group): the result has no padding edges
+    loop_eids = (real + nodes).astype(idx)
     k = jnp.arange(n_e, dtype=idx)
-    padding = k >= g.csc_offsets[-1]
-    last_src = jnp.asarray(g.n_src - 1, idx)
+    padding = k >= real
 
-    # CSC: drop the self loops from their groups, append the new loop to groups < m, and move
-    # the dropped entries into the new last group n_dst.
+    def new_eid(eid):
+        return jnp.where(eid < real, eid, eid + m).astype(idx)
+
+    # CSC: drop the self loops from their groups, append the new loop to groups < m, move the dropped entries
+    # into the new last group n_dst, and the padding entries past it.
     grp = _group_of_entry(g.csc_offsets, n_e)
     keep = (g.csc_src != grp) & ~padding
     keep_i = keep.astype(idx)
     kept_before = jnp.cumsum(keep_i) - keep_i  # exclusive prefix count of kept entries
-    dropped_before = jnp.arange(n_e, dtype=idx) - kept_before
+    dropped_before = k - kept_before  # the self loops before a real position
     kept_per_group = jax.ops.segment_sum(keep_i, grp, n_dst)
     counts = kept_per_group + (jnp.arange(n_dst, dtype=idx) < m).astype(idx)
     offsets = jnp.concatenate([jnp.zeros(1, idx), jnp.cumsum(counts).astype(idx)])
     # kept_before at the start of each group (an empty group's start index may be n_e)
     kept_at_start = jnp.concatenate([kept_before, jnp.sum(keep_i, keepdims=True)])[g.csc_offsets[:-1]]
-    pos = jnp.where(keep, offsets[grp] + kept_before - kept_at_start[grp], offsets[n_dst] + dropped_before)
+    pos = jnp.where(keep, offsets[grp] + kept_before - kept_at_start[grp],
+                    jnp.where(padding, k + m, offsets[n_dst] + dropped_before))
     loop_pos = offsets[:m] + kept_per_group[:m]
-    csc_offsets = jnp.concatenate([offsets, jnp.full(1, n_e + m, idx)])
+    csc_offsets = jnp.concatenate([offsets, (real + m).astype(idx)[None]])
 
     def scatter(values, extra):
         return jnp.zeros(n_e + m, idx).at[pos].set(values).at[loop_pos].set(extra)
 
-    csc = (csc_offsets, scatter(jnp.where(padding, last_src, g.csc_src), nodes), scatter(g.csc_eid, loop_eids))
+    csc = (csc_offsets, scatter(g.csc_src, nodes), scatter(new_eid(g.csc_eid), loop_eids))
 
     # CSR: the groups keep their entries (self loops now point at n_dst); the new loop is appended
-    # to the groups < m; the padding entries, after every group, join the last one.
+    # to the groups < m; the padding entries stay after every group.
     grp = _group_of_entry(g.csr_offsets, n_e)
-    csr_dst = jnp.where((g.csr_dst == grp) | padding, jnp.asarray(n_dst, idx), g.csr_dst)
+    csr_dst = jnp.where((g.csr_dst == grp) & ~padding, jnp.asarray(n_dst, idx), g.csr_dst)
     shift = jnp.minimum(jnp.arange(g.n_src + 1, dtype=idx), m)
     old_pos = k + jnp.where(padding, m, shift[grp])
     loop_pos = g.csr_offsets[1:m + 1] + nodes
     new = jnp.zeros(n_e + m, idx)
-    csr = ((g.csr_offsets + shift).at[-1].set(n_e + m), new.at[old_pos].set(csr_dst).at[loop_pos].set(nodes),
-           new.at[old_pos].set(g.csr_eid).at[loop_pos].set(loop_eids))
+    csr = (g.csr_offsets + shift, new.at[old_pos].set(csr_dst).at[loop_pos].set(nodes),
+           new.at[old_pos].set(new_eid(g.csr_eid)).at[loop_pos].set(loop_eids))
 
-    src = jnp.concatenate([jnp.where(padding, last_src, g.src), nodes])
-    dst = jnp.concatenate([jnp.where((g.src == g.dst) | padding, jnp.asarray(n_dst, idx), g.dst), nodes])
+    order, _ = gat_edge_order(g)
+    src = jnp.concatenate([g.src, nodes])[order]
+    dst = jnp.concatenate([jnp.where((g.src == g.dst) & ~padding, jnp.asarray(n_dst, idx), g.dst), nodes])[order]
     out = Graph(src, dst, *csc, *csr, g.n_src, n_dst + 1, validate=False)
     out._checked = g._checked  # valid if g is
     return out
+
+
+def gat_edge_order(g: Graph):
+    """``(order, back)``, ``[E + m]`` each: an array over ``g``'s edges then the ``m`` added loops, ``a``, in the
+    edge order of :func:`gat_graph` is ``a[order]``; an array in that order, ``b``, back is ``b[back]``."""
+    n_e, m = g.n_edges, min(g.n_src, g.n_dst)
+    real = g.csc_offsets[-1]
+    j = jnp.arange(n_e + m, dtype=g.index_dtype)
+    order = jnp.where(j < real, j, jnp.where(j < real + m, n_e + j - real, j - m))
+    back = jnp.where(j < n_e, jnp.where(j < real, j, j + m), real + j - n_e)
+    return order, back
 
 
 def gat_loop_attr(g: Graph, edge_attr, fill_value):
@@ -100,8 +115,9 @@ def gat_loop_attr(g: Graph, edge_attr, fill_value):
 
 
 def _edge_features(layer: str, g: Graph, edge_attr, edge_kernel, *, add_loops: bool, fill_value):
-    """``edge_attr @ edge_kernel`` (``[E (+ m), H*C]``, the added loops' rows after ``g``'s; 0 at the padding
-    edges), or None for a layer without ``edge_dim``; checks ``edge_attr`` (``[E]`` is read as ``[E, 1]``)."""
+    """``edge_attr @ edge_kernel`` (``[E (+ m), H*C]``, in :func:`gat_graph`'s edge order with ``add_loops``; 0 at
+    the padding edges), or None for a layer without ``edge_dim``; checks ``edge_attr`` (``[E]`` is read as
+    ``[E, 1]``)."""
     if edge_kernel is None:
         if edge_attr is not None:
             raise ValueError(f"{layer}: edge_attr given to a layer without edge_dim")
@@ -110,7 +126,8 @@ def _edge_features(layer: str, g: Graph, edge_attr, edge_kernel, *, add_loops: b
         raise ValueError(f"{layer}: edge_attr is required when the layer has edge_dim")
     edge_attr = real_edge_rows(g, edge_rows(layer, g, "edge_attr", edge_attr, edge_kernel.shape[0]))
     if add_loops:
-        edge_attr = jnp.concatenate([edge_attr, gat_loop_attr(g, edge_attr, fill_value).astype(edge_attr.dtype)])
+        loops = gat_loop_attr(g, edge_attr, fill_value).astype(edge_attr.dtype)
+        edge_attr = jnp.concatenate([edge_attr, loops])[gat_edge_order(g)[0]]
     return edge_attr @ edge_kernel
 
 
@@ -121,6 +138,7 @@ def _gat_family(op, g: Graph, h_src, h_dst, attn, edge_feat, *, heads: int, conc
     attention dropout ``dropout`` keyed by ``dropout_key``; returns ``out`` or ``(out, alpha)`` with the
     removed loops' weights set to 0."""
     h_dst = h_dst[: g.n_dst]
+    back = gat_edge_order(g)[1] if add_loops and return_attention else None
     if add_loops:
         g = gat_graph(g)
         h_dst = jnp.concatenate([h_dst, jnp.zeros((1, h_dst.shape[1]), h_dst.dtype)])
@@ -130,7 +148,7 @@ def _gat_family(op, g: Graph, h_src, h_dst, attn, edge_feat, *, heads: int, conc
     if add_loops:
         out = out[:-1]
         if return_attention:
-            alpha = jnp.where((g.dst == g.n_dst - 1)[:, None], jnp.zeros((), alpha.dtype), alpha)
+            alpha = jnp.where((g.dst == g.n_dst - 1)[:, None], jnp.zeros((), alpha.dtype), alpha)[back]
     return out, alpha
 
 
