@@ -276,11 +276,11 @@ ffi::Error BwdSrcTyped(ffi::ThreadPool& pool, const HgBasisArgs& a, ffi::AnyBuff
   const I *o = offsets.typed_data<I>(), *n = nbr.typed_data<I>(), *e = eid.typed_data<I>();
   const I* ty = types.typed_data<I>();
   if (auto err = CheckTypedWalk(pool, a, o, n, e, ty, true, "jgo_hg_basis_bwd_src"); err.failure()) return err;
+  T* gx = grad_x.typed_data<T>();
+  const T* gd = G.typed_data<T>();
   const T* xd = x.typed_data<T>();
   const T* cd = a.has_comp ? comp.typed_data<T>() : nullptr;
   const T* wd = a.has_norm ? w.typed_data<T>() : nullptr;
-  const T* gd = G.typed_data<T>();
-  T* gx = grad_x.typed_data<T>();
   const int64_t row_work = std::max<int64_t>(1, a.has_comp ? 2 * a.n_bases * a.dim : a.dim);
   if (!a.has_comp) {
     ForRowChunks(pool, o, a.n_rows, row_work, [&](int64_t r0, int64_t r1) {
