@@ -97,13 +97,6 @@ KNOWN_DEFECTS = {
     # reference multiplies it by the summed projection once (+-inf).
     "dimenet_nonfinite": (False, lambda c, d: c.target == "agg_edge_to_edge" and _special(c, values=("inf",)),
                           "ffi/cpu/dimenet.cc"),
-    # GATConv's and GATv2Conv's PyG graph (nn._functional.gat_graph) sends the removed self loops and the padding
-    # edges (from the last source, a padding node) into one extra destination row, whose output is dropped: a
-    # NaN/inf real row with a self loop makes that row's softmax NaN, and its zero cotangent times NaN reaches
-    # the padding node's gradient. Found by the padding modes (tests/fuzz_padding.py); the layers' owners'.
-    "gat_extra_row": (False, lambda c, d: _layer(c) in ("GATConv", "GATv2Conv") and c.padding is not None
-                      and dict(c.config).get("add_self_loops") and _special(c) and "padding row" in d,
-                      "jaxgraphops/nn/_functional.py"),
 }
 
 # JGO_FUZZ_FIXED=HAND_BUILT_GRAPHS_CHECKED_UNDER_JIT,gno_nonfinite (flags and defect names, or "all") runs as if
