@@ -291,7 +291,7 @@ def test_rev_edge_ids_naming_a_padding_edge_is_an_error():
         jgo.agg_dmpnn(p, h, rev)
     f = jax.jit(lambda p, h, r: jgo.agg_dmpnn(p, h, r))
     if jgo.kernel_platform() == "cpu":
-        with pytest.raises(jax.errors.JaxRuntimeError, match=r"INVALID_ARGUMENT: .*agg_dmpnn \(dmpnn_fwd\): "
+        with pytest.raises(jax.errors.JaxRuntimeError, match=r"INVALID_ARGUMENT: .*agg_dmpnn \(jgo_dmpnn_fwd\): "
                                                               r"rev_edge_ids\[2\] = 4 names a padding edge"):
             jax.block_until_ready(f(p, h, rev))
     else:
