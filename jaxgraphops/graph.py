@@ -106,10 +106,10 @@ class Graph:
     respect to their edge data are 0. The kernels skip them, so padding costs no work: :func:`pad`
     and :func:`jaxgraphops.pad_batch` make such graphs, with ``R`` carried by the arrays (graphs
     padded to the same sizes share one compilation whatever their real sizes), and so do the
-    samplers (a block's empty slots) and :func:`jaxgraphops.partition_graph` (its parts); every
+    samplers (a block's empty slots) and :func:`jaxgraphops.distributed.partition_graph` (its parts); every
     transformation keeps them as padding (``docs/semantics.md``, "Padding").
     :meth:`real_edge_mask` tells the real edges. The constructor, and
-    every op given a graph, check it (:func:`check_graph`): the shapes and the one
+    every op given a graph, check it (``check_graph``): the shapes and the one
     int32/int64 dtype of the arrays always (also under ``jit``), and concrete arrays for their
     values, once per graph (every id in range, ``csc_eid`` and ``csr_eid`` permutations of
     ``[0, E)``, the CSC and CSR groupings those of ``src``/``dst``): a ValueError naming the
