@@ -19,7 +19,8 @@ from .dimenet import DimeNetPlusPlus, energy_and_forces
 from .gno import GNOBlock
 from .readout import AttentionalAggregation, GraphNorm
 from .relational import DMPNNEncoder, InteractionNetwork, RGCNConv
+from .pyg_model import load_pyg_model
 
 __all__ = ["AttentionalAggregation", "DMPNNEncoder", "DimeNetPlusPlus", "EdgeConv", "GATConv", "GATv2Conv", "GCNConv",
            "GINConv", "GINEConv", "GNOBlock", "GraphConv", "GraphNorm", "InteractionNetwork", "RGCNConv", "SAGEConv",
-           "TransformerConv", "energy_and_forces"]
+           "TransformerConv", "energy_and_forces", "load_pyg_model"]

@@ -24,9 +24,11 @@ from .dimenet import DimeNetPlusPlus, energy_and_forces, from_pyg_dimenet
 from .gno import GNOBlock
 from .readout import AttentionalAggregation, GraphNorm, from_pyg_attentional_aggregation, from_pyg_graphnorm
 from .relational import DMPNNEncoder, InteractionNetwork, RGCNConv, from_chemprop, from_pyg_rgcn
+from .pyg_model import load_pyg_model
 
 __all__ = ["AttentionalAggregation", "DMPNNEncoder", "DimeNetPlusPlus", "EdgeConv", "GATConv", "GATv2Conv", "GCNConv",
            "GINConv", "GINEConv", "GNOBlock", "GraphConv", "GraphNorm", "InteractionNetwork", "RGCNConv", "SAGEConv",
            "TransformerConv", "energy_and_forces", "from_chemprop", "from_pyg_attentional_aggregation",
            "from_pyg_dimenet", "from_pyg_edgeconv", "from_pyg_gat", "from_pyg_gatv2", "from_pyg_gcn", "from_pyg_gin",
-           "from_pyg_gine", "from_pyg_graphnorm", "from_pyg_rgcn", "from_pyg_sage", "from_pyg_transformer"]
+           "from_pyg_gine", "from_pyg_graphnorm", "from_pyg_rgcn", "from_pyg_sage", "from_pyg_transformer",
+           "load_pyg_model"]

@@ -21,7 +21,8 @@ from .dimenet import DimeNetPlusPlus
 from .gno import GNOBlock
 from .readout import AttentionalAggregation, GraphNorm
 from .relational import DMPNNEncoder, InteractionNetwork, RGCNConv
+from .pyg_model import load_pyg_model
 
 __all__ = ["AttentionalAggregation", "DMPNNEncoder", "DimeNetPlusPlus", "EdgeConv", "GATConv", "GATv2Conv", "GCNConv",
            "GINConv", "GINEConv", "GNOBlock", "GraphConv", "GraphNorm", "InteractionNetwork", "RGCNConv", "SAGEConv",
-           "TransformerConv", "load_variables"]
+           "TransformerConv", "load_pyg_model", "load_variables"]
