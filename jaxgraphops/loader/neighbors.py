@@ -1,0 +1,154 @@
+"""A neighbour loader over one large graph: :class:`NeighborLoader` yields :class:`NeighborBatch` es."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from functools import partial
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..graph import Graph
+from ..sampling import SampledBlock, _check_seeds, sample_blocks
+from ._common import batch_slices, check_key, check_positive, check_prefetch, check_rows, epoch_keys, run_epoch
+
+__all__ = ["NeighborBatch", "NeighborLoader"]
+
+
+class NeighborBatch(NamedTuple):
+    """One mini-batch of :class:`NeighborLoader` (a pytree: pass it to a jitted step whole).
+
+    With ``S`` the loader's ``batch_size``:
+
+    - ``blocks``: the :class:`~jaxgraphops.SampledBlock` s of :func:`~jaxgraphops.sample_blocks`, in the order a
+      model applies them (``blocks[-1]``'s destinations are the seeds). Their empty slots are padding edges, so
+      every op and layer on them computes on the exact sampled subgraph.
+    - ``inputs``: the ``nodes`` pytree's rows of ``blocks[0].input_nodes``, zero rows for padding input nodes.
+    - ``targets``: the ``targets`` pytree's rows of the seeds, ``[S, ...]``, zero rows for padding seeds.
+    - ``seeds``: ``[S]`` the seed node ids, -1 for the padding seeds of a short last batch.
+    - ``seed_mask``: ``[S]`` bool, ``seeds >= 0`` (weight a loss by it).
+    """
+
+    blocks: list[SampledBlock]
+    inputs: Any
+    targets: Any
+    seeds: jax.Array
+    seed_mask: jax.Array
+
+
+def _masked_rows(tree, ids, mask):
+    """``tree``'s rows ``ids``, zero where ``mask`` is False."""
+    def gather(x):
+        rows = x[jnp.maximum(ids, 0)]
+        return jnp.where(mask.reshape(mask.shape + (1,) * (rows.ndim - 1)), rows, jnp.zeros((), rows.dtype))
+    return jax.tree_util.tree_map(gather, tree)
+
+
+def _sample_and_gather(key, g, seeds, nodes, targets, *, fanouts, replace):
+    blocks = sample_blocks(key, g, seeds, fanouts, replace=replace)
+    seed_mask = seeds >= 0
+    inputs = _masked_rows(nodes, blocks[0].input_nodes, blocks[0].node_mask)
+    return NeighborBatch(blocks, inputs, _masked_rows(targets, seeds, seed_mask), seeds, seed_mask)
+
+
+class NeighborLoader:
+    """Sampled mini-batches of one large graph, with their input features and targets (PyG's ``NeighborLoader``).
+
+    Each epoch (each ``iter(loader)``) cuts the seed nodes, shuffled or not, into batches of ``batch_size`` (the
+    last padded with padding seeds, -1, so every batch has one shape and a jitted step compiles once), samples
+    the blocks of each batch (:func:`~jaxgraphops.sample_blocks`) and gathers the input nodes' features and the
+    seeds' targets (:class:`NeighborBatch`), in one jitted function that the loader compiles once. A background
+    thread prepares up to ``prefetch`` batches ahead while the device computes, and stops as
+    :class:`~jaxgraphops.GraphLoader`'s does.
+
+    Keys: epoch ``e`` uses ``shuffle_key, sample_key = split(fold_in(key, e))``; its order is
+    ``permutation(shuffle_key, seeds)`` (with ``shuffle=True``) and its batch ``i`` is
+    ``sample_blocks(fold_in(sample_key, i), graph, seeds_i, fanouts)``. So a batch depends on ``key``, the
+    epoch and its position only, not on the thread or on what the consumer did.
+
+    Args:
+      graph: the graph, one node set (``n_src == n_dst``).
+      fanouts: the fanout of each block, in the order a model applies them (:func:`~jaxgraphops.sample_blocks`;
+        PyG's ``num_neighbors=[25, 10]`` is ``fanouts=[10, 25]``).
+      batch_size: seeds per batch (``S``).
+      seeds: the seed node ids (distinct, e.g. the training nodes); default every node.
+      nodes: a pytree of node features ``[n, ...]`` (n: ``graph.n_dst``), kept on the device.
+      targets: a pytree of per-node targets ``[n, ...]`` (labels), gathered at the seeds.
+      key: a JAX PRNG key (required: it drives the sampling).
+      shuffle: visit the seeds in a new random order each epoch.
+      replace: sample with replacement.
+      drop_last: drop the epoch's last batch when it is short (instead of padding it).
+      prefetch: batches prepared ahead by the background thread (0: in the consumer's thread).
+      progress: a tqdm bar over each epoch: True, or its description (a string).
+
+    >>> import jax, numpy as np, jaxgraphops as jgo
+    >>> g = jgo.Graph.from_edges(np.array([0, 1, 2, 3, 4]), np.array([1, 2, 3, 4, 0]))  # a 5-cycle
+    >>> loader = jgo.NeighborLoader(g, [2, 2], 2, nodes=np.arange(5.0)[:, None], targets=np.arange(5) % 2,
+    ...                             key=jax.random.key(0))
+    >>> [(b.seeds.tolist(), b.targets.tolist()) for b in loader]
+    [([0, 1], [0, 1]), ([2, 3], [0, 1]), ([4, -1], [0, 0])]
+    >>> b = next(iter(loader))
+    >>> b.blocks[1].input_nodes.tolist(), b.blocks[0].input_nodes[:4].tolist(), b.inputs[:4, 0].tolist()
+    ([0, 1, 4, -1, -1, -1], [0, 1, 4, -1], [0.0, 1.0, 4.0, 0.0])
+    """
+
+    def __init__(self, graph: Graph, fanouts: Sequence[int], batch_size: int, *, seeds=None, nodes=None,
+                 targets=None, key, shuffle: bool = False, replace: bool = False, drop_last: bool = False,
+                 prefetch: int = 2, progress=False):
+        fn = "NeighborLoader"
+        if not isinstance(graph, Graph):
+            raise TypeError(f"{fn}: graph must be a Graph; got {type(graph).__name__}")
+        if graph.n_src != graph.n_dst:
+            raise ValueError(f"{fn}: graph must have one node set (n_src == n_dst); got n_src={graph.n_src}, "
+                             f"n_dst={graph.n_dst}")
+        self.graph = graph
+        self.batch_size = check_positive(fn, "batch_size", batch_size)
+        self.fanouts = tuple(check_positive(fn, f"fanouts[{i}]", f) for i, f in enumerate(fanouts))
+        if not self.fanouts:
+            raise ValueError(f"{fn}: fanouts must name at least one hop")
+        seeds = np.arange(graph.n_dst) if seeds is None else seeds
+        self.seeds = np.asarray(_check_seeds(fn, graph, seeds))
+        if (self.seeds < 0).any():
+            raise ValueError(f"{fn}: seeds must be node ids; seeds[{np.argmax(self.seeds < 0)}] is -1 (the loader "
+                             f"pads the last batch itself)")
+        if self.seeds.size == 0:
+            raise ValueError(f"{fn}: seeds must name at least one node")
+        n = graph.n_dst
+        self.nodes = jax.device_put(check_rows(fn, "nodes", nodes, n, "node of the graph"))
+        self.targets = jax.device_put(check_rows(fn, "targets", targets, n, "node of the graph"))
+        self.key = check_key(fn, key, bool(shuffle), required=True)
+        self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
+        self.prefetch = check_prefetch(fn, prefetch)
+        self.progress = progress
+        self.epoch = 0  # the next epoch iter() runs
+        self._sample = jax.jit(partial(_sample_and_gather, fanouts=list(self.fanouts), replace=bool(replace)))
+
+    def __len__(self) -> int:
+        """Batches per epoch."""
+        return len(batch_slices(self.seeds.size, self.batch_size, self.drop_last))
+
+    def __repr__(self) -> str:
+        return (f"NeighborLoader({self.seeds.size} seeds, fanouts={list(self.fanouts)}, batch_size={self.batch_size},"
+                f" {len(self)} batches, shuffle={self.shuffle})")
+
+    def __iter__(self) -> Iterator[NeighborBatch]:
+        """The next epoch's batches (``self.epoch`` counts the epochs started)."""
+        epoch, self.epoch = self.epoch, self.epoch + 1
+        return self.iter_epoch(epoch)
+
+    def iter_epoch(self, epoch: int) -> Iterator[NeighborBatch]:
+        """The batches of epoch ``epoch`` (they depend on ``key`` and ``epoch`` only)."""
+        shuffle_key, sample_key = epoch_keys(self.key, epoch)
+        order = np.asarray(jax.random.permutation(shuffle_key, self.seeds)) if self.shuffle else self.seeds
+        slices = batch_slices(order.size, self.batch_size, self.drop_last)
+
+        def make():
+            for i, s in enumerate(slices):
+                seeds = np.full(self.batch_size, -1, order.dtype)
+                seeds[:s.stop - s.start] = order[s]
+                yield self._sample(jax.random.fold_in(sample_key, i), self.graph, jax.device_put(seeds), self.nodes,
+                                   self.targets)
+
+        return run_epoch("NeighborLoader", make, self.prefetch, self.progress, len(slices), epoch)
