@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import jax
 import numpy as np
@@ -79,17 +79,6 @@ def with_progress(fn: str, batches: Iterator, progress, total: int, epoch: int) 
     return iter(tqdm(batches, total=total, desc=desc, leave=False))
 
 
-def epoch_keys(key, epoch: int):
-    """``(shuffle key, per-batch key base)`` of an epoch: the two halves of ``split(fold_in(key, epoch))``."""
-    shuffle, batches = jax.random.split(jax.random.fold_in(key, epoch))
-    return shuffle, batches
-
-
-def epoch_order(n: int, key, shuffle: bool) -> np.ndarray:
-    """``range(n)``, permuted by ``key`` when ``shuffle``."""
-    return np.asarray(jax.random.permutation(key, n)) if shuffle else np.arange(n)
-
-
 def batch_slices(n: int, batch_size: int, drop_last: bool) -> list[slice]:
     """The batches' slices of an epoch of ``n`` items (the last one short unless ``drop_last``)."""
     stop = n - n % batch_size if drop_last else n
@@ -138,6 +127,37 @@ def check_rows(fn: str, name: str, tree, n: int, what: str):
     return jax.tree_util.tree_map_with_path(check, tree)
 
 
-def run_epoch(fn: str, make: Callable[[], Iterator], prefetch: int, progress, total: int, epoch: int) -> Iterator:
-    """One epoch's batches: prefetched by a thread, under a progress bar."""
-    return with_progress(fn, prefetched(make(), prefetch), progress, total, epoch)
+class EpochLoader:
+    """The epochs of a loader over ``self._items`` (what an epoch visits): ``iter(loader)`` runs the next epoch,
+    ``len(loader)`` counts its batches; ``self._make_batch(items, batch_key, position)`` makes a batch. Epoch ``e``'s keys are ``shuffle_key, batch_key = split(fold_in(key,
+    e))``; with ``shuffle`` it visits ``items[permutation(shuffle_key, len(items))]``."""
+
+    _items: np.ndarray
+    batch_size: int
+
+    def _setup(self, fn: str, key, shuffle: bool, drop_last: bool, prefetch: int, progress, key_required: bool):
+        self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
+        self.key = check_key(fn, key, self.shuffle, required=key_required)
+        self.prefetch = check_prefetch(fn, prefetch)
+        self.progress = progress
+        self.epoch = 0  # the next epoch iter() runs
+
+    def __len__(self) -> int:
+        """Batches per epoch."""
+        return len(batch_slices(self._items.size, self.batch_size, self.drop_last))
+
+    def __iter__(self) -> Iterator:
+        """The next epoch's batches (``self.epoch`` counts the epochs started)."""
+        epoch, self.epoch = self.epoch, self.epoch + 1
+        return self.iter_epoch(epoch)
+
+    def iter_epoch(self, epoch: int) -> Iterator:
+        """The batches of epoch ``epoch``: they depend on ``key`` and ``epoch`` only."""
+        keys = jax.random.split(jax.random.fold_in(self.key, epoch)) if self.key is not None else (None, None)
+        shuffle_key, batch_key = keys
+        n = self._items.size
+        order = self._items[np.asarray(jax.random.permutation(shuffle_key, n))] if self.shuffle else self._items
+        slices = batch_slices(n, self.batch_size, self.drop_last)
+        batches = (self._make_batch(order[s], batch_key, i) for i, s in enumerate(slices))
+        return with_progress(type(self).__name__, prefetched(batches, self.prefetch), self.progress, len(slices),
+                             epoch)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -11,14 +11,16 @@ import numpy as np
 from ..batching import BatchedGraph
 from ..buckets import Bucket, bucket_sizes, pick_bucket
 from ..graph import Graph
-from ._common import (batch_slices, check_key, check_positive, check_prefetch, check_rows, epoch_keys, epoch_order,
-                      run_epoch)
+from ._common import EpochLoader, check_positive, check_rows
 
 __all__ = ["GraphBatch", "GraphLoader"]
 
 
 class GraphBatch(NamedTuple):
     """One padded batch of :class:`GraphLoader` (a pytree: pass it to a jitted step whole).
+
+    Its leaves are NumPy arrays: the jitted step's call transfers them to the device (in JAX's C++ dispatch,
+    ~2 µs an array on the CPU, where a ``jax.device_put`` from Python costs ~30 µs an array).
 
     With ``B`` the loader's ``batch_size`` and ``(N, E)`` the batch's bucket:
 
@@ -118,14 +120,14 @@ def _gather_padded(tree, rows: np.ndarray, n: int):
     return jax.tree_util.tree_map(gather, tree)
 
 
-class GraphLoader:
+class GraphLoader(EpochLoader):
     """Padded batches of a dataset of graphs, with their features, for a jitted step (PyG's ``DataLoader``).
 
     Each epoch (each ``iter(loader)``) cuts the graphs, shuffled or not, into batches of ``batch_size`` and pads
     each batch to the smallest of a few shape buckets (:func:`~jaxgraphops.bucket_sizes`), so a jitted step
     compiles once per bucket; the node, edge and per-graph features travel with the graph, gathered and padded
-    (:class:`GraphBatch`). A background thread prepares up to ``prefetch`` batches ahead (host gathers and the
-    transfer to the device) while the device computes; it stops at the end of the epoch, when the consumer
+    (:class:`GraphBatch`). A background thread prepares up to ``prefetch`` batches ahead (NumPy gathers on the
+    host) while the device computes; it stops at the end of the epoch, when the consumer
     stops or raises (close the iterator, or let it go), and re-raises the producer's errors in the consumer.
 
     Args:
@@ -182,32 +184,15 @@ class GraphLoader:
             raise ValueError(f"{fn}: no bucket holds the {k} largest graphs together ({worst[0]} nodes, {worst[1]} "
                              f"edges: a bucket needs n_nodes > {worst[0]} and n_edges >= {worst[1]}); got "
                              f"{[tuple(b) for b in self.buckets]} (jgo.bucket_sizes picks buckets that do)")
-        self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
-        self.key = check_key(fn, key, self.shuffle, required=False)
-        self.prefetch = check_prefetch(fn, prefetch)
-        self.progress = progress
-        self.epoch = 0  # the next epoch iter() runs
-
-    def __len__(self) -> int:
-        """Batches per epoch."""
-        return len(batch_slices(self.indices.size, self.batch_size, self.drop_last))
+        self._items = self.indices  # what an epoch visits
+        self._setup(fn, key, shuffle, drop_last, prefetch, progress, key_required=False)
 
     def __repr__(self) -> str:
         return (f"GraphLoader({self.indices.size} of {len(self._data)} graphs, batch_size={self.batch_size}, "
                 f"{len(self)} batches, buckets={[tuple(b) for b in self.buckets]}, shuffle={self.shuffle})")
 
-    def __iter__(self) -> Iterator[GraphBatch]:
-        """The next epoch's batches (``self.epoch`` counts the epochs started)."""
-        epoch, self.epoch = self.epoch, self.epoch + 1
-        return self.iter_epoch(epoch)
-
-    def iter_epoch(self, epoch: int) -> Iterator[GraphBatch]:
-        """The batches of epoch ``epoch`` (its order depends on ``key`` and ``epoch`` only)."""
-        key = epoch_keys(self.key, epoch)[0] if self.shuffle else None
-        order = self.indices[epoch_order(self.indices.size, key, self.shuffle)]
-        slices = batch_slices(order.size, self.batch_size, self.drop_last)
-        make = lambda: (self.batch(order[s]) for s in slices)  # noqa: E731
-        return run_epoch("GraphLoader", make, self.prefetch, self.progress, len(slices), epoch)
+    def _make_batch(self, items: np.ndarray, key, position: int) -> GraphBatch:
+        return self.batch(items)
 
     def _check_indices(self, fn: str, name: str, indices) -> np.ndarray:
         idx = np.asarray(indices)
@@ -220,7 +205,7 @@ class GraphLoader:
         return idx.astype(np.int64)
 
     def batch(self, indices) -> GraphBatch:
-        """The padded batch of the graphs ``indices`` (at most ``batch_size`` dataset indices), on the device."""
+        """The padded batch of the graphs ``indices`` (at most ``batch_size`` dataset indices), NumPy arrays."""
         idx = self._check_indices("GraphLoader.batch", "indices", indices)
         if idx.size > self.batch_size:
             raise ValueError(f"GraphLoader.batch: indices must name at most batch_size={self.batch_size} graphs; "
@@ -229,11 +214,9 @@ class GraphLoader:
         bucket = pick_bucket(self.buckets, int(data.n_nodes[idx].sum()), int(data.n_edges[idx].sum()))
         arrays, node_pos, edge_pos, graph_ids, mask = data.union(idx, bucket, n_graphs)
         slots = np.concatenate([idx, np.full(n_graphs - idx.size, -1, idx.dtype)]).astype(np.int32)
-        host = (arrays, graph_ids, mask, _gather_padded(self.nodes, node_pos, bucket.n_nodes),
-                _gather_padded(self.edges, edge_pos, bucket.n_edges),
-                _gather_padded(self.globals, idx, n_graphs), slots)
-        arrays, graph_ids, mask, nodes, edges, globals_, slots = jax.device_put(host)  # one transfer
         g = Graph(*arrays, bucket.n_nodes, bucket.n_nodes, validate=False)
         g._checked = data.checked
         bg = BatchedGraph(g, graph_ids, graph_ids, n_graphs, mask, validate=False)
-        return GraphBatch(bg, nodes, edges, globals_, slots)
+        return GraphBatch(bg, _gather_padded(self.nodes, node_pos, bucket.n_nodes),
+                          _gather_padded(self.edges, edge_pos, bucket.n_edges),
+                          _gather_padded(self.globals, idx, n_graphs), slots)

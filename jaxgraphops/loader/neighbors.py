@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -12,7 +12,7 @@ import numpy as np
 
 from ..graph import Graph
 from ..sampling import SampledBlock, _check_seeds, sample_blocks
-from ._common import batch_slices, check_key, check_positive, check_prefetch, check_rows, epoch_keys, run_epoch
+from ._common import EpochLoader, check_positive, check_rows
 
 __all__ = ["NeighborBatch", "NeighborLoader"]
 
@@ -53,7 +53,7 @@ def _sample_and_gather(key, g, seeds, nodes, targets, *, fanouts, replace):
     return NeighborBatch(blocks, inputs, _masked_rows(targets, seeds, seed_mask), seeds, seed_mask)
 
 
-class NeighborLoader:
+class NeighborLoader(EpochLoader):
     """Sampled mini-batches of one large graph, with their input features and targets (PyG's ``NeighborLoader``).
 
     Each epoch (each ``iter(loader)``) cuts the seed nodes, shuffled or not, into batches of ``batch_size`` (the
@@ -118,37 +118,16 @@ class NeighborLoader:
         n = graph.n_dst
         self.nodes = jax.device_put(check_rows(fn, "nodes", nodes, n, "node of the graph"))
         self.targets = jax.device_put(check_rows(fn, "targets", targets, n, "node of the graph"))
-        self.key = check_key(fn, key, bool(shuffle), required=True)
-        self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
-        self.prefetch = check_prefetch(fn, prefetch)
-        self.progress = progress
-        self.epoch = 0  # the next epoch iter() runs
+        self._items = self.seeds  # what an epoch visits
+        self._setup(fn, key, shuffle, drop_last, prefetch, progress, key_required=True)
         self._sample = jax.jit(partial(_sample_and_gather, fanouts=list(self.fanouts), replace=bool(replace)))
-
-    def __len__(self) -> int:
-        """Batches per epoch."""
-        return len(batch_slices(self.seeds.size, self.batch_size, self.drop_last))
 
     def __repr__(self) -> str:
         return (f"NeighborLoader({self.seeds.size} seeds, fanouts={list(self.fanouts)}, batch_size={self.batch_size},"
                 f" {len(self)} batches, shuffle={self.shuffle})")
 
-    def __iter__(self) -> Iterator[NeighborBatch]:
-        """The next epoch's batches (``self.epoch`` counts the epochs started)."""
-        epoch, self.epoch = self.epoch, self.epoch + 1
-        return self.iter_epoch(epoch)
-
-    def iter_epoch(self, epoch: int) -> Iterator[NeighborBatch]:
-        """The batches of epoch ``epoch`` (they depend on ``key`` and ``epoch`` only)."""
-        shuffle_key, sample_key = epoch_keys(self.key, epoch)
-        order = np.asarray(jax.random.permutation(shuffle_key, self.seeds)) if self.shuffle else self.seeds
-        slices = batch_slices(order.size, self.batch_size, self.drop_last)
-
-        def make():
-            for i, s in enumerate(slices):
-                seeds = np.full(self.batch_size, -1, order.dtype)
-                seeds[:s.stop - s.start] = order[s]
-                yield self._sample(jax.random.fold_in(sample_key, i), self.graph, jax.device_put(seeds), self.nodes,
-                                   self.targets)
-
-        return run_epoch("NeighborLoader", make, self.prefetch, self.progress, len(slices), epoch)
+    def _make_batch(self, items: np.ndarray, key, position: int) -> NeighborBatch:
+        seeds = np.full(self.batch_size, -1, items.dtype)
+        seeds[:items.size] = items
+        return self._sample(jax.random.fold_in(key, position), self.graph, jax.device_put(seeds), self.nodes,
+                            self.targets)

@@ -1,0 +1,175 @@
+"""``python -m benchmarks.loaders``: the host's cost per batch of ``jgo.GraphLoader`` against the jitted step.
+
+On the QM9 stream of ``benchmarks.padding`` (``--molecules`` molecules, 5 Å radius graphs, batches of
+``--batch``, 4 shape buckets; its 3-layer GNN's SGD step under ``jit``), written to ``BENCHMARKS.md``
+(section "Loaders"):
+
+- **host time per batch**: one batch prepared in the caller's thread (``GraphLoader.batch``: the union, the
+  padding, the features gathered and padded: NumPy arrays), against the same batch the way the examples built
+  it by hand before the loader (``jgo.padded_batches`` and a gather per graph, device arrays), medians over the
+  epoch's batches;
+- **the jitted step's time**: the value-and-gradient step on a prepared batch (its call transfers the batch's
+  NumPy arrays), median over the epoch's batches after every bucket has compiled;
+- **what the training loop sees**: an epoch of steps fed by the loader (``prefetch=2``: a background thread
+  prepares the next batches) and by the loader without its thread (``prefetch=0``), against the same steps
+  over batches prepared before the clock starts; the difference per batch is the loader's visible cost.
+
+Every figure is a median of ``--repeats`` epochs (the timing loops alternate). The target of issue 36: the host
+time per batch at most 25% of the step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxgraphops as jgo
+
+from . import tables
+from ._timing import machine, section_name
+from .padding import ELEMENTS, energy_loss, init_params, qm9_molecules
+
+
+def dataset(molecules) -> dict:
+    """The loader's arrays of ``benchmarks.padding``'s molecules: atom types per node; the standardised U0 per
+    atom and the atom count per graph."""
+    energies = np.array([m[2] for m in molecules])
+    return {"graphs": [m[1] for m in molecules], "nodes": np.concatenate([m[0] for m in molecules]).astype(np.int32),
+            "globals": (((energies - energies.mean()) / energies.std()).astype(np.float32),
+                        np.array([len(m[0]) for m in molecules], np.float32))}
+
+
+def loader(data: dict, batch: int, prefetch: int, seed: int) -> jgo.GraphLoader:
+    return jgo.GraphLoader(data["graphs"], batch, nodes=data["nodes"], globals=data["globals"], n_buckets=4,
+                           shuffle=True, key=jax.random.key(seed), prefetch=prefetch)
+
+
+def make_step(lr: float = 1e-3):
+    """The SGD step on a :class:`~jaxgraphops.GraphBatch` (padding nodes: their own embedding row)."""
+    def loss(params, b):
+        types = jnp.where(b.graph.node_mask, b.nodes, len(ELEMENTS))
+        target, n_atoms = b.globals
+        return energy_loss(params, b.graph.graph, types, b.graph.dst_graph_ids, target, n_atoms, b.graph.n_graphs)
+
+    @jax.jit
+    def step(params, b):
+        value, grads = jax.value_and_grad(loss)(params, b)
+        return jax.tree_util.tree_map(lambda p, d: p - lr * d, params, grads), value
+    return step
+
+
+def by_hand(data: dict, graphs_loader: jgo.GraphLoader, order: np.ndarray):
+    """The batches as the examples built them before the loader: ``padded_batches`` and a gather per graph."""
+    per_graph_types = np.split(data["nodes"], np.cumsum([g.n_dst for g in data["graphs"]])[:-1])
+    target, n_atoms = data["globals"]
+    for bg, idx in jgo.padded_batches(data["graphs"], graphs_loader.batch_size, graphs_loader.buckets, order=order):
+        types = bg.pad_nodes(np.concatenate([per_graph_types[i] for i in idx]))
+        yield bg, types, bg.pad_graphs(target[idx]), bg.pad_graphs(n_atoms[idx])
+
+
+def _timed(iterable):
+    """Seconds to produce each item of ``iterable`` (ready on the device)."""
+    out, it = [], iter(iterable)
+    while True:
+        start = time.perf_counter()
+        try:
+            item = next(it)
+        except StopIteration:
+            return out
+        jax.block_until_ready(item)
+        out.append(time.perf_counter() - start)
+
+
+def _epoch(step, params, batches) -> float:
+    start = time.perf_counter()
+    for b in batches:
+        params, value = step(params, b)
+    jax.block_until_ready(params)
+    return time.perf_counter() - start
+
+
+def measure(molecules, batch: int, repeats: int, seed: int, log=print) -> dict:
+    """The medians (ms per batch) of the module's docstring, and the loader's buckets and batch count."""
+    data = dataset(molecules)
+    threaded, synchronous = loader(data, batch, 2, seed), loader(data, batch, 0, seed)
+    order = np.asarray(jax.random.permutation(jax.random.split(jax.random.fold_in(jax.random.key(seed), 0))[0],
+                                              len(data["graphs"])))
+    prepared = list(synchronous.iter_epoch(0))
+    step, params = make_step(), init_params(jax.random.key(seed))
+    for b in prepared:  # compile every bucket
+        jax.block_until_ready(step(params, b))
+    host, old, steps, fed, fed_sync, ahead = ([] for _ in range(6))
+    for r in range(repeats):
+        host += _timed(synchronous.iter_epoch(0))
+        old += _timed(by_hand(data, synchronous, order))
+        for b in prepared:
+            start = time.perf_counter()
+            jax.block_until_ready(step(params, b))
+            steps.append(time.perf_counter() - start)
+        ahead.append(_epoch(step, params, prepared))
+        fed.append(_epoch(step, params, threaded.iter_epoch(0)))
+        fed_sync.append(_epoch(step, params, synchronous.iter_epoch(0)))
+        log(f"repeat {r + 1}/{repeats}: host {np.median(host) * 1e3:.2f} ms, by hand {np.median(old) * 1e3:.2f} ms, "
+            f"step {np.median(steps) * 1e3:.2f} ms per batch")
+    n = len(prepared)
+    ms = lambda seconds: float(np.median(seconds) * 1e3)  # noqa: E731
+    per_batch = lambda epochs: float(np.median(epochs) * 1e3 / n)  # noqa: E731
+    return {"host": ms(host), "by hand": ms(old), "step": ms(steps), "prepared": per_batch(ahead),
+            "prefetch=2": per_batch(fed), "prefetch=0": per_batch(fed_sync), "batches": n,
+            "buckets": threaded.buckets}
+
+
+def render(result: dict, args, command: str, seconds: float) -> str:
+    r = result
+    buckets = ", ".join(f"({b.n_nodes}, {b.n_edges})" for b in r["buckets"])
+    intro = (f"The QM9 stream of `benchmarks.padding`: {args.molecules:,} molecules ({args.cutoff:g} Å radius "
+             f"graphs), batches of {args.batch} ({r['batches']} an epoch), buckets {buckets} (nodes, edges), the "
+             "3-layer GNN's SGD step under `jit`. Medians over the batches of "
+             f"{args.repeats} epochs (timing loops alternating). **The machine was shared with other jobs** "
+             "(2 cores, several processes): the absolute times are noisy, the ratios less so.")
+    lines = [f"## Loaders ({section_name()[1]}), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", "",
+             f"{machine()}. Command: `{command}` ({seconds:.0f} s).", "", intro, "",
+             "| per batch | ms | against the step |", "|---|---:|---:|",
+             f"| jitted step (value and gradient, SGD update) | {r['step']:.2f} | 1 |",
+             f"| host: `GraphLoader.batch` (union, padding, feature gathers; NumPy) | {r['host']:.2f} | "
+             f"{r['host'] / r['step']:.0%} |",
+             f"| host, by hand: `padded_batches` + a gather per graph (before the loader) | {r['by hand']:.2f} | "
+             f"{r['by hand'] / r['step']:.0%} |",
+             f"| training loop over batches prepared ahead | {r['prepared']:.2f} | "
+             f"{r['prepared'] / r['step']:.0%} |",
+             f"| training loop fed by the loader, `prefetch=0` (no thread) | {r['prefetch=0']:.2f} | "
+             f"{r['prefetch=0'] / r['step']:.0%} |",
+             f"| training loop fed by the loader, `prefetch=2` (background thread) | {r['prefetch=2']:.2f} | "
+             f"{r['prefetch=2'] / r['step']:.0%} |"]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.loaders", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--molecules", type=int, default=2_000, help="QM9 molecules in the stream")
+    parser.add_argument("--batch", type=int, default=32, help="molecules per batch")
+    parser.add_argument("--cutoff", type=float, default=5.0, help="radius graph cutoff (Å)")
+    parser.add_argument("--repeats", type=int, default=5, help="epochs per measurement (medians)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output", default="BENCHMARKS.md", help="file whose Loaders section is replaced ('' to skip)")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    result = measure(qm9_molecules(args.molecules, args.cutoff, args.seed), args.batch, args.repeats, args.seed)
+    command = shlex.join(["python", "-m", "benchmarks.loaders", *(argv if argv is not None else sys.argv[1:])])
+    body = render(result, args, command, time.perf_counter() - start)
+    print(body)
+    if args.output:
+        marker = section_name()[0]
+        tables.replace_section(Path(args.output), f"<!-- loaders-{marker} -->", f"<!-- /loaders-{marker} -->", body)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
