@@ -36,9 +36,14 @@ def test_measure_and_render():
     assert result["batches"] == 4 and len(logged) == 1
     assert all(result[k] > 0 for k in ("host", "by hand", "step", "prepared", "prefetch=0", "prefetch=2"))
 
+    sampled = loaders.measure_sampled(2_000, 5, 64, repeats=1, seed=0, log=logged.append)
+    assert sampled["batches"] == 4 and sampled["edges"] == 10_000 and len(logged) == 2
+    assert all(sampled[k] > 0 for k in ("loader", "step", "prepared", "prefetch=0", "prefetch=2"))
+
     class Args:
         molecules, batch, cutoff, repeats = 30, 8, 5.0, 1
 
-    text = loaders.render(result, Args, "python -m benchmarks.loaders", 1.0)
+    text = loaders.render(result, sampled, Args, "python -m benchmarks.loaders", 1.0)
     assert text.startswith("## Loaders (CPU)") and f"| {result['host']:.2f} | {result['host'] / result['step']:.0%} |" \
         in text
+    assert "`NeighborLoader` on a random graph of 2,000 nodes and 10,000 edges" in text

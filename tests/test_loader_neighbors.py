@@ -18,13 +18,13 @@ def _graph(rng, n=60, m=400):
     return jgo.Graph.from_edges(src, dst, n, n), rng.normal(size=(n, 4)).astype(np.float32), rng.integers(0, 3, n)
 
 
-@pytest.mark.parametrize("prefetch", [0, 2])
-def test_batches_equal_an_unbatched_loop(rng, prefetch):
+@pytest.mark.parametrize(("prefetch", "gather"), [(0, "host"), (2, "device"), (2, None)])
+def test_batches_equal_an_unbatched_loop(rng, prefetch, gather):
     g, x, y = _graph(rng)
     seeds = rng.permutation(60)[:23]
     key = jax.random.key(7)
     loader = jgo.NeighborLoader(g, [3, 2], 5, seeds=seeds, nodes={"x": x}, targets=y, key=key, shuffle=True,
-                                prefetch=prefetch)
+                                prefetch=prefetch, gather=gather)
     assert len(loader) == 5
     sample = jax.jit(lambda key, g, seeds: jgo.sample_blocks(key, g, seeds, [3, 2]))  # the oracle, batch by batch
     for epoch in range(2):
@@ -33,6 +33,7 @@ def test_batches_equal_an_unbatched_loop(rng, prefetch):
         order = np.concatenate([order, [-1, -1]]).reshape(5, 5)
         visited = []
         for i, b in enumerate(loader):
+            compiled = compiled if epoch or i else loader._sample._cache_size()
             np.testing.assert_array_equal(b.seeds, order[i])
             np.testing.assert_array_equal(b.seed_mask, order[i] >= 0)
             want = sample(jax.random.fold_in(sample_key, i), g, order[i])
@@ -44,7 +45,7 @@ def test_batches_equal_an_unbatched_loop(rng, prefetch):
             np.testing.assert_array_equal(b.targets, np.where(order[i] >= 0, y[order[i]], 0))
             visited += order[i][order[i] >= 0].tolist()
         assert sorted(visited) == sorted(seeds.tolist())
-    assert loader._sample._cache_size() == 1  # the short last batch is padded: one shape
+    assert loader._sample._cache_size() == compiled  # the short last batch is padded: one shape
 
 
 def test_block_mean_equals_the_sampled_neighbours_mean(rng):
@@ -116,5 +117,7 @@ def test_errors(rng):
         jgo.NeighborLoader(g, [2], 4, nodes=x[:5], key=key)
     with pytest.raises(ValueError, match=r"NeighborLoader: targets\[0\] must have one row per node"):
         jgo.NeighborLoader(g, [2], 4, targets=(y[:3],), key=key)
+    with pytest.raises(ValueError, match="NeighborLoader: gather must be one of None, 'host', 'device'; got 'cpu'"):
+        jgo.NeighborLoader(g, [2], 4, key=key, gather="cpu")
     with pytest.raises(ValueError, match="NeighborLoader: graph must have one node set"):
         jgo.NeighborLoader(jgo.Graph.from_edges(np.array([0]), np.array([0]), 2, 1), [2], 4, key=key)

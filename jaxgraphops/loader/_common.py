@@ -129,8 +129,9 @@ def check_rows(fn: str, name: str, tree, n: int, what: str):
 
 class EpochLoader:
     """The epochs of a loader over ``self._items`` (what an epoch visits): ``iter(loader)`` runs the next epoch,
-    ``len(loader)`` counts its batches; ``self._make_batch(items, batch_key, position)`` makes a batch. Epoch ``e``'s keys are ``shuffle_key, batch_key = split(fold_in(key,
-    e))``; with ``shuffle`` it visits ``items[permutation(shuffle_key, len(items))]``."""
+    ``len(loader)`` counts its batches; ``self._make_batch(items, batch_key, position)`` makes a batch. Epoch
+    ``e``'s keys are ``shuffle_key, batch_key = split(fold_in(key, e))``; with ``shuffle`` it visits
+    ``items[permutation(shuffle_key, len(items))]``."""
 
     _items: np.ndarray
     batch_size: int

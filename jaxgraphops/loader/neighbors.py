@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import partial
+from functools import cache, partial
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._checks import check_choice
 from ..graph import Graph
 from ..sampling import SampledBlock, _check_seeds, sample_blocks
 from ._common import EpochLoader, check_positive, check_rows
@@ -38,19 +39,37 @@ class NeighborBatch(NamedTuple):
     seed_mask: jax.Array
 
 
-def _masked_rows(tree, ids, mask):
-    """``tree``'s rows ``ids``, zero where ``mask`` is False."""
+GATHERS = ("host", "device")
+
+
+def _masked_rows(xp, tree, ids, mask):
+    """``tree``'s rows ``ids``, zero where ``mask`` is False (``xp``: NumPy on the host, ``jnp`` on the device)."""
     def gather(x):
-        rows = x[jnp.maximum(ids, 0)]
+        rows = xp.take(x, xp.maximum(ids, 0), axis=0)
+        if xp is np:
+            rows[~mask] = 0  # in place: a second pass over the rows costs as much as the gather
+            return rows
         return jnp.where(mask.reshape(mask.shape + (1,) * (rows.ndim - 1)), rows, jnp.zeros((), rows.dtype))
     return jax.tree_util.tree_map(gather, tree)
 
 
-def _sample_and_gather(key, g, seeds, nodes, targets, *, fanouts, replace):
-    blocks = sample_blocks(key, g, seeds, fanouts, replace=replace)
+def _batch(xp, blocks, seeds, nodes, targets) -> NeighborBatch:
+    ids = blocks[0].input_nodes if xp is jnp else np.asarray(blocks[0].input_nodes)
     seed_mask = seeds >= 0
-    inputs = _masked_rows(nodes, blocks[0].input_nodes, blocks[0].node_mask)
-    return NeighborBatch(blocks, inputs, _masked_rows(targets, seeds, seed_mask), seeds, seed_mask)
+    return NeighborBatch(blocks, _masked_rows(xp, nodes, ids, ids >= 0), _masked_rows(xp, targets, seeds, seed_mask),
+                         seeds, seed_mask)
+
+
+def _sample_and_gather(key, g, seeds, nodes, targets, *, fanouts, replace):
+    return _batch(jnp, sample_blocks(key, g, seeds, fanouts, replace=replace), seeds, nodes, targets)
+
+
+@cache
+def _sampler(fanouts: tuple[int, ...], replace: bool, gather: str):
+    """The jitted sampling call (with the gathers for ``gather="device"``), one per set of options: loaders that
+    share them share its compilations."""
+    sample = _sample_and_gather if gather == "device" else sample_blocks
+    return jax.jit(partial(sample, fanouts=list(fanouts), replace=replace))
 
 
 class NeighborLoader(EpochLoader):
@@ -58,8 +77,8 @@ class NeighborLoader(EpochLoader):
 
     Each epoch (each ``iter(loader)``) cuts the seed nodes, shuffled or not, into batches of ``batch_size`` (the
     last padded with padding seeds, -1, so every batch has one shape and a jitted step compiles once), samples
-    the blocks of each batch (:func:`~jaxgraphops.sample_blocks`) and gathers the input nodes' features and the
-    seeds' targets (:class:`NeighborBatch`), in one jitted function that the loader compiles once. A background
+    the blocks of each batch (:func:`~jaxgraphops.sample_blocks`, one jitted function that the loader compiles
+    once) and gathers the input nodes' features and the seeds' targets (:class:`NeighborBatch`). A background
     thread prepares up to ``prefetch`` batches ahead while the device computes, and stops as
     :class:`~jaxgraphops.GraphLoader`'s does.
 
@@ -74,7 +93,7 @@ class NeighborLoader(EpochLoader):
         PyG's ``num_neighbors=[25, 10]`` is ``fanouts=[10, 25]``).
       batch_size: seeds per batch (``S``).
       seeds: the seed node ids (distinct, e.g. the training nodes); default every node.
-      nodes: a pytree of node features ``[n, ...]`` (n: ``graph.n_dst``), kept on the device.
+      nodes: a pytree of node features ``[n, ...]`` (n: ``graph.n_dst``).
       targets: a pytree of per-node targets ``[n, ...]`` (labels), gathered at the seeds.
       key: a JAX PRNG key (required: it drives the sampling).
       shuffle: visit the seeds in a new random order each epoch.
@@ -82,6 +101,10 @@ class NeighborLoader(EpochLoader):
       drop_last: drop the epoch's last batch when it is short (instead of padding it).
       prefetch: batches prepared ahead by the background thread (0: in the consumer's thread).
       progress: a tqdm bar over each epoch: True, or its description (a string).
+      gather: where the features and targets are gathered: ``"host"`` (NumPy, after the sampling call: the
+        default on a CPU backend, where XLA's gather of feature rows is several times slower than NumPy's) or
+        ``"device"`` (in the jitted sampling call: the default elsewhere; the features stay on the device).
+        Either gives the same batch.
 
     >>> import jax, numpy as np, jaxgraphops as jgo
     >>> g = jgo.Graph.from_edges(np.array([0, 1, 2, 3, 4]), np.array([1, 2, 3, 4, 0]))  # a 5-cycle
@@ -96,7 +119,7 @@ class NeighborLoader(EpochLoader):
 
     def __init__(self, graph: Graph, fanouts: Sequence[int], batch_size: int, *, seeds=None, nodes=None,
                  targets=None, key, shuffle: bool = False, replace: bool = False, drop_last: bool = False,
-                 prefetch: int = 2, progress=False):
+                 prefetch: int = 2, progress=False, gather: str | None = None):
         fn = "NeighborLoader"
         if not isinstance(graph, Graph):
             raise TypeError(f"{fn}: graph must be a Graph; got {type(graph).__name__}")
@@ -116,11 +139,14 @@ class NeighborLoader(EpochLoader):
         if self.seeds.size == 0:
             raise ValueError(f"{fn}: seeds must name at least one node")
         n = graph.n_dst
-        self.nodes = jax.device_put(check_rows(fn, "nodes", nodes, n, "node of the graph"))
-        self.targets = jax.device_put(check_rows(fn, "targets", targets, n, "node of the graph"))
+        check_choice(fn, "gather", gather, (None, *GATHERS))
+        self.gather = gather or ("host" if jax.default_backend() == "cpu" else "device")
+        put = (lambda t: jax.tree_util.tree_map(np.asarray, t)) if self.gather == "host" else jax.device_put
+        self.nodes = put(check_rows(fn, "nodes", nodes, n, "node of the graph"))
+        self.targets = put(check_rows(fn, "targets", targets, n, "node of the graph"))
         self._items = self.seeds  # what an epoch visits
         self._setup(fn, key, shuffle, drop_last, prefetch, progress, key_required=True)
-        self._sample = jax.jit(partial(_sample_and_gather, fanouts=list(self.fanouts), replace=bool(replace)))
+        self._sample = _sampler(self.fanouts, bool(replace), self.gather)
 
     def __repr__(self) -> str:
         return (f"NeighborLoader({self.seeds.size} seeds, fanouts={list(self.fanouts)}, batch_size={self.batch_size},"
@@ -129,5 +155,7 @@ class NeighborLoader(EpochLoader):
     def _make_batch(self, items: np.ndarray, key, position: int) -> NeighborBatch:
         seeds = np.full(self.batch_size, -1, items.dtype)
         seeds[:items.size] = items
-        return self._sample(jax.random.fold_in(key, position), self.graph, jax.device_put(seeds), self.nodes,
-                            self.targets)
+        key = jax.random.fold_in(key, position)
+        if self.gather == "device":
+            return self._sample(key, self.graph, jax.device_put(seeds), self.nodes, self.targets)
+        return _batch(np, self._sample(key, self.graph, jax.device_put(seeds)), seeds, self.nodes, self.targets)
