@@ -123,7 +123,8 @@ def _gather_padded(tree, rows: np.ndarray, n: int):
 class GraphLoader(EpochLoader):
     """Padded batches of a dataset of graphs, with their features, for a jitted step (PyG's ``DataLoader``).
 
-    Each epoch (each ``iter(loader)``) cuts the graphs, shuffled or not, into batches of ``batch_size`` and pads
+    Each epoch (each ``iter(loader)``; ``loader.iter_epoch(e)`` replays epoch ``e``, ``len(loader)`` counts its
+    batches) cuts the graphs, shuffled or not, into batches of ``batch_size`` and pads
     each batch to the smallest of a few shape buckets (:func:`~jaxgraphops.bucket_sizes`), so a jitted step
     compiles once per bucket; the node, edge and per-graph features travel with the graph, gathered and padded
     (:class:`GraphBatch`). A background thread prepares up to ``prefetch`` batches ahead (NumPy gathers on the

@@ -75,7 +75,8 @@ def _sampler(fanouts: tuple[int, ...], replace: bool, gather: str):
 class NeighborLoader(EpochLoader):
     """Sampled mini-batches of one large graph, with their input features and targets (PyG's ``NeighborLoader``).
 
-    Each epoch (each ``iter(loader)``) cuts the seed nodes, shuffled or not, into batches of ``batch_size`` (the
+    Each epoch (each ``iter(loader)``; ``loader.iter_epoch(e)`` replays epoch ``e``, ``len(loader)`` counts its
+    batches) cuts the seed nodes, shuffled or not, into batches of ``batch_size`` (the
     last padded with padding seeds, -1, so every batch has one shape and a jitted step compiles once), samples
     the blocks of each batch (:func:`~jaxgraphops.sample_blocks`, one jitted function that the loader compiles
     once) and gathers the input nodes' features and the seeds' targets (:class:`NeighborBatch`). A background
