@@ -29,7 +29,7 @@ def test_batches_equal_an_unbatched_loop(rng, prefetch, gather):
     sample = jax.jit(lambda key, g, seeds: jgo.sample_blocks(key, g, seeds, [3, 2]))  # the oracle, batch by batch
     for epoch in range(2):
         shuffle_key, sample_key = jax.random.split(jax.random.fold_in(key, epoch))
-        order = np.asarray(jax.random.permutation(shuffle_key, seeds))
+        order = seeds[np.asarray(jax.random.permutation(shuffle_key, len(seeds)))]
         order = np.concatenate([order, [-1, -1]]).reshape(5, 5)
         visited = []
         for i, b in enumerate(loader):
@@ -103,6 +103,9 @@ def test_errors(rng):
         jgo.NeighborLoader(g, [2], 4, key=None)
     with pytest.raises(TypeError, match="NeighborLoader: key must be a JAX PRNG key"):
         jgo.NeighborLoader(g, [2], 4, key=3)
+    raw = jgo.NeighborLoader(g, [2], 4, key=jax.random.PRNGKey(0), prefetch=0)  # a raw key: its typed twin
+    typed = jgo.NeighborLoader(g, [2], 4, key=jax.random.key(0), prefetch=0)
+    np.testing.assert_array_equal(next(iter(raw)).blocks[0].input_nodes, next(iter(typed)).blocks[0].input_nodes)
     with pytest.raises(ValueError, match=r"NeighborLoader: fanouts\[1\] must be a positive int"):
         jgo.NeighborLoader(g, [2, 0], 4, key=key)
     with pytest.raises(ValueError, match="NeighborLoader: fanouts must name at least one hop"):

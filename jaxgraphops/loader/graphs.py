@@ -124,12 +124,12 @@ class GraphLoader(EpochLoader):
     """Padded batches of a dataset of graphs, with their features, for a jitted step (PyG's ``DataLoader``).
 
     Each epoch (each ``iter(loader)``; ``loader.iter_epoch(e)`` replays epoch ``e``, ``len(loader)`` counts its
-    batches) cuts the graphs, shuffled or not, into batches of ``batch_size`` and pads
-    each batch to the smallest of a few shape buckets (:func:`~jaxgraphops.bucket_sizes`), so a jitted step
-    compiles once per bucket; the node, edge and per-graph features travel with the graph, gathered and padded
-    (:class:`GraphBatch`). A background thread prepares up to ``prefetch`` batches ahead (NumPy gathers on the
-    host) while the device computes; it stops at the end of the epoch, when the consumer
-    stops or raises (close the iterator, or let it go), and re-raises the producer's errors in the consumer.
+    batches) cuts the graphs, shuffled or not, into batches of ``batch_size`` and pads each batch to the smallest
+    of a few shape buckets (:func:`~jaxgraphops.bucket_sizes`), so a jitted step compiles once per bucket; the
+    node, edge and per-graph features travel with the graph, gathered and padded (:class:`GraphBatch`). A
+    background thread prepares up to ``prefetch`` batches ahead (NumPy gathers on the host) while the device
+    computes; it stops at the end of the epoch, when the consumer stops or raises (close the iterator, or let it
+    go), and re-raises the producer's errors in the consumer.
 
     Args:
       graphs: ``G`` unpadded graphs with one node set (``n_src == n_dst``) and one index dtype.

@@ -76,15 +76,14 @@ class NeighborLoader(EpochLoader):
     """Sampled mini-batches of one large graph, with their input features and targets (PyG's ``NeighborLoader``).
 
     Each epoch (each ``iter(loader)``; ``loader.iter_epoch(e)`` replays epoch ``e``, ``len(loader)`` counts its
-    batches) cuts the seed nodes, shuffled or not, into batches of ``batch_size`` (the
-    last padded with padding seeds, -1, so every batch has one shape and a jitted step compiles once), samples
-    the blocks of each batch (:func:`~jaxgraphops.sample_blocks`, one jitted function that the loader compiles
-    once) and gathers the input nodes' features and the seeds' targets (:class:`NeighborBatch`). A background
-    thread prepares up to ``prefetch`` batches ahead while the device computes, and stops as
-    :class:`~jaxgraphops.GraphLoader`'s does.
+    batches) cuts the seed nodes, shuffled or not, into batches of ``batch_size`` (the last padded with padding
+    seeds, -1, so every batch has one shape and a jitted step compiles once), samples the blocks of each batch
+    (:func:`~jaxgraphops.sample_blocks`, one jitted function that the loader compiles once) and gathers the input
+    nodes' features and the seeds' targets (:class:`NeighborBatch`). A background thread prepares up to
+    ``prefetch`` batches ahead while the device computes, and stops as :class:`~jaxgraphops.GraphLoader`'s does.
 
     Keys: epoch ``e`` uses ``shuffle_key, sample_key = split(fold_in(key, e))``; its order is
-    ``permutation(shuffle_key, seeds)`` (with ``shuffle=True``) and its batch ``i`` is
+    ``seeds[permutation(shuffle_key, len(seeds))]`` (with ``shuffle=True``) and its batch ``i`` is
     ``sample_blocks(fold_in(sample_key, i), graph, seeds_i, fanouts)``. So a batch depends on ``key``, the
     epoch and its position only, not on the thread or on what the consumer did.
 
