@@ -93,6 +93,16 @@ def _timed(iterable):
         out.append(time.perf_counter() - start)
 
 
+def _step_times(step, params, batches) -> list[float]:
+    """Seconds of the jitted step on each of ``batches``, one at a time."""
+    out = []
+    for b in batches:
+        start = time.perf_counter()
+        jax.block_until_ready(step(params, b))
+        out.append(time.perf_counter() - start)
+    return out
+
+
 def _epoch(step, params, batches) -> float:
     start = time.perf_counter()
     for b in batches:
@@ -115,10 +125,7 @@ def measure(molecules, batch: int, repeats: int, seed: int, log=print) -> dict:
     for r in range(repeats):
         host += _timed(synchronous.iter_epoch(0))
         old += _timed(by_hand(data, synchronous, order))
-        for b in prepared:
-            start = time.perf_counter()
-            jax.block_until_ready(step(params, b))
-            steps.append(time.perf_counter() - start)
+        steps += _step_times(step, params, prepared)
         ahead.append(_epoch(step, params, prepared))
         fed.append(_epoch(step, params, threaded.iter_epoch(0)))
         fed_sync.append(_epoch(step, params, synchronous.iter_epoch(0)))
@@ -172,10 +179,7 @@ def measure_sampled(n_nodes: int, degree: int, seeds: int, repeats: int, seed: i
         batch_s += _timed(sampled.iter_epoch(0))
         fed_sync.append(_epoch(step, params, sampled.iter_epoch(0)))
         sampled.prefetch = 2
-        for b in prepared:
-            start = time.perf_counter()
-            jax.block_until_ready(step(params, b))
-            steps.append(time.perf_counter() - start)
+        steps += _step_times(step, params, prepared)
         ahead.append(_epoch(step, params, prepared))
         fed.append(_epoch(step, params, sampled.iter_epoch(0)))
         log(f"sampled, repeat {r + 1}/{repeats}: loader {np.median(batch_s) * 1e3:.2f} ms, step "
