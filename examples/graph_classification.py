@@ -10,10 +10,11 @@ The model: three ``jaxgraphops.nn.flax.GINEConv`` layers (PyG's GINE: ``MLP((1 +
 + W e_ji))``, one fused ``update_efeat`` and one ``agg_simple`` each), a sum readout per molecule
 (``jgo.nn.global_add_pool`` on the batch) and a two-layer head, trained with Adam on the cross-entropy.
 
-Batching for ``jit``: ``jgo.bucket_sizes`` picks ``--buckets`` padded (atoms, bonds) sizes from the
-molecules' sizes (the largest holds the batch's largest molecules together, so every batch fits) and
-``jgo.padded_batches`` pads each shuffled batch to its smallest bucket; the train step compiles once per
-bucket (``--buckets 1``, the default: once). Prints the compilations, the padding fraction, the throughput
+Batching for ``jit``: ``jgo.GraphLoader`` pads each shuffled batch, atom and bond features included, to the
+smallest of ``--buckets`` padded (atoms, bonds) sizes (``jgo.bucket_sizes`` of the molecules' sizes: the
+largest holds the batch's largest molecules together, so every batch fits) and prepares the next batches in a
+background thread while the step runs; the train step compiles once per bucket (``--buckets 1``, the
+default: once). Prints the compilations, the padding fraction, the throughput
 and the test accuracy against the majority class, and writes the loss and accuracy curves.
 
     pip install jaxgraphops[examples]     # qm9pack, rdkit, pandas, flax, optax, matplotlib, tqdm
@@ -93,13 +94,6 @@ class GINE(nn.Module):
         return nn.Dense(2)(nn.relu(nn.Dense(self.hidden)(global_add_pool(h, bg))))
 
 
-def padded_inputs(data, bg: jgo.BatchedGraph, idx, labels):
-    """The padded features and labels of the molecules ``idx`` (padding rows zero, padding labels 0)."""
-    atoms = bg.pad_nodes(np.concatenate([data[i][1] for i in idx]))
-    bonds = bg.pad_edges(np.concatenate([data[i][2] for i in idx]))
-    return atoms, bonds, bg.pad_graphs(labels[idx])
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--molecules", type=int, default=20_000, help="random QM9 subset (80/10/10 split)")
@@ -121,54 +115,51 @@ def main():
     train, val, test = order[:n_train], order[n_train:n_train + n_val], order[n_train + n_val:]
     gap = table["HOMO_LUMO_gap_au"].to_numpy()
     labels = (gap > np.median(gap[train])).astype(np.int32)
-    graphs = [d[0] for d in data]
-    sizes = np.array([g.n_dst for g in graphs]), np.array([g.n_edges for g in graphs])
-    buckets = jgo.bucket_sizes(*sizes, batch_size=args.batch, n_buckets=args.buckets)
+    graphs, atoms, bonds = zip(*data)
+    loader = jgo.GraphLoader(graphs, args.batch, nodes=np.concatenate(atoms), edges=np.concatenate(bonds),
+                             globals=labels, indices=train, n_buckets=args.buckets, shuffle=True,
+                             key=jax.random.key(1), progress=True)
+    buckets = loader.buckets
     print(f"data: {len(data):,} molecules in {time.perf_counter() - start:.1f} s; buckets (atoms, bonds) of "
           f"{args.batch} molecules: {[tuple(b) for b in buckets]}")
 
     model, opt = GINE(), optax.adam(args.lr)
-    bg0, idx0 = next(jgo.padded_batches(graphs, args.batch, buckets))
-    params = model.init(jax.random.key(0), bg0, *padded_inputs(data, bg0, idx0, labels)[:2])
+    b0 = loader.batch(train[:args.batch])
+    params = model.init(jax.random.key(0), b0.graph, b0.nodes, b0.edges)
     opt_state = opt.init(params)
     traces = []
 
-    def loss_fn(params, bg, atoms, bonds, y):
-        logits = model.apply(params, bg, atoms, bonds)
-        losses = optax.softmax_cross_entropy_with_integer_labels(logits, y)
-        return jnp.sum(losses * bg.graph_mask) / jnp.sum(bg.graph_mask)
+    def loss_fn(params, b: jgo.GraphBatch):
+        losses = optax.softmax_cross_entropy_with_integer_labels(model.apply(params, b.graph, b.nodes, b.edges),
+                                                                 b.globals)
+        return jnp.sum(losses * b.graph.graph_mask) / jnp.sum(b.graph.graph_mask)
 
     @jax.jit
-    def train_step(params, opt_state, bg, atoms, bonds, y):
-        traces.append(bg.graph.n_dst)  # runs once per compilation
-        loss, grads = jax.value_and_grad(loss_fn)(params, bg, atoms, bonds, y)
+    def train_step(params, opt_state, b):
+        traces.append(b.graph.graph.n_dst)  # runs once per compilation
+        loss, grads = jax.value_and_grad(loss_fn)(params, b)
         updates, opt_state = opt.update(grads, opt_state)
         return optax.apply_updates(params, updates), opt_state, loss
 
     @jax.jit
-    def predict(params, bg, atoms, bonds):
-        return model.apply(params, bg, atoms, bonds).argmax(-1)
+    def correct(params, b):
+        right = model.apply(params, b.graph, b.nodes, b.edges).argmax(-1) == b.globals
+        return jnp.sum(right & b.graph.graph_mask)
 
     def accuracy(params, index):
-        right = 0
-        for bg, idx in jgo.padded_batches(graphs, args.batch, buckets, order=index):
-            pred = predict(params, bg, *padded_inputs(data, bg, idx, labels)[:2])
-            right += int((np.asarray(pred)[:len(idx)] == labels[idx]).sum())
-        return right / len(index)
+        return sum(int(correct(params, loader.batch(index[s:s + args.batch])))
+                   for s in range(0, len(index), args.batch)) / len(index)
 
-    rng, curve, real_atoms, padded_atoms, step_seconds = np.random.default_rng(1), [], 0, 0, []
+    curve, real_atoms, padded_atoms, step_seconds = [], 0, 0, []
     for epoch in range(args.epochs):
         losses = []
-        batches = jgo.padded_batches(graphs, args.batch, buckets, order=rng.permutation(train))
-        bar = tqdm(batches, total=-(-len(train) // args.batch), desc=f"epoch {epoch + 1}/{args.epochs}")
-        for bg, idx in bar:
-            inputs = padded_inputs(data, bg, idx, labels)
+        for b in loader:
             t = time.perf_counter()
-            params, opt_state, loss = train_step(params, opt_state, bg, *inputs)
+            params, opt_state, loss = train_step(params, opt_state, b)
             losses.append(float(loss))  # waits for the step
-            step_seconds.append((time.perf_counter() - t, len(idx), epoch))
-            real_atoms, padded_atoms = real_atoms + int(sizes[0][idx].sum()), padded_atoms + bg.graph.n_dst
-            bar.set_postfix(loss=f"{np.mean(losses[-20:]):.3f}", refresh=False)
+            n_real = int(b.graph.graph_mask.sum())
+            step_seconds.append((time.perf_counter() - t, n_real, epoch))
+            real_atoms, padded_atoms = real_atoms + int(b.graph.node_mask.sum()), padded_atoms + b.graph.graph.n_dst
         curve.append((float(np.mean(losses)), accuracy(params, val)))
         print(f"epoch {epoch + 1}: train loss {curve[-1][0]:.4f}, validation accuracy {curve[-1][1]:.3f}")
 

@@ -11,14 +11,16 @@ directions (in-degrees 16 to a few dozen), found by a KD-tree over 8 principal c
   chemical-similarity network: neighbours share bonding patterns, which the node features do not hold;
 - ``--edges features``: the node features themselves, so the edges add no information to them.
 
-The task: the HOMO-LUMO gap in 5 quantile classes (chance: 20%), nodes split 80/10/10 at random. Each
-step samples two blocks around 1,024 seed nodes (``fanouts=[25, 10]``: 10 in-neighbours of every seed,
-then 25 of each of those, without replacement; static shapes, the last batch padded with -1) and runs two
-GraphSAGE layers on them (``jaxgraphops.nn.flax.SAGEConv(aggr="mean")``: a block's empty slots are padding
-edges, so the mean is over the sampled neighbours without any masking, plus a root term). The train step
-(sampling included) is jitted and compiles once. Validation and test accuracy come from full-neighbourhood
-inference on the whole graph. An MLP of the same width and depth
-trained on the node features alone shows what the graph adds.
+The task: the HOMO-LUMO gap in 5 quantile classes (chance: 20%), nodes split 80/10/10 at random. A
+``jgo.NeighborLoader`` cuts the shuffled training nodes into batches of 1,024 seeds (the last padded with -1:
+static shapes), samples two blocks around each (``fanouts=[25, 10]``: 10 in-neighbours of every seed, then
+25 of each of those, without replacement) with the input nodes' features and the seeds' labels, ahead of the
+step in a background thread. Two GraphSAGE layers run on the blocks
+(``jaxgraphops.nn.flax.SAGEConv(aggr="mean")``: a block's empty slots are padding edges, so the mean is over
+the sampled neighbours without any masking, plus a root term). The train step is jitted and compiles once.
+Validation and test accuracy come from full-neighbourhood inference on the whole graph. An MLP of the same
+width and depth trained on the node features alone (the seeds' rows of the same batches) shows what the graph
+adds.
 
     pip install jaxgraphops[examples]     # qm9pack, rdkit, pandas, scipy, flax, optax, matplotlib, tqdm
     python examples/graphsage_sampled.py [--epochs 20] [--edges fingerprints] [--plot graphsage_sampled.png]
@@ -27,6 +29,7 @@ trained on the node features alone shows what the graph adds.
 
 import argparse
 import importlib.util
+import itertools
 import os
 import time
 
@@ -40,7 +43,6 @@ from matplotlib.figure import Figure
 from rdkit import Chem
 from rdkit.Chem import rdFingerprintGenerator
 from scipy.spatial import cKDTree
-from tqdm import tqdm
 
 import jaxgraphops as jgo
 from jaxgraphops.nn.flax import SAGEConv
@@ -146,49 +148,39 @@ class MLP(nn.Module):
         return nn.Dense(self.classes)(nn.relu(nn.Dense(self.hidden)(x)))
 
 
-def batches(rng, nodes, size):
-    """Seed batches of one epoch, the last one padded with -1 (one static shape)."""
-    order = rng.permutation(nodes)
-    order = np.concatenate([order, np.full(-len(order) % size, -1, order.dtype)])
-    return order.reshape(-1, size).astype(np.int32)
-
-
-def train(name, loss_fn, forward_all, params, g, x, labels, splits, args, epochs):
-    """Adam on mini-batches of the training nodes; full-graph validation after every epoch. The graph and
-    the features are arguments of the jitted functions (as constants they would be copied into the program)."""
+def train(name, loss_fn, forward_all, params, loader, g, x, labels, splits, args, epochs):
+    """Adam on the loader's mini-batches of the training nodes; full-graph validation after every epoch. The
+    graph and the features are arguments of the jitted functions (as constants they would be copied into the
+    program)."""
     opt = optax.adam(args.lr)
     opt_state = opt.init(params)
     traces = []
 
     @jax.jit
-    def step(params, opt_state, key, seeds, g, x, labels):
+    def step(params, opt_state, batch):
         traces.append(1)  # runs once per compilation
-        loss, grads = jax.value_and_grad(loss_fn)(params, key, seeds, g, x, labels)
+        loss, grads = jax.value_and_grad(loss_fn)(params, batch)
         updates, opt_state = opt.update(grads, opt_state)
         return optax.apply_updates(params, updates), opt_state, loss
 
     def accuracy(params, nodes):
         return float(jnp.mean(forward_all(params, g, x).argmax(-1)[nodes] == labels[nodes]))
 
-    rng, key = np.random.default_rng(1), jax.random.key(1)
     losses, val_acc, epoch_s, best = [], [], [], (-1.0, params)
     for epoch in range(epochs):
-        seeds = batches(rng, splits["train"], args.batch)[:args.max_steps]
-        bar = tqdm(seeds, desc=f"{name} epoch {epoch + 1}/{epochs}", leave=False)
-        start = time.perf_counter()
-        for batch in bar:
-            key, sub = jax.random.split(key)
-            params, opt_state, loss = step(params, opt_state, sub, jnp.asarray(batch), g, x, labels)
+        start, steps = time.perf_counter(), 0
+        for batch in itertools.islice(loader, args.max_steps):  # stops the loader's thread at max_steps
+            params, opt_state, loss = step(params, opt_state, batch)
             losses.append(float(loss))  # waits for the step
-            bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
+            steps += 1
         epoch_s.append(time.perf_counter() - start)
         val_acc.append(accuracy(params, splits["val"]))
         if val_acc[-1] > best[0]:
             best = (val_acc[-1], params)
-        print(f"{name} epoch {epoch + 1}: loss {np.mean(losses[-len(seeds):]):.4f}, val accuracy {val_acc[-1]:.4f}, "
+        print(f"{name} epoch {epoch + 1}: loss {np.mean(losses[-steps:]):.4f}, val accuracy {val_acc[-1]:.4f}, "
               f"{epoch_s[-1]:.1f} s")
     return {"losses": losses, "val_acc": val_acc, "epoch_s": epoch_s, "compiles": len(traces), "best_val": best[0],
-            "test": accuracy(best[1], splits["test"]), "steps_per_epoch": len(seeds)}
+            "test": accuracy(best[1], splits["test"]), "steps_per_epoch": steps}
 
 
 def main():
@@ -229,31 +221,29 @@ def main():
     print(f"graph: {n:,} molecules, {g.n_edges:,} directed edges, in-degree {degrees.min()} to {degrees.max()} "
           f"(mean {degrees.mean():.1f}), {x.shape[1]} features; gap classes split at {np.round(edges, 2)} eV; "
           f"built in {time.perf_counter() - start:.1f} s")
+    loader = jgo.NeighborLoader(g, FANOUTS, args.batch, seeds=splits["train"], nodes=x, targets=labels,
+                                key=jax.random.key(1), shuffle=True, progress=True)
     x, labels = jnp.asarray(x), jnp.asarray(labels)
 
     sage, mlp = GraphSAGE(args.hidden, 5), MLP(args.hidden, 5)
-    sample = jax.jit(lambda key, g, seeds: jgo.sample_blocks(key, g, seeds, FANOUTS))
 
-    def sage_loss(params, key, seeds, g, x, labels):
-        blocks = sample(key, g, seeds)
-        h = x[blocks[0].input_nodes]  # a padding input node (-1) reads the last row: no op reads it back
-        logits = sage.apply(params, h, [b.graph for b in blocks])
-        return masked_cross_entropy(logits, seeds, labels)
+    def sage_loss(params, b: jgo.NeighborBatch):  # the blocks' input features: zero rows for padding inputs
+        return masked_cross_entropy(sage.apply(params, b.inputs, [block.graph for block in b.blocks]), b)
 
-    def mlp_loss(params, key, seeds, g, x, labels):
-        return masked_cross_entropy(mlp.apply(params, x[jnp.maximum(seeds, 0)]), seeds, labels)
+    def mlp_loss(params, b: jgo.NeighborBatch):  # the seeds' own features: the first rows of the inputs
+        return masked_cross_entropy(mlp.apply(params, b.inputs[:args.batch]), b)
 
     sage_all = jax.jit(lambda params, g, x: sage.apply(params, x, [g] * len(FANOUTS)))
     mlp_all = jax.jit(lambda params, g, x: mlp.apply(params, x))
-    init_blocks = sample(jax.random.key(0), g, jnp.asarray(splits["train"][:args.batch], jnp.int32))
-    sage_params = sage.init(jax.random.key(0), jnp.zeros((init_blocks[0].graph.n_src, x.shape[1])),
-                            [b.graph for b in init_blocks])
+    b0 = next(iter(loader.iter_epoch(0)))
+    sage_params = sage.init(jax.random.key(0), b0.inputs, [block.graph for block in b0.blocks])
     mlp_params = mlp.init(jax.random.key(0), x[:1])
 
-    results = {"GraphSAGE": train("GraphSAGE", sage_loss, sage_all, sage_params, g, x, labels, splits, args,
+    results = {"GraphSAGE": train("GraphSAGE", sage_loss, sage_all, sage_params, loader, g, x, labels, splits, args,
                                   args.epochs),
-               "MLP": train("MLP", mlp_loss, mlp_all, mlp_params, g, x, labels, splits, args, args.mlp_epochs)}
-    sampler_rate = sampler_throughput(sample, g, splits["train"], args.batch)
+               "MLP": train("MLP", mlp_loss, mlp_all, mlp_params, loader, g, x, labels, splits, args,
+                            args.mlp_epochs)}
+    loader_rate = loader_throughput(loader)
 
     fig = Figure(figsize=(11, 4))
     ax1, ax2 = fig.subplots(1, 2)
@@ -275,7 +265,7 @@ def main():
             ("compilations of the train step", f"GraphSAGE {s['compiles']}, MLP {m['compiles']}"),
             ("seconds per epoch" + (" (median, after the first)" if args.epochs > 1 else " (with compilation)"),
              f"GraphSAGE {epoch_seconds(s):.1f}, MLP {epoch_seconds(m):.2f}"),
-            ("sampler alone", f"{sampler_rate:,.0f} seeds/s"),
+            ("loader alone (sampling, gathers)", f"{loader_rate:,.0f} seeds/s"),
             ("best validation accuracy", f"GraphSAGE {s['best_val']:.4f}, MLP {m['best_val']:.4f}"),
             ("test accuracy (at best validation)", f"GraphSAGE {s['test']:.4f}, MLP {m['test']:.4f} (chance 0.20)")]
     print()
@@ -291,23 +281,19 @@ def epoch_seconds(result) -> float:
     return float(np.median(result["epoch_s"][1:] or result["epoch_s"]))
 
 
-def masked_cross_entropy(logits, seeds, labels):
+def masked_cross_entropy(logits, b: jgo.NeighborBatch):
     """Mean cross-entropy over the real seeds (padding seeds are -1)."""
-    real = seeds >= 0
-    ce = optax.softmax_cross_entropy_with_integer_labels(logits[:seeds.shape[0]], labels[jnp.maximum(seeds, 0)])
-    return jnp.sum(jnp.where(real, ce, 0)) / jnp.maximum(real.sum(), 1)
+    ce = optax.softmax_cross_entropy_with_integer_labels(logits[:b.seeds.shape[0]], b.targets)
+    return jnp.sum(jnp.where(b.seed_mask, ce, 0)) / jnp.maximum(b.seed_mask.sum(), 1)
 
 
-def sampler_throughput(sample, g, nodes, size) -> float:
-    """Seeds per second of the jitted two-hop sampler alone over one epoch of the training nodes."""
-    seeds = batches(np.random.default_rng(2), nodes, size)
-    key = jax.random.key(2)
-    jax.block_until_ready(sample(key, g, jnp.asarray(seeds[0])))
+def loader_throughput(loader) -> float:
+    """Seeds per second of the loader alone (two-hop sampling and feature gathers) over one epoch."""
     start = time.perf_counter()
-    for i, batch in enumerate(seeds):
-        out = sample(jax.random.fold_in(key, i), g, jnp.asarray(batch))
-    jax.block_until_ready(out)
-    return len(nodes) / (time.perf_counter() - start)
+    for batch in loader.iter_epoch(0):
+        pass
+    jax.block_until_ready(batch)
+    return loader.seeds.size / (time.perf_counter() - start)
 
 
 if __name__ == "__main__":

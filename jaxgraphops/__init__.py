@@ -24,6 +24,7 @@ from .batching import BatchedGraph, batch, pad_batch  # noqa: E402
 from .buckets import Bucket, bucket_sizes, padded_batches, pick_bucket  # noqa: E402
 from .distributed import PartitionedGraph, halo_exchange, partition_graph, shard_parts  # noqa: E402
 from .graph import Graph, pad, padding_masks  # noqa: E402
+from .loader import GraphBatch, GraphLoader, NeighborBatch, NeighborLoader  # noqa: E402
 from .neighbors import knn_graph, radius_graph  # noqa: E402
 from .ops.aggregation import agg_concat, agg_simple, agg_weighted, pool  # noqa: E402
 from .ops.attention import mha_gat, mha_gat_v2, mha_simple  # noqa: E402
@@ -44,7 +45,11 @@ __all__ = [
     "Bucket",
     "CudaPluginWarning",
     "Graph",
+    "GraphBatch",
+    "GraphLoader",
     "JaxWorkaroundWarning",
+    "NeighborBatch",
+    "NeighborLoader",
     "PartitionedGraph",
     "PartitionedJitWarning",
     "Permutation",

@@ -46,6 +46,7 @@ SECTIONS = (
     ("jaxgraphops.ops.update_efeat", "Relational aggregation and edge updates"),
     ("jaxgraphops.ops.dmpnn", "Relational aggregation and edge updates"),
     ("jaxgraphops.sampling", "Neighbour sampling"),
+    ("jaxgraphops.loader", "Loaders"),
     ("jaxgraphops.distributed", "Several devices"),
     ("jaxgraphops._backend", "Kernel platforms"),
     ("jaxgraphops.dimenet.basis", "Basis"),
