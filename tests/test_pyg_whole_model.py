@@ -53,9 +53,11 @@ class TorchGAT(torch.nn.Module):
         return self.lin(self.conv2(self.conv1(x, edge_index, edge_attr).relu(), edge_index, edge_attr))
 
 
-def trained(model):
-    """``model`` with moved BatchNorm statistics and non-zero biases, in eval mode."""
+def trained(model_class):
+    """A ``model_class()`` built from a fixed seed, with moved BatchNorm statistics and non-zero biases, in eval
+    mode (the same weights on every call)."""
     torch.manual_seed(0)
+    model = model_class()
     with torch.no_grad():
         for p in model.parameters():
             p.add_(0.1 * torch.randn_like(p))
@@ -148,11 +150,9 @@ def ported(framework, kind, state_dict, inputs):
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_three_layer_gcn_matches_pyg(framework):
+    torch_model = trained(TorchGCN)
     if framework == "equinox":  # eqx.nn.BatchNorm keeps its statistics outside the model: a GCN without it
-        torch_model = trained(TorchGCN())
         torch_model.norm = torch.nn.Identity()
-    else:
-        torch_model = trained(TorchGCN())
     want = torch_model(torch.tensor(X_IN), torch.tensor(EDGE_INDEX)).detach().numpy()
     got = ported(framework, "gcn", torch_model.state_dict(), (GRAPH, jnp.asarray(X_IN)))
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6, atol=1e-6)
@@ -160,14 +160,14 @@ def test_three_layer_gcn_matches_pyg(framework):
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_two_layer_gat_with_edge_features_matches_pyg(framework):
-    torch_model = trained(TorchGAT())
+    torch_model = trained(TorchGAT)
     want = torch_model(torch.tensor(X_IN), torch.tensor(EDGE_INDEX), torch.tensor(EDGE_ATTR)).detach().numpy()
     got = ported(framework, "gat", torch_model.state_dict(), (GRAPH, jnp.asarray(X_IN), jnp.asarray(EDGE_ATTR)))
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6, atol=1e-6)
 
 
 def gat_state():
-    return {k: v.detach().numpy() for k, v in trained(TorchGAT()).state_dict().items()}
+    return {k: v.detach().numpy() for k, v in trained(TorchGAT).state_dict().items()}
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
