@@ -252,10 +252,7 @@ def mha_gat(g, x_src, attn_weights, *, x_dst=None, num_heads=1, concat_heads=Tru
     if edge_feat is not None:
         p = p + jnp.einsum("ehc,hc->eh", edge_feat.reshape(-1, h, c), a[2], precision=_HIGHEST)
     z = jnp.where(p > 0, p, negative_slope * p)
-    alpha = _dropped(edge_softmax.on_dropped(g, z), dropout_rate, dropout_key)  # 0 at padding edges
-    out = jax.ops.segment_sum(alpha[..., None] * _rows(xs, g.src), g.dst, num_segments=g.n_dst)
-    out = out.reshape(g.n_dst, h * c) if concat_heads else out.mean(axis=1)
-    return (out, alpha) if return_attention else out
+    return _attend(g, z, _rows(xs, g.src), concat_heads, return_attention, dropout_rate, dropout_key)
 
 
 @_checks_graph
@@ -274,10 +271,7 @@ def mha_gat_v2(g, x_src, x_dst, attn_weights, *, num_heads=1, concat_heads=True,
         t = t + edge_feat.reshape(-1, h, c)
     u = jnp.where(t > 0, t, negative_slope * t)
     z = jnp.einsum("ehc,hc->eh", u, attn_weights.reshape(h, c), precision=_HIGHEST)
-    alpha = _dropped(edge_softmax.on_dropped(g, z), dropout_rate, dropout_key)  # 0 at padding edges
-    out = jax.ops.segment_sum(alpha[..., None] * _rows(xs, g.src), g.dst, num_segments=g.n_dst)
-    out = out.reshape(g.n_dst, h * c) if concat_heads else out.mean(axis=1)
-    return (out, alpha) if return_attention else out
+    return _attend(g, z, _rows(xs, g.src), concat_heads, return_attention, dropout_rate, dropout_key)
 
 
 @_checks_graph
@@ -296,10 +290,7 @@ def mha_simple(g, query, key, value, *, num_heads=1, concat_heads=True, edge_fea
         e = edge_feat.reshape(-1, h, c)
         k, v = k + e, v + e
     z = jnp.sum(q * k, axis=-1) / jnp.sqrt(jnp.asarray(c, q.dtype))
-    alpha = _dropped(edge_softmax.on_dropped(g, z), dropout_rate, dropout_key)  # 0 at padding edges
-    out = jax.ops.segment_sum(alpha[..., None] * v, g.dst, num_segments=g.n_dst)
-    out = out.reshape(g.n_dst, h * c) if concat_heads else out.mean(axis=1)
-    return (out, alpha) if return_attention else out
+    return _attend(g, z, v, concat_heads, return_attention, dropout_rate, dropout_key)
 
 
 @_checks_graph
@@ -455,6 +446,16 @@ def sample_neighbor_slots(g, seeds, key_words, fanout: int, *, replace: bool = F
 
 
 # -- attention dropout: the factors of jaxgraphops._philox (the kernels' stream) --------------------
+
+def _attend(g, z, values, concat_heads, return_attention, dropout_rate, dropout_key):
+    """The attention references' common end: the segment softmax of the logits ``z [E, H]`` (0 at padding edges),
+    dropped, weighting ``values [E, H, C]`` summed per destination; ``[n_dst, H * C]`` (or the heads' mean
+    ``[n_dst, C]``), with the weights if ``return_attention``."""
+    alpha = _dropped(edge_softmax.on_dropped(g, z), dropout_rate, dropout_key)
+    out = jax.ops.segment_sum(alpha[..., None] * values, g.dst, num_segments=g.n_dst)
+    out = out.reshape(g.n_dst, -1) if concat_heads else out.mean(axis=1)
+    return (out, alpha) if return_attention else out
+
 
 def _dropped(alpha, dropout_rate, dropout_key):
     """``alpha [E, H]`` times its dropout factors (itself for rate 0)."""

@@ -257,6 +257,60 @@ def segment_softmax_np(z, dst, n_dst):
     return alpha, lse
 
 
+def check_vmap(f, r, args, close, loss, argnums=None):
+    """``jax.vmap`` of the op ``f`` equals that of its reference ``r``: a batch of 3 over each of ``args`` in turn
+    (the others unbatched), then a batch of 2 over all, and the gradients of ``loss(fn)`` (a scalar of ``fn``'s
+    output) over all with respect to ``argnums`` (default: every argument); ``close(got, want)`` compares."""
+    for k in range(len(args)):
+        batched = list(args)
+        batched[k] = np.stack([args[k], 2 * args[k], -args[k]])
+        axes = [None] * len(args)
+        axes[k] = 0
+        close(jax.vmap(f, axes)(*batched), jax.vmap(r, axes)(*batched))
+    stacked = [np.stack([x, 0.5 * x]) for x in args]
+    close(jax.vmap(f)(*stacked), jax.vmap(r)(*stacked))
+    argnums = tuple(range(len(args))) if argnums is None else argnums
+    jax.tree_util.tree_map(close, jax.vmap(jax.grad(loss(f), argnums))(*stacked),
+                           jax.vmap(jax.grad(loss(r), argnums))(*stacked))
+
+
+# Node 0 receives edges 0-2, edge 0 masked (a -inf logit) in head 0; node 1 receives edges 3-4, masked in both
+# heads; node 2 nothing. The orders put the masked edge of node 0 first, last and in the middle.
+MASK_ORDERS = [[0, 1, 2, 3, 4], [4, 3, 2, 1, 0], [1, 3, 0, 4, 2]]
+MASKED = np.array([[True, False], [False, False], [False, False], [True, True], [True, True]])
+
+
+def masked_attention_graph(order):
+    """``(g, src, dst, masked)``: the 5 edges of :data:`MASK_ORDERS` into 3 nodes in ``order``, ``masked [5, 2]``
+    the edges (and heads) whose logit the attention tests make -inf."""
+    src, dst = np.arange(5)[order], np.array([0, 0, 0, 1, 1])[order]
+    return jgo.Graph.from_edges(src, dst, 5, 3), src, dst, MASKED[order]
+
+
+def check_masked_attention(op, args, alpha, want, masked, no_gradient):
+    """An attention op ``op(impl)(*args) -> (out, attention)`` on :func:`masked_attention_graph` (``args``: three
+    inputs, then the edge features ``[5, H * C]`` whose overflow masks edges) equals the NumPy ``alpha``, ``want``
+    on the kernels and the reference; their gradients are finite and agree, 0 at the masked edges' features and at
+    node 1 of ``args[no_gradient]`` (its logits are all -inf: no gradient, as without in-edges)."""
+    for impl in (None, "xla"):
+        out, att = op(impl)(*args)
+        np.testing.assert_allclose(att, alpha, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+
+    def loss(impl):  # small cotangents: <G, v'> of a masked edge stays finite
+        def f(*args):
+            out, att = op(impl)(*args)
+            return jnp.sum(out * jnp.linspace(0.1, 0.5, out.size).reshape(out.shape)) + jnp.sum(jnp.cos(att))
+        return f
+
+    got = jax.grad(loss(None), (0, 1, 2, 3))(*args)
+    for u, w in zip(got, jax.grad(loss("xla"), (0, 1, 2, 3))(*args)):
+        assert np.isfinite(u).all()
+        np.testing.assert_allclose(u, w, rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(got[no_gradient][1], 0)
+    np.testing.assert_array_equal(got[3].reshape(5, masked.shape[1], -1)[masked], 0)
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)

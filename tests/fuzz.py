@@ -44,10 +44,18 @@ import traceback
 
 import numpy as np
 
+if __name__ == "__main__" and "--worker" in sys.argv[1:]:
+    # a worker's stdout is its protocol (worker_main): whatever the imports below print goes to stderr (the registry
+    # imports jaxgraphops, whose editable install may rebuild it and say so)
+    PROTOCOL = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
 try:
     import fuzz_padding
+    import op_db
 except ImportError:  # python -m tests.fuzz, from the repository root
-    from . import fuzz_padding
+    from . import fuzz_padding, op_db
 
 # -- known gaps, each a flag to flip once it is closed ----------------------------------------------
 
@@ -264,20 +272,19 @@ class Gen:
 
 # -- targets: generators (numpy) and appliers (jax) -------------------------------------------------
 
-TARGETS = {}
+GENERATORS = {}
 
 
-def target(name, weight, *, square=False, graph=True, min_edges=0, concrete=False, no_loops=False, mutable=True):
-    """Registers a generator. ``concrete``: the op needs a concrete graph (host-side triplets), so no traced
-    or hand-built graphs; ``no_loops``: self loops are moved; ``mutable``: invalid variants are made."""
+def target(name):
+    """Registers the generator of a target of the registry (``op_db.fuzz_targets()``: its weight, constraints and
+    rows are there)."""
     def register(gen):
-        TARGETS[name] = dict(gen=gen, weight=weight, square=square, graph=graph, min_edges=min_edges,
-                             concrete=concrete, no_loops=no_loops, mutable=mutable)
+        GENERATORS[name] = gen
         return gen
     return register
 
 
-@target("gspmm", 10)
+@target("gspmm")
 def _gen_gspmm(t):
     op = t.choice("op", ("copy_u", "copy_e", "u_mul_e", "u_add_e", "u_sub_e", "u_div_e"))
     reduce = t.choice("reduce", ("sum", "mean", "max", "min"))
@@ -304,7 +311,7 @@ def _apply_gspmm(jgo, g, a, x, cfg, impl):
     return jgo.gspmm(g, u, e, op=kw["op"], reduce=kw["reduce"], impl=impl)
 
 
-@target("gsddmm", 7)
+@target("gsddmm")
 def _gen_gsddmm(t):
     op = t.choice("op", ("dot", "add", "sub", "mul", "div"))
     lt = t.choice("lhs_target", ("u", "v", "e"))
@@ -322,7 +329,7 @@ def _apply_gsddmm(jgo, g, a, x, cfg, impl):
     return jgo.gsddmm(g, a[0], a[1], **dict(cfg), impl=impl)
 
 
-@target("edge_softmax", 6)
+@target("edge_softmax")
 def _gen_edge_softmax(t):
     heads = _pick(t.rng, [0, 1, 3])
     t.add("logits", 3 * (t.normal(t.n_edges) if heads == 0 else t.normal(t.n_edges, heads)))
@@ -333,7 +340,7 @@ def _apply_edge_softmax(jgo, g, a, x, cfg, impl):
     return jgo.edge_softmax(g, a[0], impl=impl)
 
 
-@target("agg_simple", 4)
+@target("agg_simple")
 def _gen_agg_simple(t):
     reduce = t.choice("reduce", ("sum", "mean", "max", "min"))
     parts = _pick(t.rng, ["x", "edge_feat", "both"])
@@ -351,7 +358,7 @@ def _apply_agg_simple(jgo, g, a, x, cfg, impl):
     return jgo.agg_simple(g, xs, ef, reduce=kw["reduce"], impl=impl)
 
 
-@target("agg_weighted", 4)
+@target("agg_weighted")
 def _gen_agg_weighted(t):
     reduce = t.choice("reduce", ("sum", "mean", "max", "min"))
     t.add("x", t.normal(t.n_src, 3))
@@ -366,7 +373,7 @@ def _apply_agg_weighted(jgo, g, a, x, cfg, impl):
     return jgo.agg_weighted(g, a[0], a[1], reduce=dict(cfg)["reduce"], impl=impl)
 
 
-@target("agg_concat", 4)
+@target("agg_concat")
 def _gen_agg_concat(t):
     reduce = t.choice("reduce", ("sum", "mean", "max", "min"))
     t.add("x", t.normal(t.n_src, 3))
@@ -391,7 +398,7 @@ def _apply_agg_concat(jgo, g, a, x, cfg, impl):
                           edge_weight=v.get("edge_weight"), reduce=kw["reduce"], impl=impl)
 
 
-@target("pool", 3, graph=False)
+@target("pool")
 def _gen_pool(t):
     reduce = t.choice("reduce", ("sum", "mean", "max", "min"))
     n_graphs = _pick(t.rng, [1, 3])
@@ -420,7 +427,7 @@ def _attention_common(t, with_dst_default):
     return heads, c, concat, with_ef, ret, with_dst
 
 
-@target("mha_gat", 5)
+@target("mha_gat")
 def _gen_mha_gat(t):
     heads, c, concat, with_ef, ret, with_dst = _attention_common(t, True)
     w = heads * c
@@ -440,7 +447,7 @@ def _apply_mha_gat(jgo, g, a, x, cfg, impl):
                        **dict(cfg), impl=impl)
 
 
-@target("mha_gat_v2", 5)
+@target("mha_gat_v2")
 def _gen_mha_gat_v2(t):
     heads, c, concat, with_ef, ret, with_dst = _attention_common(t, True)
     w = heads * c
@@ -460,7 +467,7 @@ def _apply_mha_gat_v2(jgo, g, a, x, cfg, impl):
                           **dict(cfg), impl=impl)
 
 
-@target("mha_simple", 5)
+@target("mha_simple")
 def _gen_mha_simple(t):
     heads, c, concat, with_ef, ret, _ = _attention_common(t, False)
     w = heads * c
@@ -477,7 +484,7 @@ def _apply_mha_simple(jgo, g, a, x, cfg, impl):
     return jgo.mha_simple(g, v["query"], v["key"], v["value"], edge_feat=v.get("edge_feat"), **dict(cfg), impl=impl)
 
 
-@target("gno_conv", 6)
+@target("gno_conv")
 def _gen_gno_conv(t):
     kernel = t.choice("kernel", ("matrix", "diagonal"))
     reduce = t.choice("reduce", ("sum", "mean"))
@@ -506,7 +513,7 @@ def _apply_gno_conv(jgo, g, a, x, cfg, impl):
                         reduce=kw["reduce"], edge_weight=v.get("edge_weight"), impl=impl)
 
 
-@target("edge_vectors", 2)
+@target("edge_vectors")
 def _gen_edge_vectors(t):
     d = _pick(t.rng, [1, 3])
     t.add("pos_src", t.normal(t.n_src, d))
@@ -523,7 +530,7 @@ def _apply_edge_vectors(jgo, g, a, x, cfg, impl):
     return jgo.edge_vectors(g, v["pos_src"], v.get("pos_dst"))
 
 
-@target("update_efeat", 3)
+@target("update_efeat")
 def _gen_update_efeat(t):
     mode = t.choice("mode", ("concat", "sum"))
     present = [bool(t.rng.random() < 0.7) for _ in range(3)]
@@ -543,7 +550,7 @@ def _apply_update_efeat(jgo, g, a, x, cfg, impl):
     return jgo.update_efeat(g, v.get("edge_feat"), v.get("x_src"), v.get("x_dst"), **dict(cfg), impl=impl)
 
 
-@target("agg_hg_basis", 3)
+@target("agg_hg_basis")
 def _gen_agg_hg_basis(t):
     r = _pick(t.rng, [1, 2, 3])
     with_comp, concat_own = bool(t.rng.random() < 0.6), bool(t.rng.random() < 0.4)
@@ -563,7 +570,7 @@ def _apply_agg_hg_basis(jgo, g, a, x, cfg, impl):
     return jgo.agg_hg_basis(g, v["x"], types, v.get("comp"), x_dst=v.get("x_dst"), **kw, impl=impl)
 
 
-@target("agg_dmpnn", 3, square=True)
+@target("agg_dmpnn")
 def _gen_agg_dmpnn(t):
     t.add("h", t.normal(t.n_edges, _pick(t.rng, [0, 1, 3])))
     rev = tuple(int(k) for k in involution(t.n_edges, int(t.rng.integers(3))))
@@ -589,7 +596,7 @@ def _apply_agg_dmpnn(jgo, g, a, x, cfg, impl):
     return jgo.agg_dmpnn(g, v["h"], rev, **kw, impl=impl)
 
 
-@target("agg_edge_to_edge", 3, square=True, min_edges=1, concrete=True, no_loops=True)
+@target("agg_edge_to_edge")
 def _gen_agg_edge_to_edge(t):
     n_emb, n_mid = _pick(t.rng, [1, 3]), _pick(t.rng, [1, 2])
     pos = t.normal(t.n_src, 3)  # noqa: F841
@@ -610,7 +617,7 @@ def _apply_agg_edge_to_edge(jgo, g, a, x, cfg, impl):
 MODEL_KW = dict(hidden=8, out_emb=8, int_emb=4, basis_emb=2, num_blocks=1, cutoff=4.0)
 
 
-@target("dimenet_model", 1, square=True, min_edges=1, concrete=True, no_loops=True, mutable=False)
+@target("dimenet_model")
 def _gen_dimenet_model(t):
     """DimeNet++ (jaxgraphops.nn.flax) on a small molecule-like graph: energies, or forces and weight
     gradients; the oracle is the model with impl="xla"."""
@@ -650,10 +657,10 @@ def _model_params(case, jax, jnp, extra, arrays, dtype, g):
 
 
 # Layers: the oracle runs them with every op on impl="xla" (the modules call the ops without impl).
-LAYERS = ("SAGEConv", "GraphConv", "GATConv", "GATv2Conv", "TransformerConv", "GNOBlock")
+LAYERS = tuple(layer.name for layer in op_db.LAYERS if layer.fuzz is True)
 
 
-@target("layer", 5)
+@target("layer")
 def _gen_layer(t):
     name = _pick(t.rng, list(LAYERS))
     name = t.layer or name
@@ -771,6 +778,13 @@ def _apply_layer(jgo, g, a, x, cfg, impl):
     return _call_layer(cfg, module, params, g, v)
 
 
+# the targets in the order they are drawn, from the registry: each spec's fields (op_db.Fuzz) and its generator
+TARGETS = {name: dict(dataclasses.asdict(spec), gen=GENERATORS[name]) for name, spec in op_db.fuzz_targets().items()
+           if name in GENERATORS}
+if set(GENERATORS) != set(op_db.fuzz_targets()):
+    raise SystemExit(f"fuzz.py: targets of the registry without a generator: "
+                     f"{sorted(set(op_db.fuzz_targets()) - set(GENERATORS))}; generators of no target: "
+                     f"{sorted(set(GENERATORS) - set(op_db.fuzz_targets()))}")
 APPLY = {name: globals()[f"_apply_{name}"] for name in TARGETS}
 # JGO_FUZZ_TARGETS=name,name fuzzes those targets only (e.g. a new op's); unknown names are an error
 ONLY_TARGETS = [n for n in os.environ.get("JGO_FUZZ_TARGETS", "").split(",") if n]
@@ -1449,13 +1463,11 @@ def _oracle(case, jax, jnp):
 
 def worker_main():
     """Reads batches of seeds (JSON lists) on stdin; writes one JSON line per case start and result."""
-    proto = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)  # anything else written to stdout goes to stderr
-    sys.stdout = sys.stderr
+    proto = PROTOCOL  # stdout, set aside when the module was imported; anything else written to it goes to stderr
     import warnings
     warnings.simplefilter("ignore")
     # the harness's self-test (tests/test_fuzz.py): "crash=3,hang=5" makes those seeds die or hang and
-    # every other seed an instant "ok", without running (or importing) anything
+    # every other seed an instant "ok", without running anything
     selftest = dict(kv.split("=")[::-1] for kv in os.environ.get("JGO_FUZZ_SELFTEST", "").split(",") if kv)
     for line in sys.stdin:
         seeds = json.loads(line)

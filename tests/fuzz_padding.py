@@ -28,32 +28,25 @@ import dataclasses
 
 import numpy as np
 
+try:
+    import op_db
+except ImportError:  # python -m tests.fuzz, from the repository root
+    from . import op_db
+
 MODES = ("pad", "reorder", "partition", "convert", "block")
 PADDED_FRACTION = 0.15  # of the structures of the graph targets (their cases are all valid)
 FANOUT = 2
-
-# the rows of each named input: source nodes, destination nodes or edges (absent: a weight)
-ROWS = {"u": "src", "e": "edge", "logits": "edge", "x": "src", "edge_feat": "edge", "edge_weight": "edge",
-        "x_dst": "dst", "x_src": "src", "query": "dst", "key": "src", "value": "src", "f_src": "src", "dx": "edge",
-        "pos_src": "src", "pos_dst": "dst", "h": "edge", "vec": "edge", "sbf_rad": "edge", "emb": "edge",
-        "edge_attr": "edge", "f_dst": "dst"}
+SPECS = op_db.fuzz_targets()  # per target: the rows of its inputs and outputs, its modes (op_db.Fuzz)
 TARGET_ROWS = {"u": "src", "v": "dst", "e": "edge"}
-EDGE_OUTPUTS = ("gsddmm", "edge_softmax", "update_efeat", "agg_dmpnn", "agg_edge_to_edge", "edge_vectors")
-NOT_PADDED = ("pool", "dimenet_model")  # no graph; a whole model on its own molecule batch
 
 
 def allowed_modes(target: str, square: bool) -> tuple:
-    """The modes a target can run in: ``partition`` and ``block`` need a square case graph; the ops that need
-    one node set (``agg_dmpnn``, DimeNet++'s triplets) cannot run on a block or a part's bipartite local graph,
-    nor can a triplet cross parts; the layers normalise by degrees a part does not see (GraphConv)."""
-    if target in NOT_PADDED:
+    """The modes a target can run in (the registry's ``padding_modes``, in their order): ``partition`` and
+    ``block`` need a square case graph."""
+    modes = SPECS[target].padding_modes
+    if isinstance(modes, str):  # why none
         return ()
-    modes = ["pad", "reorder", "convert"]
-    if square and target not in ("agg_dmpnn", "agg_edge_to_edge", "layer"):
-        modes.append("partition")
-    if square and target not in ("agg_dmpnn", "agg_edge_to_edge"):
-        modes.append("block")
-    return tuple(modes)
+    return tuple(m for m in modes if square or m not in ("partition", "block"))
 
 
 def choose(structure: int, target: str, square: bool) -> dict | None:
@@ -85,17 +78,13 @@ def block_seeds(data, n: int) -> np.ndarray:
     return seeds.astype(np.int64)
 
 
-# the destination input an op reads from its sources' when absent (x[:n_dst]): a part's local graph is bipartite,
-# so a partitioned case passes it explicitly (the same input on the square oracle graph)
-DST_DEFAULTS = {"agg_concat": ("x", "x_dst"), "mha_gat": ("x_src", "x_dst"), "mha_gat_v2": ("x_src", "x_dst"),
-                "edge_vectors": ("pos_src", "pos_dst"), "agg_hg_basis": ("x", "x_dst")}
-
-
 def explicit_destinations(case):
-    """For a partitioned case, the destination input an op would read from its sources, added as an input."""
-    if case.padding != "partition" or case.target not in DST_DEFAULTS:
+    """For a partitioned case, the destination input an op would read from its sources when absent (x[:n_dst], the
+    registry's ``dst_default``), added as an input: a part's local graph is bipartite, so a partitioned case passes
+    it explicitly (the same input on the square oracle graph)."""
+    if case.padding != "partition" or SPECS[case.target].dst_default is None:
         return
-    src_name, dst_name = DST_DEFAULTS[case.target]
+    src_name, dst_name = SPECS[case.target].dst_default
     if dst_name in case.names or (case.target == "agg_hg_basis" and not dict(case.config)["concat_own"]):
         return
     case.arrays.append(case.arrays[case.names.index(src_name)].copy())
@@ -189,22 +178,18 @@ def _edges_in_order(jgo, new, g, index_dtype):
 
 def input_rows(case):
     """The row kind of each input (None: a weight)."""
-    cfg = dict(case.config)
+    cfg, rows = dict(case.config), SPECS[case.target].rows
     kinds = []
     for name in case.names:
-        if case.target == "gsddmm" and name in ("lhs", "rhs"):
-            kinds.append(TARGET_ROWS[cfg[f"{name}_target"]])
-        else:
-            kinds.append(ROWS.get(name))
+        kind = rows.get(name)
+        kinds.append(TARGET_ROWS[cfg[kind[1:]]] if kind and kind.startswith("@") else kind)
     return kinds
 
 
 def output_rows(case, n_leaves):
-    if case.target in EDGE_OUTPUTS:
-        return ["edge"] * n_leaves
-    if case.target in ("mha_gat", "mha_gat_v2", "mha_simple") and n_leaves == 2:
-        return ["dst", "edge"]
-    return ["dst"] * n_leaves
+    """The row kind of each output: the registry's ``outputs``, or its first kind for every output."""
+    kinds = SPECS[case.target].outputs
+    return list(kinds) if n_leaves == len(kinds) else [kinds[0]] * n_leaves
 
 
 def _junk(case, shape, np_rng):

@@ -8,12 +8,18 @@ columns of the NaN/Inf table of ``docs/semantics.md`` (or why it has none); whet
 thread-count independence (or where, or why not); and the FFI targets its forward and first-order backward run
 (``ffi/targets.h``), from which follows whether CUDA handlers exist.
 
-Read by ``test_semantics.py`` (the table's columns), ``test_reproducibility.py`` (the thread-count cases),
-``test_compositions.py`` (every case on the pure-JAX compositions) and ``test_cuda_emulation.py`` (every case on
-the emulated CUDA handlers); ``test_op_db.py`` checks the registry itself: every public op has an entry, the
-targets are the ones the ops lower to.
+An entry also says how the fuzzer draws the op (:class:`Fuzz`: its target in ``fuzz.py``, weight, constraints,
+the rows of its inputs and outputs, the padding modes of ``fuzz_padding.py`` it runs in), and its variants on
+padded graphs and sampled blocks (``padding``: every operand and weight it takes); either one may instead be the
+reason why the op has none. :data:`LAYERS` does the same for the layers (the names shared by ``jaxgraphops.nn.flax``,
+``.nnx`` and ``.equinox``): whether the fuzzer draws them and whether ``test_blocks.py`` runs them on blocks.
 
-Not yet read by ``test_padding.py``, ``fuzz.py`` and ``test_fuzz.py``, which keep their own lists.
+Read by ``test_semantics.py`` (the table's columns), ``test_reproducibility.py`` (the thread-count cases),
+``test_compositions.py`` (every case on the pure-JAX compositions), ``test_cuda_emulation.py`` (every case on
+the emulated CUDA handlers), ``padding_ops.py`` (``test_padding.py``, ``test_blocks.py``: the padding variants),
+``fuzz.py`` and ``fuzz_padding.py`` (the targets, the layers); ``test_op_db.py`` checks the registry itself: every
+public op and layer has an entry, the targets are the ones the ops lower to, the fuzzer, the padding tests and the
+block tests cover every entry that does not say why not.
 """
 
 from __future__ import annotations
@@ -70,6 +76,36 @@ def involution(e: int) -> np.ndarray:
     return rev
 
 
+PADDING_MODES = ("pad", "reorder", "convert", "partition", "block")  # fuzz_padding.py's, in the order it draws them
+
+
+@dataclasses.dataclass(frozen=True)
+class Fuzz:
+    """How ``fuzz.py`` draws a target (an op's, or the model's and the layers'): ``_gen_<target>`` and
+    ``_apply_<target>`` there make and run its cases.
+
+    ``weight``: its share of the drawn structures; ``square``: one node set; ``graph``: it takes a graph;
+    ``min_edges``; ``concrete``: a concrete graph (host-side triplets), so no traced or hand-built ones;
+    ``no_loops``: self loops are moved; ``mutable``: invalid variants are made. ``rows``: the rows of each named
+    input (``src``, ``dst``, ``edge``; ``@option``: the rows the case's option names, ``u``/``v``/``e``; absent: a
+    weight); ``outputs``: the rows of its outputs (one kind: every output; None: ``edge`` for an edge-valued op, else
+    ``dst``); ``padding_modes``: the modes of ``fuzz_padding.py`` it runs in (``partition`` and ``block`` on square
+    cases only), or why none; ``dst_default``: ``(source input, destination input)`` where it reads the
+    destinations' rows from its sources' when the latter is absent (a partitioned case passes it explicitly)."""
+    target: str
+    weight: int
+    square: bool = False
+    graph: bool = True
+    min_edges: int = 0
+    concrete: bool = False
+    no_loops: bool = False
+    mutable: bool = True
+    rows: dict = dataclasses.field(default_factory=dict)
+    outputs: tuple | None = None
+    padding_modes: tuple | str = PADDING_MODES
+    dst_default: tuple | None = None
+
+
 @dataclasses.dataclass(frozen=True)
 class OpInfo:
     name: str  # as the user writes it after ``jgo.``: "gspmm", "dimenet.agg_edge_to_edge"
@@ -80,6 +116,8 @@ class OpInfo:
     semantics: tuple[str, ...] | str  # its columns of the table in docs/semantics.md, or why it has none
     thread_reproducible: bool | str  # in test_reproducibility.py's thread-count check, or where / why not
     targets: tuple[str, ...]  # the FFI targets its forward and first-order backward run (ffi/targets.h)
+    fuzz: Fuzz | str  # how fuzz.py draws it, or why it does not
+    padding: Callable | str  # (g, ctx) -> {variant: (fn(g, xs, xd, ef, w, impl) -> outputs, kinds)}, or why none
 
     @property
     def cuda(self) -> bool:
@@ -224,51 +262,224 @@ def _dimenet(g, a, full):
     return {"triplets": (lambda impl, *w: agg_edge_to_edge(*w, t, impl=impl), args)}
 
 
+# -- the variants of each op on padded graphs and sampled blocks (padding_ops.py) ----------------------------------
+# ``padding(g, ctx)``: ``{variant: (fn(g, xs, xd, ef, w, impl) -> tuple of outputs, kinds)}`` with ``xs [n_src, F]``,
+# ``xd [n_dst, F]``, ``ef [n_edges, F]``, ``w`` the dict of ``padding_ops.weights``, kinds "node" or "edge" per
+# output; ``ctx``: the graph's edge types and reverse edges (:class:`PaddingContext`).
+
+PADDING_HEADS = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class PaddingContext:
+    types: np.ndarray  # an edge type in [0, 3) per edge
+    rev: np.ndarray  # reverse edge ids (-1: none), an involution over the real edges
+
+
+def fit(a, n, fill=0):
+    """An edge array fitted to ``n`` edges: cut (a sampled block's real edges), or extended with ``fill`` (a padded
+    graph's padding edges)."""
+    return jnp.asarray(np.concatenate([a[:n], np.full(max(n - len(a), 0), fill, a.dtype)]))
+
+
+def _padding_gspmm(g, ctx):
+    def spmm(op, reduce):
+        return lambda g, xs, xd, ef, w, impl: (jgo.gspmm(g, xs, ef, op=op, reduce=reduce, impl=impl),)
+
+    variants = {f"gspmm {op} {reduce}": spmm(op, reduce) for op, reduce in (
+        ("u_mul_e", "sum"), ("u_add_e", "max"), ("u_div_e", "mean"), ("u_div_e", "min"), ("u_sub_e", "sum"))}
+    variants["gspmm copy_u mean"] = lambda g, xs, xd, ef, w, impl: (jgo.gspmm(g, xs, reduce="mean", impl=impl),)
+    variants["gspmm copy_e max"] = lambda g, xs, xd, ef, w, impl: (jgo.gspmm(g, e=ef, op="copy_e", reduce="max",
+                                                                            impl=impl),)
+    return {name: (fn, ("node",)) for name, fn in variants.items()}
+
+
+def _padding_gsddmm(g, ctx):
+    def sddmm(op, lhs, rhs):
+        def fn(g, xs, xd, ef, w, impl):
+            x = {"u": xs, "v": xd, "e": ef}
+            return (jgo.gsddmm(g, x[lhs], x[rhs], op=op, lhs_target=lhs, rhs_target=rhs, impl=impl),)
+        return fn, ("edge",)
+
+    # both operands on one node (dot u u, mul v v): found by the fuzzer's padding modes
+    return {f"gsddmm {op}" + ("" if (op, lhs, rhs) == ("dot", "u", "v") else f" {lhs} {rhs}"): sddmm(op, lhs, rhs)
+            for op, lhs, rhs in (("dot", "u", "v"), ("div", "u", "v"), ("div", "v", "u"), ("div", "u", "e"),
+                                 ("add", "u", "e"), ("sub", "e", "v"), ("mul", "e", "e"), ("dot", "u", "u"),
+                                 ("mul", "v", "v"))}
+
+
+def _padding_one(name, kinds, fn):
+    """The padding variants of an op with one: ``{name: (fn, kinds)}``."""
+    return lambda g, ctx: {name: (fn, kinds)}
+
+
+def _padding_attention(name):
+    h = PADDING_HEADS
+    calls = {"mha_gat": lambda g, xs, xd, ef, w, impl: jgo.mha_gat(g, xs, w["a3"], x_dst=xd, num_heads=h, edge_feat=ef,
+                                                                   return_attention=True, impl=impl),
+             "mha_gat_v2": lambda g, xs, xd, ef, w, impl: jgo.mha_gat_v2(g, xs, xd, w["a1"], num_heads=h,
+                                                                         edge_feat=ef, return_attention=True,
+                                                                         impl=impl),
+             "mha_simple": lambda g, xs, xd, ef, w, impl: jgo.mha_simple(g, xd, xs, xs, num_heads=h, edge_feat=ef,
+                                                                         return_attention=True, impl=impl)}
+    return _padding_one(name, ("node", "edge"), calls[name])
+
+
+def _padding_hg_basis(g, ctx):
+    return {"agg_hg_basis": (lambda g, xs, xd, ef, w, impl: (jgo.agg_hg_basis(
+        g, xs, fit(ctx.types, g.n_edges), w["comp"], n_edge_types=3, norm_by_dst_degree=True, impl=impl),),
+        ("node",))}
+
+
+def _padding_dmpnn(g, ctx):
+    """Needs one node set: none on a bipartite graph."""
+    if g.n_src != g.n_dst:
+        return {}
+    return {"agg_dmpnn": (lambda g, xs, xd, ef, w, impl: (jgo.agg_dmpnn(g, ef, fit(ctx.rev, g.n_edges, -1),
+                                                                         impl=impl),), ("edge",))}
+
+
 _POSITIONS = "IEEE differences of positions, no reduction and no kernel"
 _SAMPLED = "integer outputs (sampled ids), no floating-point arithmetic"
 _SAMPLER_THREADS = "test_sampling.py: the same sample on one and two threads and in the pure-JAX sampler"
 _NO_KERNEL = "no kernel: XLA's own element-wise ops"
 
+_ATTENTION_ROWS = {"x_src": "src", "x_dst": "dst", "edge_feat": "edge"}
+_ONE_NODE_SET = ("pad", "reorder", "convert")  # a block and a part's local graph are bipartite
+_SAMPLER_PADDING = "integer outputs: test_padding_transforms.py samples padded graphs, fuzz_padding.py's block mode"
+
+
 OPS = [
     OpInfo("gspmm", jgo.gspmm, _gspmm, ("u", "e"), False, ("gspmm sum", "gspmm mean", "gspmm max", "gspmm min"),
-           True, ("jgo_spmm", "jgo_sddmm")),
-    OpInfo("gsddmm", jgo.gsddmm, _gsddmm, ("lhs", "rhs"), True, ("gsddmm",), True, ("jgo_sddmm", "jgo_spmm")),
+           True, ("jgo_spmm", "jgo_sddmm"), Fuzz("gspmm", 10, rows={"u": "src", "e": "edge"}), _padding_gspmm),
+    OpInfo("gsddmm", jgo.gsddmm, _gsddmm, ("lhs", "rhs"), True, ("gsddmm",), True, ("jgo_sddmm", "jgo_spmm"),
+           Fuzz("gsddmm", 7, rows={"lhs": "@lhs_target", "rhs": "@rhs_target"}), _padding_gsddmm),
     OpInfo("edge_softmax", jgo.edge_softmax, _edge_softmax, ("logits",), True, ("edge_softmax",), True,
-           ("jgo_edge_softmax", "jgo_spmm", "jgo_sddmm")),
+           ("jgo_edge_softmax", "jgo_spmm", "jgo_sddmm"), Fuzz("edge_softmax", 6, rows={"logits": "edge"}),
+           _padding_one("edge_softmax", ("edge",), lambda g, xs, xd, ef, w, impl: (
+               jgo.edge_softmax(g, ef[:, :PADDING_HEADS], impl=impl),))),
     OpInfo("agg_simple", jgo.agg_simple, _agg("agg_simple"), ("x", "edge_feat"), False, ("agg_simple",), True,
-           ("jgo_spmm", "jgo_sddmm")),
+           ("jgo_spmm", "jgo_sddmm"), Fuzz("agg_simple", 4, rows={"x": "src", "edge_feat": "edge"}),
+           _padding_one("agg_simple max", ("node",), lambda g, xs, xd, ef, w, impl: (
+               jgo.agg_simple(g, xs, ef, reduce="max", impl=impl),))),
     OpInfo("agg_weighted", jgo.agg_weighted, _agg("agg_weighted"), ("x", "edge_weight"), False, ("agg_weighted",),
-           True, ("jgo_spmm", "jgo_sddmm")),
+           True, ("jgo_spmm", "jgo_sddmm"), Fuzz("agg_weighted", 4, rows={"x": "src", "edge_weight": "edge"}),
+           _padding_one("agg_weighted mean", ("node",), lambda g, xs, xd, ef, w, impl: (
+               jgo.agg_weighted(g, xs, ef[:, 0], reduce="mean", impl=impl),))),
     OpInfo("agg_concat", jgo.agg_concat, _agg("agg_concat"), ("x", "edge_feat", "edge_weight"), False,
-           ("agg_concat",), True, ("jgo_spmm", "jgo_sddmm")),
+           ("agg_concat",), True, ("jgo_spmm", "jgo_sddmm"),
+           Fuzz("agg_concat", 4, rows={"x": "src", "x_dst": "dst", "edge_feat": "edge", "edge_weight": "edge"},
+                dst_default=("x", "x_dst")),
+           _padding_one("agg_concat", ("node",), lambda g, xs, xd, ef, w, impl: (
+               jgo.agg_concat(g, xs, x_dst=xd, edge_feat=ef, reduce="mean", impl=impl),))),
     OpInfo("pool", jgo.pool, _pool, ("x",), False, ("pool",), True,
-           ("jgo_pool_sorted", "jgo_pool_sorted_bwd", "jgo_spmm")),
+           ("jgo_pool_sorted", "jgo_pool_sorted_bwd", "jgo_spmm"),
+           Fuzz("pool", 3, graph=False, padding_modes="no graph: rows pooled by graph ids"),
+           "no graph: a padded batch's padding rows pool into the padding graph (test_padding.py, test_batching.py)"),
     OpInfo("mha_gat", jgo.mha_gat, _attention("mha_gat"), ("x_src", "attn_weights", "edge_feat"), False,
-           ("mha_gat",), True, ("jgo_gat_fwd", "jgo_gat_bwd_dst", "jgo_gat_bwd_src", "jgo_rows_dot")),
+           ("mha_gat",), True, ("jgo_gat_fwd", "jgo_gat_bwd_dst", "jgo_gat_bwd_src", "jgo_rows_dot"),
+           Fuzz("mha_gat", 5, rows=_ATTENTION_ROWS, outputs=("dst", "edge"), dst_default=("x_src", "x_dst")),
+           _padding_attention("mha_gat")),
     OpInfo("mha_gat_v2", jgo.mha_gat_v2, _attention("mha_gat_v2"), ("x_src", "x_dst", "attn_weights", "edge_feat"),
-           False, ("mha_gat_v2",), True, ("jgo_gatv2_fwd", "jgo_gatv2_bwd_dst", "jgo_gatv2_bwd_src", "jgo_rows_dot")),
+           False, ("mha_gat_v2",), True, ("jgo_gatv2_fwd", "jgo_gatv2_bwd_dst", "jgo_gatv2_bwd_src", "jgo_rows_dot"),
+           Fuzz("mha_gat_v2", 5, rows=_ATTENTION_ROWS, outputs=("dst", "edge"), dst_default=("x_src", "x_dst")),
+           _padding_attention("mha_gat_v2")),
     OpInfo("mha_simple", jgo.mha_simple, _attention("mha_simple"), ("query", "key", "value", "edge_feat"), False,
-           ("mha_simple",), True, ("jgo_mha_simple_fwd", "jgo_mha_simple_bwd_dst", "jgo_mha_simple_bwd_src")),
+           ("mha_simple",), True, ("jgo_mha_simple_fwd", "jgo_mha_simple_bwd_dst", "jgo_mha_simple_bwd_src"),
+           Fuzz("mha_simple", 5, rows={"query": "dst", "key": "src", "value": "src", "edge_feat": "edge"},
+                outputs=("dst", "edge")),
+           _padding_attention("mha_simple")),
     OpInfo("gno_conv", jgo.gno_conv, _gno, ("f_src", "dx", "U", "b_u", "V", "b_v", "edge_weight"), False,
            ("gno_conv matrix", "gno_conv diagonal"), True,
-           ("jgo_gno_fwd", "jgo_gno_bwd_src", "jgo_gno_bwd_dst", "jgo_spmm", "jgo_sddmm")),
-    OpInfo("edge_vectors", jgo.edge_vectors, None, ("pos_src", "pos_dst"), True, _POSITIONS, _NO_KERNEL, ()),
-    OpInfo("agg_hg_basis", jgo.agg_hg_basis, _hg_basis, ("x", "comp", "x_dst"), False, ("agg_hg_basis",), True,
-           ("jgo_hg_basis_fwd", "jgo_hg_basis_bwd_src", "jgo_hg_basis_norm")),
+           ("jgo_gno_fwd", "jgo_gno_bwd_src", "jgo_gno_bwd_dst", "jgo_spmm", "jgo_sddmm"),
+           Fuzz("gno_conv", 6, rows={"f_src": "src", "dx": "edge", "edge_weight": "edge"}),
+           _padding_one("gno_conv", ("node",), lambda g, xs, xd, ef, w, impl: (jgo.gno_conv(
+               g, xs, ef[:, :2], w["U"], w["b_u"], w["V"], w["b_v"], edge_weight=ef[:, 2], reduce="mean",
+               impl=impl),))),
+    OpInfo("edge_vectors", jgo.edge_vectors, None, ("pos_src", "pos_dst"), True, _POSITIONS, _NO_KERNEL, (),
+           Fuzz("edge_vectors", 2, rows={"pos_src": "src", "pos_dst": "dst"}, dst_default=("pos_src", "pos_dst")),
+           _padding_one("edge_vectors", ("edge",), lambda g, xs, xd, ef, w, impl: (
+               jgo.edge_vectors(g, xs[:, :3], xd[:, :3]),))),
     OpInfo("update_efeat", jgo.update_efeat, _update_efeat, ("edge_feat", "x_src", "x_dst"), True,
            ("update_efeat",), True,
            ("jgo_update_efeat_fwd", "jgo_update_efeat_bwd_src", "jgo_update_efeat_bwd_dst",
-            "jgo_update_efeat_bwd_edge")),
-    OpInfo("agg_dmpnn", jgo.agg_dmpnn, _dmpnn, ("h",), True, ("agg_dmpnn",), True, ("jgo_dmpnn_fwd", "jgo_dmpnn_bwd")),
+            "jgo_update_efeat_bwd_edge"),
+           Fuzz("update_efeat", 3, rows={"edge_feat": "edge", "x_src": "src", "x_dst": "dst"}),
+           _padding_one("update_efeat", ("edge",), lambda g, xs, xd, ef, w, impl: (
+               jgo.update_efeat(g, ef, xs, xd, impl=impl),))),
+    OpInfo("agg_hg_basis", jgo.agg_hg_basis, _hg_basis, ("x", "comp", "x_dst"), False, ("agg_hg_basis",), True,
+           ("jgo_hg_basis_fwd", "jgo_hg_basis_bwd_src", "jgo_hg_basis_norm"),
+           Fuzz("agg_hg_basis", 3, rows={"x": "src", "x_dst": "dst"}, dst_default=("x", "x_dst")), _padding_hg_basis),
+    OpInfo("agg_dmpnn", jgo.agg_dmpnn, _dmpnn, ("h",), True, ("agg_dmpnn",), True, ("jgo_dmpnn_fwd", "jgo_dmpnn_bwd"),
+           Fuzz("agg_dmpnn", 3, square=True, rows={"h": "edge"}, padding_modes=_ONE_NODE_SET), _padding_dmpnn),
     OpInfo("sample_neighbors", jgo.sample_neighbors, None, (), False, _SAMPLED, _SAMPLER_THREADS,
-           ("jgo_sample_neighbors",)),
+           ("jgo_sample_neighbors",), "test_sampling.py: the samplers' own checks (the fuzzer's block mode runs it)",
+           _SAMPLER_PADDING),
     OpInfo("sample_blocks", jgo.sample_blocks, None, (), False, _SAMPLED, _SAMPLER_THREADS,
-           ("jgo_sample_neighbors", "jgo_sample_relabel")),
+           ("jgo_sample_neighbors", "jgo_sample_relabel"), "test_sampling.py: the samplers' own checks",
+           _SAMPLER_PADDING),
     OpInfo("dimenet.agg_edge_to_edge", jgo.dimenet.agg_edge_to_edge, _dimenet, ("vec", "sbf_rad", "emb", "weights"),
-           True, ("dimenet agg_edge_to_edge",), True, ("jgo_dimenet_in", "jgo_dimenet_out", "jgo_rows_dot")),
+           True, ("dimenet agg_edge_to_edge",), True, ("jgo_dimenet_in", "jgo_dimenet_out", "jgo_rows_dot"),
+           Fuzz("agg_edge_to_edge", 3, square=True, min_edges=1, concrete=True, no_loops=True,
+                rows={"vec": "edge", "sbf_rad": "edge", "emb": "edge"}, padding_modes=_ONE_NODE_SET),
+           "takes triplets, not a graph: test_padding_transforms.py runs it on a padded graph's triplets"),
     OpInfo("dimenet.radial_basis", jgo.dimenet.radial_basis, None, ("x", "w"), True,
            "element-wise on one distance per edge, no reduction and no kernel (``test_dimenet_basis.py``)",
-           _NO_KERNEL, ()),
+           _NO_KERNEL, (), "element-wise on distances, no graph: test_dimenet_basis.py",
+           "element-wise on distances, no graph"),
+]
+# the fuzzer's targets that are no op: DimeNet++ whole, and the layers of LAYERS
+FUZZ_MODELS = (
+    Fuzz("dimenet_model", 1, square=True, min_edges=1, concrete=True, no_loops=True, mutable=False,
+         padding_modes="a whole model on its own molecule batch"),
+    Fuzz("layer", 5, rows={"x": "src", "x_dst": "dst", "edge_attr": "edge", "dx": "edge", "f_dst": "dst"},
+         # partition: the layers normalise by degrees a part does not see (GraphConv)
+         padding_modes=("pad", "reorder", "convert", "block")),
+)
+
+
+def fuzz_targets() -> dict[str, Fuzz]:
+    """The fuzzer's targets in the order it draws them: the ops' (registry order), then :data:`FUZZ_MODELS`; each
+    with its ``outputs`` resolved."""
+    specs = {op.fuzz.target: dataclasses.replace(op.fuzz, outputs=op.fuzz.outputs or (
+        ("edge",) if op.edge_valued else ("dst",))) for op in OPS if isinstance(op.fuzz, Fuzz)}
+    return specs | {f.target: dataclasses.replace(f, outputs=f.outputs or ("dst",)) for f in FUZZ_MODELS}
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerInfo:
+    """A layer of ``jaxgraphops.nn.flax``, ``.nnx`` and ``.equinox`` (one name in all three): ``fuzz``, whether
+    ``fuzz.py`` draws it (its ``layer`` target: linen and Equinox), or why not; ``blocks``, whether
+    ``test_blocks.py`` runs it on sampled blocks (all three frameworks), or why not."""
+    name: str
+    fuzz: bool | str
+    blocks: bool | str
+
+
+LAYERS = [  # the fuzzed layers first, in the order fuzz.py draws them
+    LayerInfo("SAGEConv", True, True),
+    LayerInfo("GraphConv", True, True),
+    LayerInfo("GATConv", True, True),
+    LayerInfo("GATv2Conv", True, True),
+    LayerInfo("TransformerConv", True, True),
+    LayerInfo("GNOBlock", True, True),
+    LayerInfo("GCNConv", "GraphConv's normalised aggregation with PyG's degrees: test_pyg_parity.py",
+              "square graphs only (gcn_norm: in-degrees on both sides): a block is bipartite"),
+    LayerInfo("GINConv", "one agg_simple sum and an MLP: test_pyg_parity_layers.py", True),
+    LayerInfo("GINEConv", "agg_simple with edge features and an MLP: test_pyg_parity_layers.py", True),
+    LayerInfo("EdgeConv", "update_efeat and agg_simple around an MLP (fuzzed as ops): test_pyg_parity_layers.py",
+              True),
+    LayerInfo("RGCNConv", "agg_hg_basis (fuzzed as an op): test_peer_parity_relational.py", True),
+    LayerInfo("DMPNNEncoder", "agg_dmpnn (fuzzed as an op) over depth steps: test_nn_relational.py",
+              "edge-to-edge messages over reverse bonds: one node set, no block"),
+    LayerInfo("InteractionNetwork", "update_efeat and agg_simple (fuzzed as ops): test_nn_relational.py",
+              "not yet: it returns edges too (edge_fn of 0 at the padding edges), which the block test does not read"),
+    LayerInfo("AttentionalAggregation", "a readout (pool by graph ids): test_nn_layers.py",
+              "a readout over graphs of a batch, no edges"),
+    LayerInfo("GraphNorm", "a readout (pool by graph ids): test_nn_layers.py",
+              "a readout over graphs of a batch, no edges"),
+    LayerInfo("DimeNetPlusPlus", "its own fuzz target (dimenet_model)",
+              "a whole model on triplets of one node set: no block"),
 ]
 BY_NAME = {op.name: op for op in OPS}
 OP_MODULES = ("jaxgraphops.ops.", "jaxgraphops.dimenet.ops", "jaxgraphops.dimenet.basis", "jaxgraphops.sampling")

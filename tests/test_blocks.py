@@ -1,7 +1,7 @@
-"""A sampled block is its sampled subgraph (issue 34): every op and layer on ``sample_neighbors``' block equals the
-same op or layer on the graph of the sampled edges alone, values and gradients (of the features and of every
-weight), through the kernels (CPU; the emulated CUDA kernels under ``JGO_KERNELS=cuda-emulation``) and the
-pure-JAX reference.
+"""A sampled block is its sampled subgraph (issue 34): every op (the padding variants of the op registry) and every
+layer (``op_db.LAYERS`` marked for blocks, in linen, NNX and Equinox) on ``sample_neighbors``' block equals the same
+op or layer on the graph of the sampled edges alone, values and gradients (of the features and of every weight),
+through the kernels (CPU; the emulated CUDA kernels under ``JGO_KERNELS=cuda-emulation``) and the pure-JAX reference.
 
 The oracle is the op on ``Graph.from_edges(src[:R], dst[:R])``, the block's ``R`` real edges with the same nodes:
 a graph without padding, whose unread rows (the block's padding sources) hold zeros. The block's padding rows hold
@@ -10,6 +10,9 @@ junk: what padding rows must hold for a layer is the layers' concern). The graph
 in-edges than the fanout, as in the issue's 2,000-node probe: a mean divided by the fanout, a softmax putting most
 of its mass on empty slots, a max seeing a zero row).
 """
+
+import dataclasses
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -92,55 +95,107 @@ def test_every_op_on_a_block_equals_the_sampled_subgraph(impl):
                                        err_msg=f"{name}: gradient of {key}")
 
 
-def _layers(nn, types):
-    """``{name: (module, args(graph, xs, xd, ef) -> the call's arguments after the graph)}``: the layers that run on
-    blocks (bipartite pairs), as mini-batch training runs them (PyG's NeighborLoader)."""
-    import flax.linen
-
-    pair = lambda gr, xs, xd, ef: ((xs, xd),)  # noqa: E731
-    with_edges = lambda gr, xs, xd, ef: ((xs, xd), ef)  # noqa: E731
-    return {
-        "SAGEConv mean": (nn.SAGEConv(6, aggr="mean"), pair),
-        "SAGEConv max": (nn.SAGEConv(6, aggr="max"), pair),
-        "GATConv": (nn.GATConv(3, heads=2), pair),
-        "GATConv edge_dim": (nn.GATConv(3, heads=2, edge_dim=F), with_edges),
-        "GATv2Conv": (nn.GATv2Conv(3, heads=2), pair),
-        "TransformerConv": (nn.TransformerConv(3, heads=2, edge_dim=F), with_edges),
-        "GINConv": (nn.GINConv(flax.linen.Dense(6), train_eps=True), pair),
-        "GINEConv": (nn.GINEConv(flax.linen.Dense(6), edge_dim=F), with_edges),
-        "RGCNConv": (nn.RGCNConv(6, num_relations=3, num_bases=2),
-                     lambda gr, xs, xd, ef: ((xs, xd), jnp.asarray(types[: gr.n_edges]))),
-        "GNOBlock": (nn.GNOBlock(3, kernel_width=4, skip=True), lambda gr, xs, xd, ef: (xs, ef[:, :2], xd)),
-    }
+@dataclasses.dataclass(frozen=True)
+class Layer:
+    """A layer that runs on blocks, as every framework builds it: ``cls`` built from ``in_features`` (NNX and
+    Equinox only), the ``sizes`` (Equinox and NNX also ``coord_dim``, which linen infers) and the ``options``, or
+    from an MLP ``mlp = (in, out)`` (GIN, GINE, EdgeConv: NNX and Equinox also get ``in_features`` and the rngs/key
+    where an ``edge_dim`` maps the edges); ``args(graph, xs, xd, ef, types)``: the call's arguments after the graph."""
+    cls: str
+    sizes: tuple = ()
+    options: dict = dataclasses.field(default_factory=dict)
+    args: Callable = lambda gr, xs, xd, ef, types: ((xs, xd),)
+    in_features: object = (F, F)
+    coord_dim: int | None = None
+    mlp: tuple[int, int] | None = None
 
 
-def test_every_layer_on_a_block_equals_the_sampled_subgraph():
-    """The layers on a block, with finite junk in the padding rows, against the same parameters on the subgraph:
-    outputs at the real seeds (a padding seed's row holds its junk root term), the gradients of the inputs (0 at
-    the padding sources and edges) and of every parameter. All layers in one ``jit`` per graph."""
-    nn = pytest.importorskip("jaxgraphops.nn.flax", reason="the layers need flax")
+def _with_edges(gr, xs, xd, ef, types):
+    return (xs, xd), ef
+
+
+# the layers that run on blocks (bipartite pairs), as mini-batch training runs them (PyG's NeighborLoader)
+LAYERS = {
+    "SAGEConv mean": Layer("SAGEConv", (6,), {"aggr": "mean"}),
+    "SAGEConv max": Layer("SAGEConv", (6,), {"aggr": "max"}),
+    "GATConv": Layer("GATConv", (3,), {"heads": 2}),
+    "GATConv edge_dim": Layer("GATConv", (3,), {"heads": 2, "edge_dim": F}, _with_edges),
+    "GATv2Conv": Layer("GATv2Conv", (3,), {"heads": 2}),
+    "TransformerConv": Layer("TransformerConv", (3,), {"heads": 2, "edge_dim": F}, _with_edges),
+    "GraphConv": Layer("GraphConv", (6,), {"add_self_loops": False}, lambda gr, xs, xd, ef, types: (xs,),
+                       in_features=F),  # norm="both": the sources' out-degrees count real edges only
+    "GINConv": Layer("GINConv", options={"train_eps": True}, mlp=(F, 6)),
+    "GINEConv": Layer("GINEConv", options={"edge_dim": F}, args=_with_edges, mlp=(F, 6)),
+    "EdgeConv": Layer("EdgeConv", options={"aggr": "mean"}, mlp=(2 * F, 6)),
+    "RGCNConv": Layer("RGCNConv", (6, 3), {"num_bases": 2},
+                      lambda gr, xs, xd, ef, types: ((xs, xd), jnp.asarray(types[: gr.n_edges]))),
+    "GNOBlock": Layer("GNOBlock", (3,), {"kernel_width": 4, "skip": True},
+                      lambda gr, xs, xd, ef, types: (xs, ef[:, :2], xd), in_features=F, coord_dim=2),
+}
+
+
+def _build(framework, layer, gr, inputs):
+    """``(params, apply(params, graph, *args))`` of ``layer`` in ``framework`` (``flax``: linen), its parameters
+    initialised on ``gr`` with ``inputs`` (the call's arguments after the graph)."""
+    nn = pytest.importorskip(f"jaxgraphops.nn.{framework}", reason=f"the layers need {framework}")
+    cls, kw = getattr(nn, layer.cls), dict(layer.options)
+    if framework == "flax":
+        import flax.linen
+        m = cls(flax.linen.Dense(layer.mlp[1]), **kw) if layer.mlp else cls(*layer.sizes, **kw)
+        return m.init(jax.random.key(0), gr, *inputs), m.apply
+    sizes = (layer.in_features, *layer.sizes, *([layer.coord_dim] if layer.coord_dim else []))
+    if framework == "nnx":
+        from flax import nnx
+        rngs = nnx.Rngs(0)
+        if layer.mlp:
+            if "edge_dim" in kw:
+                kw.update(in_features=F, rngs=rngs)
+            m = cls(nnx.Linear(*layer.mlp, rngs=rngs), **kw)
+        else:
+            m = cls(*sizes, **kw, rngs=rngs)
+        graphdef, params, rest = nnx.split(m, nnx.Param, ...)
+        return params, lambda p, gr, *a: nnx.merge(graphdef, p, rest)(gr, *a)
+    import equinox as eqx
+    key, mlp_key = jax.random.split(jax.random.key(0))
+    if layer.mlp:
+        if "edge_dim" in kw:
+            kw.update(in_features=F, key=key)
+        m = cls(eqx.nn.Linear(*layer.mlp, key=mlp_key), **kw)
+    else:
+        m = cls(*sizes, **kw, key=key)
+    params, static = eqx.partition(m, eqx.is_inexact_array)
+    return params, lambda p, gr, *a: eqx.combine(p, static)(gr, *a)
+
+
+@pytest.mark.parametrize("framework", ["flax", "nnx", "equinox"])
+def test_every_layer_on_a_block_equals_the_sampled_subgraph(framework):
+    """The layers of :data:`LAYERS` (linen, NNX or Equinox) on a block, with finite junk in the padding rows,
+    against the same parameters on the subgraph: outputs at the real seeds (a padding seed's row holds its junk
+    root term), the gradients of the inputs (0 at the padding sources and edges) and of every parameter. All layers
+    in one ``jit`` per graph."""
     rng, b, sub = _block(2)
     real, seeds = int(b.graph.csc_offsets[-1]), np.asarray(b.input_nodes)[: b.graph.n_dst] >= 0
     block_in, sub_in = _features(rng, b, lambda shape: 1e3 * rng.normal(size=shape))
-    layers = _layers(nn, rng.integers(0, 3, b.graph.n_edges))
-    params = jax.jit(lambda gr, xs, xd, ef: {name: m.init(jax.random.key(0), gr, *args(gr, xs, xd, ef))
-                                             for name, (m, args) in layers.items()})(sub, *sub_in)
+    types = rng.integers(0, 3, b.graph.n_edges)
+    built = {name: _build(framework, layer, sub, layer.args(sub, *sub_in, types)) for name, layer in LAYERS.items()}
+    params = {name: p for name, (p, _) in built.items()}
 
     @jax.jit
     def run(params, gr, xs, xd, ef):
         result = {}
-        for name, (m, args) in layers.items():
-            def loss(p, xs, xd, ef, m=m, args=args):
-                out = m.apply(p, gr, *args(gr, xs, xd, ef))[seeds]
+        for name, layer in LAYERS.items():
+            def loss(p, xs, xd, ef, apply=built[name][1], args=layer.args):
+                out = apply(p, gr, *args(gr, xs, xd, ef, types))[seeds]
                 return jnp.sum(jnp.tanh(out) ** 2), out
             result[name] = jax.grad(loss, (0, 1, 2, 3), has_aux=True)(params[name], xs, xd, ef)
         return result
 
     got, want = run(params, b.graph, *block_in), run(params, sub, *sub_in)
     node_mask = np.asarray(b.node_mask)
-    for name in layers:
+    for name in LAYERS:
         (d_p, d_xs, d_xd, d_ef), out = got[name]
         (want_p, want_xs, want_xd, want_ef), want_out = want[name]
+        assert any(np.any(np.asarray(leaf) != 0) for leaf in jax.tree.leaves(d_p)), f"{name}: no parameter gradient"
         np.testing.assert_allclose(out, want_out, rtol=2e-5, atol=2e-5, err_msg=name)
         jax.tree.map(lambda a, c: np.testing.assert_allclose(a, c, rtol=2e-4, atol=2e-5, err_msg=f"{name}: params"),
                      d_p, want_p)

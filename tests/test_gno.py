@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import check_grads, jit_jacfwd, jit_jacrev, kernel_index_error, kernel_only, random_graph
+from conftest import check_grads, check_vmap, jit_jacfwd, jit_jacrev, kernel_index_error, kernel_only, random_graph
 
 import jaxgraphops as jgo
 
@@ -241,16 +241,7 @@ def test_vmap(rng, kernel):
     args = params(rng, g, kernel=kernel, weighted=True, dtype=np.float32)
     f, r = conv(g, kernel, "mean"), conv(g, kernel, "mean", "xla")
     c = lambda u, v: np.testing.assert_allclose(u, v, rtol=1e-4, atol=1e-4)  # noqa: E731
-    for k in range(7):  # a batch over each input in turn, then over all
-        batched = list(args)
-        batched[k] = np.stack([args[k], 2 * args[k], -args[k]])
-        axes = [None] * 7
-        axes[k] = 0
-        c(jax.vmap(f, axes)(*batched), jax.vmap(r, axes)(*batched))
-    stacked = [np.stack([x, 0.5 * x]) for x in args]
-    c(jax.vmap(f)(*stacked), jax.vmap(r)(*stacked))
-    loss = lambda fn: lambda *a: jnp.sum(fn(*a) ** 2)  # noqa: E731
-    c(jax.vmap(jax.grad(loss(f), (0, 1, 4)))(*stacked)[2], jax.vmap(jax.grad(loss(r), (0, 1, 4)))(*stacked)[2])
+    check_vmap(f, r, args, c, lambda fn: lambda *a: jnp.sum(fn(*a) ** 2), argnums=(0, 1, 4))
 
 
 def test_vmap_over_graphs(rng):

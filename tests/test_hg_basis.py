@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import check_grads, jit_jacfwd, jit_jacrev, kernel_only, random_graph
+from conftest import check_grads, check_vmap, jit_jacfwd, jit_jacrev, kernel_only, random_graph
 
 import jaxgraphops as jgo
 
@@ -312,17 +312,7 @@ def test_vmap(rng, comp_on):
     f, r = agg(g, 3, comp_on, "x_dst", True)(types), agg(g, 3, comp_on, "x_dst", True, "xla")(types)
     args = (x, comp if comp_on else np.zeros((3, 2), np.float32), x_dst)
     c = lambda u, v: np.testing.assert_allclose(u, v, rtol=1e-5, atol=1e-5)  # noqa: E731
-    for k in range(3):  # a batch over each input in turn, then over all
-        batched = list(args)
-        batched[k] = np.stack([args[k], 2 * args[k], -args[k]])
-        axes = [None] * 3
-        axes[k] = 0
-        c(jax.vmap(f, axes)(*batched), jax.vmap(r, axes)(*batched))
-    stacked = [np.stack([a, 0.5 * a]) for a in args]
-    c(jax.vmap(f)(*stacked), jax.vmap(r)(*stacked))
-    loss = lambda fn: lambda *a: jnp.sum(fn(*a) ** 2)  # noqa: E731
-    jax.tree_util.tree_map(c, jax.vmap(jax.grad(loss(f), (0, 1, 2)))(*stacked),
-                           jax.vmap(jax.grad(loss(r), (0, 1, 2)))(*stacked))
+    check_vmap(f, r, args, c, lambda fn: lambda *a: jnp.sum(fn(*a) ** 2))
     # a batch of edge typings over one graph
     tb = np.stack([types, (types + 1) % 3])
     got = jax.vmap(lambda t: jgo.agg_hg_basis(g, x, t, comp if comp_on else None, n_edge_types=3,

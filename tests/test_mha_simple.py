@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import (
-    check_grads, check_half_precision, jit_jacfwd, jit_jacrev, kernel_index_error, kernel_only, random_graph,
-    segment_softmax_np,
+    MASK_ORDERS, check_grads, check_half_precision, check_masked_attention, jit_jacfwd, jit_jacrev, kernel_index_error,
+    kernel_only, masked_attention_graph, random_graph, segment_softmax_np,
 )
 
 import jaxgraphops as jgo
@@ -106,20 +106,13 @@ def test_zero_edge_graph(rng):
         np.testing.assert_array_equal(gr, 0)
 
 
-# Node 0 receives edges 0-2, edge 0 masked (a -inf logit) in head 0; node 1 receives edges 3-4, masked in both
-# heads; node 2 nothing. The orders put the masked edge of node 0 first, last and in the middle.
-MASK_ORDERS = [[0, 1, 2, 3, 4], [4, 3, 2, 1, 0], [1, 3, 0, 4, 2]]
-MASKED = np.array([[True, False], [False, False], [False, False], [True, True], [True, True]])
-
-
 @pytest.mark.parametrize("order", MASK_ORDERS)
 def test_minus_inf_logits_in_any_edge_order(order):
     """A -inf logit weighs 0 without poisoning its row; a destination whose logits are all -inf is one without
     in-edges. The mask is an edge feature of -3e38 whose logit overflows to -inf (finite inputs and gradients)."""
     rng = np.random.default_rng(0)
     h, c = 2, 2
-    src, dst, masked = np.arange(5)[order], np.array([0, 0, 0, 1, 1])[order], MASKED[order]
-    g = jgo.Graph.from_edges(src, dst, 5, 3)
+    g, src, dst, masked = masked_attention_graph(order)
     ef = 0.1 * rng.normal(size=(5, h, c)).astype(np.float32)
     ef[..., 0] = np.where(masked, -3e38, ef[..., 0])
     q = rng.normal(size=(3, h, c)).astype(np.float32)
@@ -137,23 +130,7 @@ def test_minus_inf_logits_in_any_edge_order(order):
         return lambda q, k, v, ef: jgo.mha_simple(g, q, k, v, num_heads=h, edge_feat=ef, return_attention=True,
                                                   impl=impl)
 
-    for impl in (None, "xla"):
-        out, att = op(impl)(*args)
-        np.testing.assert_allclose(att, alpha, rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
-
-    def loss(impl):  # small cotangents: <G, v'> of a masked edge stays finite
-        def f(*args):
-            out, att = op(impl)(*args)
-            return jnp.sum(out * jnp.linspace(0.1, 0.5, out.size).reshape(out.shape)) + jnp.sum(jnp.cos(att))
-        return f
-
-    got = jax.grad(loss(None), (0, 1, 2, 3))(*args)
-    for u, w in zip(got, jax.grad(loss("xla"), (0, 1, 2, 3))(*args)):
-        assert np.isfinite(u).all()
-        np.testing.assert_allclose(u, w, rtol=1e-4, atol=1e-4)
-    np.testing.assert_array_equal(got[0][1], 0)  # node 1's logits are all -inf: no gradient
-    np.testing.assert_array_equal(got[3].reshape(5, h, c)[masked], 0)
+    check_masked_attention(op, args, alpha, want, masked, no_gradient=0)
 
 
 # ---------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import check_grads, jit_jacfwd, jit_jacrev, kernel_index_error, kernel_only, random_graph
+from conftest import check_grads, check_vmap, jit_jacfwd, jit_jacrev, kernel_index_error, kernel_only, random_graph
 
 import jaxgraphops as jgo
 
@@ -322,18 +322,7 @@ def test_vmap(rng, mode):
     args = operands(rng, g, (True, True, True), widths=(3, 3, 3), dtype=np.float32)
     f = lambda *a: jgo.update_efeat(g, *a, mode=mode)  # noqa: E731
     r = lambda *a: jgo.update_efeat(g, *a, mode=mode, impl="xla")  # noqa: E731
-    c = close(np.float32)
-    for k in range(3):  # a batch over each input in turn, then over all
-        batched = list(args)
-        batched[k] = np.stack([args[k], 2 * args[k], -args[k]])
-        axes = [None] * 3
-        axes[k] = 0
-        c(jax.vmap(f, axes)(*batched), jax.vmap(r, axes)(*batched))
-    stacked = [np.stack([x, 0.5 * x]) for x in args]
-    c(jax.vmap(f)(*stacked), jax.vmap(r)(*stacked))
-    loss = lambda fn: lambda *a: jnp.sum(jnp.sin(fn(*a)))  # noqa: E731
-    jax.tree_util.tree_map(c, jax.vmap(jax.grad(loss(f), (0, 1, 2)))(*stacked),
-                           jax.vmap(jax.grad(loss(r), (0, 1, 2)))(*stacked))
+    check_vmap(f, r, args, close(np.float32), lambda fn: lambda *a: jnp.sum(jnp.sin(fn(*a))))
 
 
 def test_vmap_over_graphs(rng):
