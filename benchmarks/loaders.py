@@ -27,10 +27,7 @@ On a CPU the loader's work and the step share the cores.
 from __future__ import annotations
 
 import argparse
-import shlex
-import sys
 import time
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -40,7 +37,7 @@ import jaxgraphops as jgo
 
 from . import tables
 from ._timing import machine, section_name
-from .padding import ELEMENTS, energy_loss, init_params, qm9_molecules
+from .padding import ELEMENTS, add_stream_arguments, energy_loss, init_params, qm9_molecules
 
 
 def dataset(molecules) -> dict:
@@ -233,25 +230,17 @@ def render(result: dict, sampled: dict, args, command: str, seconds: float) -> s
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.loaders", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--molecules", type=int, default=2_000, help="QM9 molecules in the stream")
-    parser.add_argument("--batch", type=int, default=32, help="molecules per batch")
-    parser.add_argument("--cutoff", type=float, default=5.0, help="radius graph cutoff (Å)")
+    add_stream_arguments(parser, molecules=2_000, section="Loaders")
     parser.add_argument("--repeats", type=int, default=5, help="epochs per measurement (medians)")
     parser.add_argument("--nodes", type=int, default=100_000, help="nodes of the sampled graph")
     parser.add_argument("--degree", type=int, default=10, help="in-edges per node of the sampled graph")
     parser.add_argument("--seeds", type=int, default=1024, help="seeds per batch of the sampled graph")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--output", default="BENCHMARKS.md", help="file whose Loaders section is replaced ('' to skip)")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     result = measure(qm9_molecules(args.molecules, args.cutoff, args.seed), args.batch, args.repeats, args.seed)
     sampled = measure_sampled(args.nodes, args.degree, args.seeds, args.repeats, args.seed)
-    command = shlex.join(["python", "-m", "benchmarks.loaders", *(argv if argv is not None else sys.argv[1:])])
-    body = render(result, sampled, args, command, time.perf_counter() - start)
-    print(body)
-    if args.output:
-        marker = section_name()[0]
-        tables.replace_section(Path(args.output), f"<!-- loaders-{marker} -->", f"<!-- /loaders-{marker} -->", body)
+    body = render(result, sampled, args, tables.command("benchmarks.loaders", argv), time.perf_counter() - start)
+    tables.publish(body, args.output, "loaders")
     return 0
 
 

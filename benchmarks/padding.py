@@ -26,10 +26,7 @@ import argparse
 import importlib.util
 import json
 import os
-import shlex
-import sys
 import time
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -109,6 +106,16 @@ def measure_ops(n: int, repeats: int, log=print) -> list[tuple[str, dict]]:
 # -- the QM9 stream -------------------------------------------------------------------------------
 
 ELEMENTS = {"H": 0, "C": 1, "N": 2, "O": 3, "F": 4}
+
+
+def add_stream_arguments(parser: argparse.ArgumentParser, *, molecules: int, section: str) -> None:
+    """The QM9 stream's options (``--molecules``, ``--batch``, ``--cutoff``, ``--seed``) and ``--output``, the file
+    whose ``section`` is replaced."""
+    parser.add_argument("--molecules", type=int, default=molecules, help="QM9 molecules in the stream")
+    parser.add_argument("--batch", type=int, default=32, help="molecules per batch")
+    parser.add_argument("--cutoff", type=float, default=5.0, help="radius graph cutoff (Å)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output", default="BENCHMARKS.md", help=f"file whose {section} section is replaced ('' to skip)")
 
 
 def qm9_molecules(n: int, cutoff: float, seed: int) -> list[tuple[np.ndarray, jgo.Graph, float]]:
@@ -259,21 +266,13 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.padding", description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=100_000, help="nodes of the op benchmark's graph")
     parser.add_argument("--repeats", type=int, default=21, help="alternations per op (medians)")
-    parser.add_argument("--molecules", type=int, default=10_000, help="QM9 molecules in the stream")
-    parser.add_argument("--batch", type=int, default=32, help="molecules per batch")
-    parser.add_argument("--cutoff", type=float, default=5.0, help="radius graph cutoff (Å)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--output", default="BENCHMARKS.md", help="file whose Padding section is replaced ('' to skip)")
+    add_stream_arguments(parser, molecules=10_000, section="Padding")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     ops = measure_ops(args.nodes, args.repeats)
     stream = measure_stream(qm9_molecules(args.molecules, args.cutoff, args.seed), args.batch, args.seed)
-    command = shlex.join(["python", "-m", "benchmarks.padding", *(argv if argv is not None else sys.argv[1:])])
-    body = render(ops, stream, args, command, time.perf_counter() - start)
-    print(body)
-    if args.output:
-        marker = section_name()[0]
-        tables.replace_section(Path(args.output), f"<!-- padding-{marker} -->", f"<!-- /padding-{marker} -->", body)
+    body = render(ops, stream, args, tables.command("benchmarks.padding", argv), time.perf_counter() - start)
+    tables.publish(body, args.output, "padding")
     return 0
 
 

@@ -4,7 +4,11 @@ library, ms, peak_bytes``)."""
 from __future__ import annotations
 
 import re
+import shlex
+import sys
 from pathlib import Path
+
+from ._timing import section_name
 
 LIBRARIES = ("jaxgraphops", "XLA reference", "jraph", "e3nn-jax", "cuEquivariance naive", "PyG", "PyG CSR spmm",
              "DGL", "neuraloperator")
@@ -93,3 +97,17 @@ def replace_section(path: Path, begin: str, end: str, body: str) -> None:
     pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.S)
     text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
     path.write_text(text)
+
+
+def command(module: str, argv=None) -> str:
+    """The command line that ran ``python -m module`` with ``argv`` (the process's when None)."""
+    return shlex.join(["python", "-m", module, *(argv if argv is not None else sys.argv[1:])])
+
+
+def publish(body: str, output: str, name: str) -> None:
+    """Prints a benchmark's section and writes it into ``output`` (unless empty) between the markers
+    ``<!-- NAME-MACHINE -->`` and ``<!-- /NAME-MACHINE -->`` of this machine's kind (``_timing.section_name``)."""
+    print(body)
+    if output:
+        marker = section_name()[0]
+        replace_section(Path(output), f"<!-- {name}-{marker} -->", f"<!-- /{name}-{marker} -->", body)
