@@ -142,8 +142,9 @@ def build(case, jgo):
         if how == 0:
             new = jgo.Graph.from_scipy(p.to_scipy(), index_dtype=case.index_dtype)
         elif how == 1:
-            new = jgo.Graph.from_edge_index(p.to_edge_index(), p.n_src, index_dtype=case.index_dtype)
-            if p.n_src != p.n_dst:  # from_edge_index makes a square graph: keep the sizes of the padded one
+            # from_edge_index makes a square graph of the larger side, then the padded one's sizes are restored
+            new = jgo.Graph.from_edge_index(p.to_edge_index(), max(p.n_src, p.n_dst), index_dtype=case.index_dtype)
+            if p.n_src != p.n_dst:
                 new = jgo.Graph.from_edges(new.src, new.dst, p.n_src, p.n_dst, index_dtype=case.index_dtype)
         else:
             new = _edges_in_order(jgo, jgo.Graph.from_networkx(p.to_networkx(), index_dtype=case.index_dtype), g,
