@@ -50,24 +50,24 @@ def test_graphsage_sampled_quick(tmp_path):
     assert sage > 0.3 and mlp > 0.3  # 5 balanced classes: chance is 0.2
 
 
+def _compiles_once_and_beats_the_mean(out: str, unit: str):
+    """A regression example's run: one compilation of its step, and a test MAE under 0.8x the mean predictor's."""
+    assert _number(r"compilations of the train step\s+(\d+)", out) == [1]
+    mae, = _number(rf"test MAE \(at best validation\)\s+([\d.]+) {unit}", out)
+    baseline, = _number(rf"test MAE of the mean predictor\s+([\d.]+) {unit}", out)
+    assert mae < 0.8 * baseline
+
+
 @pytest.mark.exhaustive
 def test_dmpnn_qm9_quick(tmp_path):
     _needs("qm9pack", "pandas", "rdkit", "flax", "optax", "tqdm", "matplotlib")
-    out = _run("dmpnn_qm9", tmp_path)
-    assert _number(r"compilations of the train step\s+(\d+)", out) == [1]
-    mae, = _number(r"test MAE \(at best validation\)\s+([\d.]+) eV", out)
-    baseline, = _number(r"test MAE of the mean predictor\s+([\d.]+) eV", out)
-    assert mae < 0.8 * baseline
+    _compiles_once_and_beats_the_mean(_run("dmpnn_qm9", tmp_path), "eV")
 
 
 @pytest.mark.exhaustive
 def test_dimenet_qm9_quick(tmp_path):
     _needs("qm9pack", "pandas", "scipy", "equinox", "optax", "tqdm", "matplotlib")
-    out = _run("dimenet_qm9", tmp_path)
-    assert _number(r"compilations of the train step\s+(\d+)", out) == [1]
-    mae, = _number(r"test MAE \(at best validation\)\s+([\d.]+) meV/atom", out)
-    baseline, = _number(r"test MAE of the mean predictor\s+([\d.]+) meV/atom", out)
-    assert mae < 0.8 * baseline
+    _compiles_once_and_beats_the_mean(_run("dimenet_qm9", tmp_path), "meV/atom")
 
 
 @pytest.mark.exhaustive
