@@ -137,7 +137,10 @@ def reorder(g: Graph, method: str = "rcm", *, n_parts: int | None = None) -> tup
       and its gradients the permuted gradients: ``perm.unpermute_nodes(op(new, perm.permute_nodes(x)))``
       equals ``op(g, x)``: the forward pass bit for bit on the CPU (each destination adds its in-edges in
       the same order), a max/min tie's gradient on the same edge; a node's gradient sums its out-edges in
-      the new edge order (equal to rounding).
+      the new edge order (equal to rounding). A bipartite graph's sources and destinations are relabelled
+      apart, so what is defined by position rather than by the edges is not carried over: the self loops
+      ``i -> i`` that the GAT layers' ``add_self_loops`` adds on a bipartite graph join other node pairs
+      after a reorder (a square graph's sources and destinations share one permutation: its loops stay loops).
 
     >>> import numpy as np, jaxgraphops as jgo
     >>> ring = np.array([0, 3, 1, 4, 2])  # a 5-cycle 0-3-1-4-2-0 with scattered ids

@@ -573,7 +573,10 @@ def _apply_agg_hg_basis(jgo, g, a, x, cfg, impl):
 @target("agg_dmpnn")
 def _gen_agg_dmpnn(t):
     t.add("h", t.normal(t.n_edges, _pick(t.rng, [0, 1, 3])))
-    rev = tuple(int(k) for k in involution(t.n_edges, int(t.rng.integers(3))))
+    # a padded graph's last 2 edges are padding: a real edge's reverse is real (naming a padding edge is an error)
+    padding = 2 if t.case.transform == "pad" else 0
+    rev = involution(t.n_edges - padding, int(t.rng.integers(3)))
+    rev = tuple(int(k) for k in np.concatenate([rev, np.full(padding, -1)]))
     return (("concat_own", bool(t.rng.random() < 0.4)), ("rev_edge_ids", rev))
 
 

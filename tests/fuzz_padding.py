@@ -219,6 +219,10 @@ def run(case, fz):
     import traceback
 
     jax, jnp, jgo = fz._jax()
+    if case.padding == "reorder" and case.n_src != case.n_dst and ("add_self_loops", True) in case.config:
+        # reorder relabels a bipartite graph's sources and destinations apart, so a layer's position-based self
+        # loops i -> i join other nodes afterwards (documented in jgo.reorder): no oracle on the original graph
+        return "xfail", "reorder_bipartite_self_loops: position-based self loops are not relabelled by reorder"
     with jax.enable_x64(case.x64):
         pieces, oracle_graph, valid = build(case, jgo)
         n_oracle = {"src": oracle_graph.n_src, "dst": oracle_graph.n_dst, "edge": oracle_graph.n_edges}
