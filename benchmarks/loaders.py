@@ -240,7 +240,7 @@ def main(argv=None) -> int:
     result = measure(qm9_molecules(args.molecules, args.cutoff, args.seed), args.batch, args.repeats, args.seed)
     sampled = measure_sampled(args.nodes, args.degree, args.seeds, args.repeats, args.seed)
     body = render(result, sampled, args, tables.command("benchmarks.loaders", argv), time.perf_counter() - start)
-    tables.publish(body, args.output, "loaders")
+    tables.publish(body, args.output, f"loaders-{section_name()[0]}")
     return 0
 
 

@@ -272,7 +272,7 @@ def main(argv=None) -> int:
     ops = measure_ops(args.nodes, args.repeats)
     stream = measure_stream(qm9_molecules(args.molecules, args.cutoff, args.seed), args.batch, args.seed)
     body = render(ops, stream, args, tables.command("benchmarks.padding", argv), time.perf_counter() - start)
-    tables.publish(body, args.output, "padding")
+    tables.publish(body, args.output, f"padding-{section_name()[0]}")
     return 0
 
 

@@ -8,8 +8,6 @@ import shlex
 import sys
 from pathlib import Path
 
-from ._timing import section_name
-
 LIBRARIES = ("jaxgraphops", "XLA reference", "jraph", "e3nn-jax", "cuEquivariance naive", "PyG", "PyG CSR spmm",
              "DGL", "neuraloperator")
 OURS, XLA = LIBRARIES[0], LIBRARIES[1]
@@ -104,10 +102,9 @@ def command(module: str, argv=None) -> str:
     return shlex.join(["python", "-m", module, *(argv if argv is not None else sys.argv[1:])])
 
 
-def publish(body: str, output: str, name: str) -> None:
+def publish(body: str, output: str, tag: str) -> None:
     """Prints a benchmark's section and writes it into ``output`` (unless empty) between the markers
-    ``<!-- NAME-MACHINE -->`` and ``<!-- /NAME-MACHINE -->`` of this machine's kind (``_timing.section_name``)."""
+    ``<!-- TAG -->`` and ``<!-- /TAG -->``."""
     print(body)
     if output:
-        marker = section_name()[0]
-        replace_section(Path(output), f"<!-- {name}-{marker} -->", f"<!-- /{name}-{marker} -->", body)
+        replace_section(Path(output), f"<!-- {tag} -->", f"<!-- /{tag} -->", body)
