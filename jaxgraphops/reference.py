@@ -453,7 +453,8 @@ def _attend(g, z, values, concat_heads, return_attention, dropout_rate, dropout_
     ``[n_dst, C]``), with the weights if ``return_attention``."""
     alpha = _dropped(edge_softmax.on_dropped(g, z), dropout_rate, dropout_key)
     out = jax.ops.segment_sum(alpha[..., None] * values, g.dst, num_segments=g.n_dst)
-    out = out.reshape(g.n_dst, -1) if concat_heads else out.mean(axis=1)
+    # the width spelled out: reshape(n, -1) of 0 rows divides by zero
+    out = out.reshape(g.n_dst, out.shape[1] * out.shape[2]) if concat_heads else out.mean(axis=1)
     return (out, alpha) if return_attention else out
 
 

@@ -448,3 +448,13 @@ def test_attention_weights_of_an_infinite_query_with_edge_features():
     for impl in (None, "xla"):
         _, alpha = jgo.mha_simple(g, q, k, v, edge_feat=ef, return_attention=True, impl=impl)
         np.testing.assert_array_equal(np.asarray(alpha)[:, 0], [0, 0], err_msg=str(impl))
+
+
+@pytest.mark.parametrize("impl", [None, "xla"])
+def test_attention_weights_of_an_empty_graph(impl):
+    """No nodes, no edges: ``[0, H*C]`` outputs and ``[0, H]`` weights (the reference's reshape of 0 rows once
+    divided by zero: the long fuzz's seeds 28130-33379)."""
+    g = jgo.Graph.from_edges(np.zeros(0, np.int32), np.zeros(0, np.int32), 0, 0)
+    q = jnp.zeros((0, 6))
+    out, alpha = jgo.mha_simple(g, q, q, q, num_heads=2, return_attention=True, impl=impl)
+    assert out.shape == (0, 6) and alpha.shape == (0, 2)
