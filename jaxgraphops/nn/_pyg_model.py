@@ -26,6 +26,16 @@ def pyg_prefix(path: tuple, rename: dict[str, str] | None) -> str:
     return dotted
 
 
+def outermost(modules: dict[tuple, object], is_unit) -> dict[tuple, object]:
+    """The modules (by path) that ``is_unit`` accepts and that lie inside no other accepted one, outermost first:
+    the layers a loader reads whole."""
+    units: dict[tuple, object] = {}
+    for path in sorted(modules, key=len):
+        if is_unit(modules[path]) and not any(path[:len(u)] == u for u in units):
+            units[path] = modules[path]
+    return units
+
+
 def check_mapping(fn: str, state_dict):
     if not hasattr(state_dict, "keys"):
         raise TypeError(f"{fn}: state_dict must be a mapping (a torch module's state_dict()); got "
@@ -68,7 +78,7 @@ def array(fn: str, where: str, sub: dict, key: str, shape: tuple | None = None, 
     """``sub[key]`` as a NumPy array (transposed), checked against ``shape`` (the model's) if given."""
     if key not in sub:
         raise ValueError(f"{fn}: {where} needs the key {key!r}; the state_dict has {sorted(sub)} there")
-    a = np.asarray(sub[key].detach().cpu().numpy() if hasattr(sub[key], "detach") else sub[key])
+    a = np.asarray(sub[key])  # a state_dict()'s CPU tensors convert as they are
     a = a.T if transpose else a
     if shape is not None and tuple(a.shape) != tuple(shape):
         raise ValueError(f"{fn}: {where}: {key} has shape {tuple(a.shape)}{' transposed' if transpose else ''}, the "

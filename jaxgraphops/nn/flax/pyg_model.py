@@ -86,11 +86,7 @@ def load_pyg_model(model: nn.Module, state_dict, *args, rename: dict[str, str] |
         raise TypeError(f"{fn}: model must be a flax.linen Module; got {type(model).__name__}")
     pm.check_mapping(fn, state_dict)
     seen, shapes = _modules(model, args, kwargs)
-    units: dict[tuple, nn.Module] = {}
-    for path in sorted(seen, key=len):
-        m = seen[path]
-        if (type(m) in LOADERS or type(m) in NATIVE) and not any(path[:len(u)] == u for u in units):
-            units[path] = m
+    units = pm.outermost(seen, lambda m: type(m) in LOADERS or type(m) in NATIVE)
     names = {p: "/".join(p) or type(model).__name__ for p in units}
     flat = {(c, *k): v for c, tree in shapes.items() for k, v in pm.flatten(tree).items()}
     outside = ["/".join(k) for k in flat if not any(k[1:1 + len(p)] == p for p in units)]

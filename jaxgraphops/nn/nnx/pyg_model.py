@@ -24,17 +24,12 @@ def _is_layer(module) -> bool:
 
 def _units(model) -> dict[tuple, nnx.Module]:
     """The model's layers the loader reads (this package's and ``NATIVE``'s), outermost first, by path."""
-    modules = sorted(((tuple(p), m) for p, m in nnx.iter_graph(model) if isinstance(m, nnx.Module)),
-                     key=lambda pm_: len(pm_[0]))
-    units: dict[tuple, nnx.Module] = {}
-    for path, m in modules:
-        if (_is_layer(m) or type(m) in NATIVE) and not any(path[:len(u)] == u for u in units):
-            units[path] = m
-    return units
+    modules = {tuple(p): m for p, m in nnx.iter_graph(model) if isinstance(m, nnx.Module)}
+    return pm.outermost(modules, lambda m: _is_layer(m) or type(m) in NATIVE)
 
 
-def _flat_shapes(module, kind=nnx.Param) -> dict[str, tuple]:
-    return {"/".join(str(k) for k in p): tuple(v.shape) for p, v in nnx.to_flat_state(nnx.state(module, kind))}
+def _flat_shapes(module) -> dict[str, tuple]:
+    return {"/".join(str(k) for k in p): tuple(v.shape) for p, v in nnx.to_flat_state(nnx.state(module, nnx.Param))}
 
 
 def load_pyg_model(model: nnx.Module, state_dict, *, rename: dict[str, str] | None = None) -> nnx.Module:
