@@ -31,12 +31,12 @@
   X(jgo_hg_basis_norm, HgBasisNorm)                \
   X(jgo_hg_basis_fwd, HgBasisFwd)                  \
   X(jgo_hg_basis_bwd_src, HgBasisBwdSrc)           \
-  X(jgo_sample_neighbors, SampleNeighbors)
+  X(jgo_sample_neighbors, SampleNeighbors)        \
+  X(jgo_pool_sorted, PoolSorted)                   \
+  X(jgo_pool_sorted_bwd, PoolSortedBwd)
 
 // Targets with a CPU handler only (Jgo<Stem>Cpu), registered for the CPU platform whichever
 // handlers serve the targets above: on a GPU these ops are XLA's own.
 #define JGO_HOST_TARGETS(X)                \
   X(jgo_rows_dot, RowsDot)                 \
-  X(jgo_pool_sorted, PoolSorted)           \
-  X(jgo_pool_sorted_bwd, PoolSortedBwd)    \
   X(jgo_sample_relabel, SampleRelabel)

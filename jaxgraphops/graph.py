@@ -95,8 +95,10 @@ class Graph:
       source of the k-th of them and ``csc_eid[k]`` its input edge id.
     - ``csr_offsets [n_src+1]``, ``csr_dst [E]``, ``csr_eid [E]``: the same grouped by source.
 
-    ``n_src`` and ``n_dst`` are static (Python ints in the pytree's aux data). Build graphs
-    with :meth:`from_edges` or one of the other ``from_*`` constructors.
+    ``n_src`` and ``n_dst`` are static (Python ints in the pytree's aux data), and so is whether the
+    graph's values were checked (below): inside ``jit`` the kernels still know it, and the CUDA kernels then
+    write every output row themselves instead of zero-filling their outputs first. Build graphs with
+    :meth:`from_edges` or one of the other ``from_*`` constructors.
 
     **Padding edges.** The groupings may end before the last edge: ``csc_offsets[-1] ==
     csr_offsets[-1] == R <= E``. The last ``E - R`` edges (input order, and positions ``R:`` of
@@ -145,11 +147,16 @@ class Graph:
     def tree_flatten(self):
         children = (self.src, self.dst, self.csc_offsets, self.csc_src, self.csc_eid,
                     self.csr_offsets, self.csr_dst, self.csr_eid)
-        return children, (self.n_src, self.n_dst)
+        return children, (self.n_src, self.n_dst, self._checked is True)
 
     @classmethod
     def tree_unflatten(cls, aux, children):
-        return cls(*children, *aux, validate=False)  # leaves may be anything (specs, shapes, sentinels)
+        n_src, n_dst, checked = aux
+        g = cls(*children, n_src, n_dst, validate=False)  # leaves may be anything (specs, shapes, sentinels)
+        # The check survives a trace (jit, vmap, grad: tracer leaves), so that the kernels know a checked graph
+        # there too; a graph rebuilt from concrete arrays (tree_map, device_put) is checked again by its first op.
+        g._checked = checked and any(isinstance(x, jax.core.Tracer) for x in children)
+        return g
 
     # -- basic properties -----------------------------------------------------------------
 

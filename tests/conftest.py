@@ -202,8 +202,8 @@ def kernel_index_error(match):
 
 def hub_graph(rng, n=40, hub_in=700, hub_out=600, extra=300):
     """``(g, src, dst)``: node 5 has ``hub_in`` in-edges and node 3 ``hub_out`` out-edges among ``extra``
-    random ones, in shuffled input order: rows longer than the CUDA kernels' 256 edges per lane group
-    (or thread), which they reduce with a block per row (``ffi/cuda/message_passing.cu``)."""
+    random ones, in shuffled input order: rows longer than a chunk of the CUDA kernels (256 edges), which they
+    split into chunks whose partials are folded in chunk order (``ffi/cuda/chunk_walk.cuh``)."""
     src = np.concatenate([rng.integers(0, n, hub_in), np.full(hub_out, 3), rng.integers(0, n, extra)])
     dst = np.concatenate([np.full(hub_in, 5), rng.integers(0, n, hub_out), rng.integers(0, n, extra)])
     perm = rng.permutation(len(src))
@@ -224,9 +224,10 @@ def random_graph(rng, n_src=7, n_dst=6, n_edges=24, index_dtype=None):
 
 
 def kernel_only(g):
-    """``g`` marked as checked, so that the ops skip their Python check of a concrete hand-built graph and
-    the kernels' own run-time checks (what a graph passed into ``jit`` meets) are what a test sees."""
-    g._checked = True
+    """``g`` past the ops' Python check of a concrete hand-built graph (``_checked`` truthy but not ``True``: the
+    kernels are not told its values were checked), so that the kernels' own run-time checks (what an unchecked
+    graph passed into ``jit`` meets) are what a test sees."""
+    g._checked = "not by the library"
     return g
 
 

@@ -74,7 +74,7 @@ def test_gsddmm_errors(rng):
 @pytest.mark.parametrize("case", ["finite", "-inf", "nan", "all -inf"])
 @pytest.mark.parametrize("heads", [(), (3,)])
 def test_edge_softmax_of_a_heavy_row(rng, case, heads):
-    g, _, dst = hub_graph(rng)  # node 5: 700 in-edges, a block's slices in the CUDA kernel
+    g, _, dst = hub_graph(rng)  # node 5: 700 in-edges, three chunks in the CUDA kernels
     logits = 4 * rng.normal(size=(g.n_edges,) + heads).astype(np.float32)
     hub = np.flatnonzero(dst == 5)
     if case == "-inf":
@@ -88,7 +88,9 @@ def test_edge_softmax_of_a_heavy_row(rng, case, heads):
     if case in ("finite", "-inf"):
         ct = rng.normal(size=logits.shape).astype(np.float32)
         grad = lambda impl: jax.vjp(lambda z: jgo.edge_softmax(g, z, impl=impl), logits)[1](ct)[0]  # noqa: E731
-        np.testing.assert_allclose(grad(None), grad("xla"), rtol=1e-5, atol=1e-7)
+        # y (ct - sum_row y ct): the 700-term float32 sum, added in another order (chunks, XLA's segment sum),
+        # differs by ~1e-7 and cancels against ct
+        np.testing.assert_allclose(grad(None), grad("xla"), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("shape", [(), (3,), (2, 3)])

@@ -40,12 +40,12 @@ class Mutant:
 MP, GAT, V2, SIMPLE = "tests/test_gspmm.py", "tests/test_gat.py", "tests/test_gatv2.py", \
     "tests/test_mha_simple.py"
 GNO, DIMENET, SDDMM = "tests/test_gno.py", "tests/test_dimenet.py", "tests/test_gsddmm_softmax.py"
+ENGINE = "tests/test_chunk_walk.py"
 
 MUTANTS = (
-    Mutant("row-off-by-one", "spmm: a row stops one edge early (off-by-one in the row loop)",
-           "ffi/cuda/message_passing.cu",
-           "    const int64_t end = Clamp(offsets[r + 1], begin, a.n_edges);\n    for (int64_t f = lane;",
-           "    const int64_t end = Clamp(offsets[r + 1] - 1, begin, a.n_edges);\n    for (int64_t f = lane;", (MP,)),
+    Mutant("row-off-by-one", "engine: a row ends one edge early (off-by-one in a chunk's row bounds)",
+           "ffi/cuda/chunk_walk.cuh", "const int end = Max(begin, ClampIndex(next, n_edges + 1));",
+           "const int end = Max(begin, ClampIndex(next - 1, n_edges + 1));", (MP,)),
     Mutant("shuffle-mask", "GroupMask names lanes 0..g-1 for every group (a wrong shuffle mask)",
            "ffi/cuda/launch.cuh", "((1u << group) - 1u) << ((threadIdx.x % kWarp) / group * group)",
            "((1u << group) - 1u)", (GAT,)),
@@ -69,15 +69,31 @@ MUTANTS = (
            "    T acc = T(1);\n    for (int64_t k = begin; k < end; ++k) {\n      const int64_t j = nbr[k], e = eid[k];\n      if (!InRange(j, a.n_src)",
            (GAT,)),
     Mutant("swapped-view", "sddmm: the row and neighbour of an edge swapped (src/dst views swapped)",
-           "ffi/cuda/message_passing.cu", "OperandRow(lhs, s.a_len, s.a_target, r, j, e)",
-           "OperandRow(lhs, s.a_len, s.a_target, j, r, e)", (SDDMM,)),
+           "ffi/cuda/message_passing.cu", "ps.Load(SourceRow(s.p_source, c.row, st[u].j, st[u].e), lf.ok, pv[u]);",
+           "ps.Load(SourceRow(s.p_source, st[u].j, c.row, st[u].e), lf.ok, pv[u]);", (SDDMM,)),
     Mutant("half-format", "bfloat16 features read as float16 (a lost half-precision conversion)",
            "ffi/cuda/storage.cuh", "if (storage == ffi::DataType::BF16) return fn(__nv_bfloat16{}, t, i);",
            "if (storage == ffi::DataType::BF16) return fn(__half{}, t, i);", (SIMPLE,)),
-    Mutant("unchecked-index", "spmm: the out-of-range edge check removed (reads out of bounds on malformed graphs)",
-           "ffi/cuda/message_passing.cu",
-           "        if (!InRange(e, a.n_edges) || (kNeedNbr && !InRange(j, a.nbr_bound))) continue;\n",
-           "", (MP,), sanitizer="asan"),
+    Mutant("unchecked-index", "engine: a staged neighbour id taken as in range (reads out of bounds on malformed "
+           "graphs)", "ffi/cuda/chunk_walk.cuh", "    const bool fits = InBound(raw, p.nbr_bound);\n",
+           "    const bool fits = true;\n", (MP,), sanitizer="asan"),
+    Mutant("unmasked-index", "engine: an edge whose neighbour id was out of range (read as row 0) still counts",
+           "ffi/cuda/chunk_walk.cuh", "    out.j = fits ? static_cast<int>(raw) : 0;\n    ok = ok && fits;\n",
+           "    out.j = fits ? static_cast<int>(raw) : 0;\n", (MP,)),
+    Mutant("combine-out-of-order", "engine: a split row's partials folded from its last chunk back (max/min: the "
+           "later tie wins)", "ffi/cuda/walk_reduce.cuh", "const int64_t at = (slot - c.index + q) * a.F;",
+           "const int64_t at = (slot - c.index + (c.count - 1 - q)) * a.F;", (ENGINE,)),
+    Mutant("combine-in-arrival-order", "engine: the folding walker's own partial folded last (the order follows "
+           "who arrives last)", "ffi/cuda/walk_reduce.cuh", "const int64_t at = (slot - c.index + q) * a.F;",
+           "const int64_t at = (slot - c.index + (q + c.index + 1) % c.count) * a.F;", (ENGINE,)),
+    Mutant("dropped-partial", "engine: a split row's last chunk's partial is not folded",
+           "ffi/cuda/walk_reduce.cuh", "        for (int q = 0; q < c.count; ++q) {  // the row's partials",
+           "        for (int q = 0; q < c.count - 1; ++q) {  // the row's partials", (ENGINE,)),
+    Mutant("stale-index-stage", "engine: a chunk's indices staged once, its later groups reusing the first stage",
+           "ffi/cuda/chunk_walk.cuh", "      if (g == 0) {", "      if (kg == lo) {", (ENGINE,)),
+    Mutant("softmax-split-state", "edge_softmax: a split row's folded sum leaves out the first chunk",
+           "ffi/cuda/message_passing.cu", "        for (int q = 0; q < c.count; ++q) {\n          const T* state",
+           "        for (int q = 1; q < c.count; ++q) {\n          const T* state", (ENGINE,)),
     Mutant("force-term", "DimeNet++ second order: the dgamma term of the e_out direction gradient dropped",
            "ffi/cuda/dimenet.cu", "gv[i] += dgamma * t.angle.gb[i] + gamma * t.angle.dgb[i];",
            "gv[i] += gamma * t.angle.dgb[i];", (DIMENET,)),

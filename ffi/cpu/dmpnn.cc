@@ -148,13 +148,13 @@ ffi::Error Dmpnn(DmpnnPass pass, ffi::ThreadPool& pool, ffi::AnyBuffer in_offset
 
 ffi::Error DmpnnFwdCpu(ffi::ThreadPool pool, ffi::AnyBuffer in_offsets, ffi::AnyBuffer in_eid,
                        ffi::AnyBuffer out_offsets, ffi::AnyBuffer out_eid, ffi::AnyBuffer rev, ffi::AnyBuffer h,
-                       ffi::Result<ffi::AnyBuffer> out, bool concat_own) {
+                       ffi::Result<ffi::AnyBuffer> out, bool concat_own, bool /*checked: checked here anyway*/) {
   return Dmpnn(DmpnnPass::kFwd, pool, in_offsets, in_eid, out_offsets, out_eid, rev, h, *out, concat_own);
 }
 
 ffi::Error DmpnnBwdCpu(ffi::ThreadPool pool, ffi::AnyBuffer in_offsets, ffi::AnyBuffer in_eid,
                        ffi::AnyBuffer out_offsets, ffi::AnyBuffer out_eid, ffi::AnyBuffer rev, ffi::AnyBuffer G,
-                       ffi::Result<ffi::AnyBuffer> grad_h, bool concat_own) {
+                       ffi::Result<ffi::AnyBuffer> grad_h, bool concat_own, bool /*checked: checked here anyway*/) {
   return Dmpnn(DmpnnPass::kBwd, pool, in_offsets, in_eid, out_offsets, out_eid, rev, G, *grad_h, concat_own);
 }
 

@@ -17,6 +17,7 @@
 #include "handlers.h"
 #include "jgo/args.h"
 #include "jgo/math.h"
+#include "jgo/pool.h"
 
 namespace jgo {
 namespace {
@@ -311,7 +312,7 @@ ffi::Error SpmmCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer 
                    ffi::AnyBuffer node, ffi::AnyBuffer edge, ffi::AnyBuffer mask_arg,
                    ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> arg_out, int64_t op, int64_t reduce,
                    int64_t mask, ffi::Span<const int64_t> dims, ffi::Span<const int64_t> node_strides,
-                   ffi::Span<const int64_t> edge_strides) {
+                   ffi::Span<const int64_t> edge_strides, bool /*checked: every index is checked here anyway*/) {
   auto args = CheckSpmm(offsets, nbr, eid, node, edge, mask_arg, *out, *arg_out, op, reduce, mask, dims,
                         node_strides, edge_strides);
   if (args.has_error()) return args.error();
@@ -368,15 +369,9 @@ ffi::Error PoolSortedTyped(ffi::ThreadPool& pool, const T* x, const I* ids, T* o
 
 ffi::Error PoolSortedCpu(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::AnyBuffer ids, ffi::Result<ffi::AnyBuffer> out,
                          bool mean) {
-  if (!IsFloatType(x.element_type()) || out->element_type() != x.element_type() || !IsIndexType(ids.element_type()))
-    return InvalidArgument("jgo_pool_sorted: x and the result must be float32/float64 and ids int32/int64");
-  const int64_t N = static_cast<int64_t>(ids.element_count());
-  if (ids.dimensions().size() != 1 || Rows(x) != N)
-    return InvalidArgument("jgo_pool_sorted: ids must be [N] for x [N, ...] with N = " + std::to_string(Rows(x)));
-  const int64_t F = N == 0 ? 0 : static_cast<int64_t>(x.element_count()) / N;
-  const int64_t G = Rows(*out);
-  if (static_cast<int64_t>(out->element_count()) != G * (N == 0 ? RowLength(*out) : F))
-    return InvalidArgument("jgo_pool_sorted: the result must be [n_graphs, ...] with x's row shape");
+  auto args = CheckPoolSorted(x, ids, *out);
+  if (args.has_error()) return args.error();
+  const int64_t N = args->n, F = args->width, G = args->graphs;
   if (N == 0) {
     std::fill_n(static_cast<char*>(out->untyped_data()), out->size_bytes(), 0);
     return ffi::Error::Success();
@@ -408,17 +403,9 @@ void PoolSortedBwdTyped(ffi::ThreadPool& pool, const T* ct, const I* ids, T* out
 
 ffi::Error PoolSortedBwdCpu(ffi::ThreadPool pool, ffi::AnyBuffer ct, ffi::AnyBuffer ids,
                             ffi::Result<ffi::AnyBuffer> out) {
-  if (!IsFloatType(ct.element_type()) || out->element_type() != ct.element_type() || !IsIndexType(ids.element_type()))
-    return InvalidArgument("jgo_pool_sorted_bwd: ct and the result must be float32/float64 and ids int32/int64");
-  const int64_t N = static_cast<int64_t>(ids.element_count()), G = Rows(ct);
-  if (ids.dimensions().size() != 1 || Rows(*out) != N)
-    return InvalidArgument("jgo_pool_sorted_bwd: ids must be [N] for the result [N, ...] with N = " +
-                           std::to_string(Rows(*out)));
-  const auto cd = ct.dimensions(), od = out->dimensions();
-  if (cd.size() != od.size() || cd.size() == 0 || !std::equal(cd.begin() + 1, cd.end(), od.begin() + 1))
-    return InvalidArgument("jgo_pool_sorted_bwd: ct must be [n_graphs, ...] with the result's row shape");
-  int64_t F = 1;
-  for (size_t k = 1; k < od.size(); ++k) F *= od[k];
+  auto args = CheckPoolSortedBwd(ct, ids, *out);
+  if (args.has_error()) return args.error();
+  const int64_t N = args->n, F = args->width, G = args->graphs;
   return DispatchTypes(ct.element_type(), ids.element_type(), [&](auto t, auto i) {
     using T = decltype(t);
     using I = decltype(i);
@@ -522,7 +509,7 @@ ffi::Error SddmmCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer
                     ffi::AnyBuffer lhs, ffi::AnyBuffer rhs, ffi::AnyBuffer mask_arg, ffi::Result<ffi::AnyBuffer> out,
                     int64_t op, int64_t lhs_target, int64_t rhs_target, bool dot, int64_t mask,
                     ffi::Span<const int64_t> dims, ffi::Span<const int64_t> lhs_strides,
-                    ffi::Span<const int64_t> rhs_strides) {
+                    ffi::Span<const int64_t> rhs_strides, bool /*checked: every index is checked here anyway*/) {
   auto args = CheckSddmm(offsets, nbr, eid, lhs, rhs, mask_arg, *out, op, lhs_target, rhs_target, dot, mask, dims,
                          lhs_strides, rhs_strides);
   if (args.has_error()) return args.error();
@@ -635,7 +622,7 @@ ffi::Error SoftmaxTyped(ffi::ThreadPool& pool, ffi::AnyBuffer offsets, ffi::AnyB
 }
 
 ffi::Error EdgeSoftmaxCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer eid, ffi::AnyBuffer logits,
-                          ffi::Result<ffi::AnyBuffer> out) {
+                          ffi::Result<ffi::AnyBuffer> out, bool /*checked: every index is checked here anyway*/) {
   if (auto err = CheckSoftmax(offsets, eid, logits, *out); err.failure()) return err;
   return DispatchTypes(logits.element_type(), offsets.element_type(), [&](auto t, auto i) {
     return SoftmaxTyped<decltype(t), decltype(i)>(pool, offsets, eid, logits, *out);
@@ -648,14 +635,5 @@ ffi::Error EdgeSoftmaxCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::Any
 JGO_CPU_HANDLER(Spmm, jgo::SpmmCpu, jgo::BindSpmm<xla::ffi::ThreadPool>());
 JGO_CPU_HANDLER(Sddmm, jgo::SddmmCpu, jgo::BindSddmm<xla::ffi::ThreadPool>());
 JGO_CPU_HANDLER(EdgeSoftmax, jgo::EdgeSoftmaxCpu, jgo::BindEdgeSoftmax<xla::ffi::ThreadPool>());
-JGO_CPU_HANDLER(PoolSorted, jgo::PoolSortedCpu,
-                jgo::BindWith<xla::ffi::ThreadPool>()
-                    .Arg<xla::ffi::AnyBuffer>()   // x [N, ...]
-                    .Arg<xla::ffi::AnyBuffer>()   // ids [N], never decreasing
-                    .Ret<xla::ffi::AnyBuffer>()   // out [n_graphs, ...]
-                    .Attr<bool>("mean"));
-JGO_CPU_HANDLER(PoolSortedBwd, jgo::PoolSortedBwdCpu,
-                jgo::BindWith<xla::ffi::ThreadPool>()
-                    .Arg<xla::ffi::AnyBuffer>()   // ct [n_graphs, ...]
-                    .Arg<xla::ffi::AnyBuffer>()   // ids [N]
-                    .Ret<xla::ffi::AnyBuffer>());  // out [N, ...]
+JGO_CPU_HANDLER(PoolSorted, jgo::PoolSortedCpu, jgo::BindPoolSorted<xla::ffi::ThreadPool>());
+JGO_CPU_HANDLER(PoolSortedBwd, jgo::PoolSortedBwdCpu, jgo::BindPoolSortedBwd<xla::ffi::ThreadPool>());

@@ -1,397 +1,720 @@
 // CUDA handlers of the generic message-passing kernels: jgo_spmm (neighbourhood reduce over a
-// CSR/CSC), jgo_sddmm (edge-wise binary op / dot) and jgo_edge_softmax. Same operands,
-// attributes and results as the CPU twin (cpu/message_passing.cc), same per-edge math (jgo/math.h).
+// CSR/CSC), jgo_sddmm (edge-wise binary op / dot) and jgo_edge_softmax, all on the chunked row-walk
+// engine (chunk_walk.cuh). Same operands, attributes and results as the CPU twin (cpu/message_passing.cc),
+// same per-edge math (jgo/math.h).
 //
-// No atomics: every output element is owned by one thread (or one lane group). Index arrays stay
-// on the device; instead of validating them on the host, the kernels skip edges whose neighbour
-// or edge id is out of range and clamp offsets into [0, n_edges], so they never leave a buffer.
+// No floating-point atomics: every output element is written by one walker, and the partials of a row
+// over 256 edges are folded in chunk order. Index arrays stay on the device; instead of validating them
+// on the host, the kernels clamp every index into range and skip the edges whose ids were out of it, so
+// they never leave a buffer.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <string>
 
+#include "cuda/chunk_walk.cuh"
+#include "cuda/cusparse_spmm.cuh"
 #include "cuda/launch.cuh"
+#include "cuda/walk_reduce.cuh"
 #include "handlers.h"
+#include "jgo/attention.h"
 #include "jgo/args.h"
 #include "jgo/math.h"
+#include "jgo/pool.h"
 
 namespace jgo {
 namespace {
 
 // ---------------------------------------------------------------------------------------
-// jgo_spmm: a group of `group` lanes per row, the lanes striding over the features so the
-// reads of a gathered row are coalesced; edges are visited in increasing k (argmax ties).
-//
-// A row of more than kHeavyRow edges (the hubs of a power-law graph: 13,012 in-edges of one node
-// in the peer report's graph, whose walk by one group took 18.8 ms on an H100 while the whole
-// kernel over a uniform graph of 1.6M edges took 0.33 ms) is left to a second launch, one block
-// per heavy row: the block's groups reduce contiguous slices of the row, and the first group
-// merges their partial states in slice order through shared memory. Deterministic, no atomics,
-// and the same result as one walk for max/min (the first NaN, else the first extreme, in k
-// order); a sum's terms are added in another order (slices, then their partials).
-
-constexpr int64_t kHeavyRow = 256;
-
-// The blocks of a launch over the heavy rows: one per heavy row, of which there are at most
-// n_edges / (kHeavyRow + 1), and at most 2048; they stride over the rows, each reading the offsets
-// of its rows.
-inline int64_t HeavyBlocks(int64_t n_rows, int64_t n_edges) {
-  return std::min({n_rows, n_edges / (kHeavyRow + 1), int64_t{2048}});
-}
-
-// Launches `light` over `threads` threads (the rows of at most kHeavyRow edges), then, unless there are
-// no threads, `heavy` over HeavyBlocks blocks with `heavy_shared` bytes of shared memory; same arguments.
-template <typename... Params, typename... Args>
-ffi::Error LaunchRowsAndHeavyRows(const char* name, void (*light)(Params...), void (*heavy)(Params...),
-                                  int64_t threads, int64_t n_rows, int64_t n_edges, size_t heavy_shared,
-                                  cudaStream_t stream, Args... args) {
-  if (auto err = Launch(name, light, threads, stream, args...); err.failure()) return err;
-  return LaunchBlocks(name, heavy, threads == 0 ? 0 : HeavyBlocks(n_rows, n_edges), heavy_shared, stream, args...);
-}
-
-// The reduction of feature f over positions [lo, hi) of row r into (acc, arg), edges skipped as
-// described at the top of the file.
-template <typename T, typename I, Op op, Reduce R, Mask M>
-__device__ __forceinline__ void WalkRow(const SpmmArgs& a, int64_t r, int64_t f, int64_t lo, int64_t hi,
-                                        const I* nbr, const I* eid, const T* node, const T* edge,
-                                        const I* mask_arg, T& acc, I& arg) {
-  using Red = Reducer<T, R>;
-  constexpr bool kNeedNbr = Message<op>::kNode || M == Mask::kByNbr;
-  const int64_t F = a.dims.size();
-  const int64_t node_off = a.node_strides.offset_of_flat(f, a.dims);
-  const int64_t edge_off = a.edge_strides.offset_of_flat(f, a.dims);
-  const int64_t row_mask = M == Mask::kByRow ? static_cast<int64_t>(mask_arg[r * F + f]) : -1;
-  for (int64_t k = lo; k < hi; ++k) {
-    const I e = eid[k];
-    const int64_t j = kNeedNbr ? static_cast<int64_t>(nbr[k]) : 0;
-    if (!InRange(e, a.n_edges) || (kNeedNbr && !InRange(j, a.nbr_bound))) continue;
-    if (M == Mask::kByRow && row_mask != e) continue;
-    if (M == Mask::kByNbr && mask_arg[j * F + f] != e) continue;
-    const T v = MessageAt<op, T>(node + j * a.node_len, edge + static_cast<int64_t>(e) * a.edge_len,
-                                 node_off, edge_off);
-    Red::update(acc, arg, v, e);
-  }
-}
-
-// kHeavy false: the rows of at most kHeavyRow edges, a group of lanes each. kHeavy true: the other
-// rows, a block each (kBlock threads; dynamic shared memory for kBlock values and arguments).
-template <typename T, typename I, Op op, Reduce R, Mask M, bool kHeavy>
-__global__ void SpmmKernel(SpmmArgs a, const I* offsets, const I* nbr, const I* eid, const T* node,
-                           const T* edge, const I* mask_arg, T* out, I* arg_out, int group) {
-  using Red = Reducer<T, R>;
-  const int64_t F = a.dims.size();
-  const int lane = threadIdx.x % group;
-  if (!kHeavy) {
-    for (int64_t r = ThreadIndex() / group; r < a.n_rows; r += ThreadCount() / group) {
-      const int64_t begin = Clamp(offsets[r], 0, a.n_edges);
-      const int64_t end = Clamp(offsets[r + 1], begin, a.n_edges);
-      if (end - begin > kHeavyRow) continue;
-      for (int64_t f = lane; f < F; f += group) {
-        T acc = Red::init();
-        I arg = I(-1);
-        WalkRow<T, I, op, R, M>(a, r, f, begin, end, nbr, eid, node, edge, mask_arg, acc, arg);
-        out[r * F + f] = Red::finalize(acc, arg, end - begin);
-        if (Red::kArg) arg_out[r * F + f] = arg;
-      }
-    }
-    return;
-  }
-  T* part = SharedMemory<T>();                              // [blockDim.x]
-  I* part_arg = reinterpret_cast<I*>(part + blockDim.x);  // [blockDim.x]
-  const int slice = threadIdx.x / group, slices = blockDim.x / group;
-  for (int64_t r = blockIdx.x; r < a.n_rows; r += gridDim.x) {
-    const int64_t begin = Clamp(offsets[r], 0, a.n_edges);
-    const int64_t end = Clamp(offsets[r + 1], begin, a.n_edges);
-    if (end - begin <= kHeavyRow) continue;  // the same for the whole block: it reaches every barrier
-    const int64_t len = (end - begin + slices - 1) / slices;
-    const int64_t lo = Clamp(begin + slice * len, begin, end), hi = Clamp(lo + len, lo, end);
-    for (int64_t f0 = 0; f0 < F; f0 += group) {
-      const int64_t f = f0 + lane;
-      T acc = Red::init();
-      I arg = I(-1);
-      if (f < F) WalkRow<T, I, op, R, M>(a, r, f, lo, hi, nbr, eid, node, edge, mask_arg, acc, arg);
-      part[threadIdx.x] = acc;
-      part_arg[threadIdx.x] = arg;
-      __syncthreads();
-      if (slice == 0 && f < F) {
-        for (int q = 1; q < slices; ++q) {
-          const I q_arg = part_arg[q * group + lane];
-          if (Red::kArg && q_arg < 0) continue;  // a slice without a candidate
-          Red::update(acc, arg, part[q * group + lane], q_arg);
-        }
-        out[r * F + f] = Red::finalize(acc, arg, end - begin);
-        if (Red::kArg) arg_out[r * F + f] = arg;
-      }
-      __syncthreads();  // the partials are read before the next features overwrite them
-    }
-  }
-}
+// jgo_spmm: the engine's neighbourhood reduce (walk_reduce.cuh)
 
 template <typename T, typename I>
-using SpmmKernelFn = void (*)(SpmmArgs, const I*, const I*, const I*, const T*, const T*, const I*, T*, I*, int);
-
-template <typename T, typename I, Op op, bool kHeavy>
-SpmmKernelFn<T, I> PickSpmmReduce(const SpmmArgs& a) {
-  switch (a.mask) {
-    case Mask::kByRow: return SpmmKernel<T, I, op, Reduce::kSum, Mask::kByRow, kHeavy>;
-    case Mask::kByNbr: return SpmmKernel<T, I, op, Reduce::kSum, Mask::kByNbr, kHeavy>;
-    case Mask::kNone: break;
+ffi::Error SpmmTyped(cudaStream_t stream, CudaScratch& scratch, const SpmmArgs& a, ffi::AnyBuffer offsets,
+                     ffi::AnyBuffer nbr, ffi::AnyBuffer eid, ffi::AnyBuffer node, ffi::AnyBuffer edge,
+                     ffi::AnyBuffer mask_arg, ffi::AnyBuffer out, ffi::AnyBuffer arg_out, bool checked) {
+  ReduceProblem<T, I> p;
+  p.offsets = offsets.typed_data<I>();
+  p.nbr = nbr.typed_data<I>();
+  p.eid = eid.typed_data<I>();
+  p.node = node.typed_data<T>();
+  p.edge = edge.typed_data<T>();
+  p.mask_arg = a.mask == Mask::kNone ? nullptr : mask_arg.typed_data<I>();
+  p.out = out.typed_data<T>();
+  p.arg_out = (a.reduce == Reduce::kMax || a.reduce == Reduce::kMin) ? arg_out.typed_data<I>() : nullptr;
+  p.op = a.op;
+  p.reduce = a.reduce;
+  p.mask = a.mask;
+  p.dims = a.dims;
+  p.node_strides = a.node_strides;
+  p.edge_strides = a.edge_strides;
+  p.n_rows = a.n_rows;
+  p.n_edges = a.n_edges;
+  p.nbr_bound = a.nbr_bound;
+  p.node_rows = a.node_rows;
+  p.node_len = a.node_len;
+  p.edge_len = a.edge_len;
+  constexpr const char* kName = "jgo_spmm";
+  bool ran = false;
+  if (auto err = MaybeCusparse(kName, stream, scratch, p, checked, ran); err.failure() || ran) return err;
+  if (!checked) {  // offsets out of order may leave rows no walker owns: 0 (and no winning edge) there
+    if (auto err = ZeroFill(kName, out.untyped_data(), out.size_bytes(), stream); err.failure()) return err;
+    if (p.arg_out != nullptr) {
+      if (auto err = Status(kName, cudaMemsetAsync(p.arg_out, 0xff, arg_out.size_bytes(), stream)); err.failure())
+        return err;
+    }
   }
-  switch (a.reduce) {
-    case Reduce::kMean: return SpmmKernel<T, I, op, Reduce::kMean, Mask::kNone, kHeavy>;
-    case Reduce::kMax: return SpmmKernel<T, I, op, Reduce::kMax, Mask::kNone, kHeavy>;
-    case Reduce::kMin: return SpmmKernel<T, I, op, Reduce::kMin, Mask::kNone, kHeavy>;
-    case Reduce::kSum: break;
-  }
-  return SpmmKernel<T, I, op, Reduce::kSum, Mask::kNone, kHeavy>;
+  return LaunchReduce(kName, stream, scratch, p);
 }
 
-template <typename T, typename I, bool kHeavy>
-SpmmKernelFn<T, I> PickSpmm(const SpmmArgs& a) {
-  switch (a.op) {
-    case Op::kCopyNode: return PickSpmmReduce<T, I, Op::kCopyNode, kHeavy>(a);
-    case Op::kCopyEdge: return PickSpmmReduce<T, I, Op::kCopyEdge, kHeavy>(a);
-    case Op::kAdd: return PickSpmmReduce<T, I, Op::kAdd, kHeavy>(a);
-    case Op::kMul: break;
-  }
-  return PickSpmmReduce<T, I, Op::kMul, kHeavy>(a);
-}
-
-template <typename T, typename I>
-ffi::Error SpmmTyped(cudaStream_t stream, const SpmmArgs& a, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr,
-                     ffi::AnyBuffer eid, ffi::AnyBuffer node, ffi::AnyBuffer edge, ffi::AnyBuffer mask_arg,
-                     ffi::AnyBuffer out, ffi::AnyBuffer arg_out) {
-  const int64_t F = a.dims.size();
-  const int group = GroupWidth(F);
-  const I* m = a.mask == Mask::kNone ? nullptr : mask_arg.typed_data<I>();
-  I* arg = (a.reduce == Reduce::kMax || a.reduce == Reduce::kMin) ? arg_out.typed_data<I>() : nullptr;
-  return LaunchRowsAndHeavyRows("jgo_spmm", PickSpmm<T, I, false>(a), PickSpmm<T, I, true>(a),
-                                F == 0 ? 0 : a.n_rows * group, a.n_rows, a.n_edges, kBlock * (sizeof(T) + sizeof(I)),
-                                stream, a, offsets.typed_data<I>(), nbr.typed_data<I>(), eid.typed_data<I>(),
-                                node.typed_data<T>(), edge.typed_data<T>(), m, out.typed_data<T>(), arg, group);
-}
-
-ffi::Error SpmmCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
-                    ffi::AnyBuffer node, ffi::AnyBuffer edge, ffi::AnyBuffer mask_arg,
+ffi::Error SpmmCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr,
+                    ffi::AnyBuffer eid, ffi::AnyBuffer node, ffi::AnyBuffer edge, ffi::AnyBuffer mask_arg,
                     ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> arg_out, int64_t op, int64_t reduce,
                     int64_t mask, ffi::Span<const int64_t> dims, ffi::Span<const int64_t> node_strides,
-                    ffi::Span<const int64_t> edge_strides) {
+                    ffi::Span<const int64_t> edge_strides, bool checked) {
   auto args = CheckSpmm(offsets, nbr, eid, node, edge, mask_arg, *out, *arg_out, op, reduce, mask, dims,
                         node_strides, edge_strides);
   if (args.has_error()) return args.error();
   return DispatchTypes(out->element_type(), offsets.element_type(), [&](auto t, auto i) {
-    return SpmmTyped<decltype(t), decltype(i)>(stream, *args, offsets, nbr, eid, node, edge, mask_arg, *out, *arg_out);
+    return SpmmTyped<decltype(t), decltype(i)>(stream, scratch, *args, offsets, nbr, eid, node, edge, mask_arg, *out,
+                                               *arg_out, checked);
   });
 }
 
 // ---------------------------------------------------------------------------------------
-// jgo_sddmm: a group of lanes per walked row, as in spmm, and a block per heavy row (more than
-// kHeavyRow edges), whose groups take contiguous slices of it (every output is one edge's: nothing
-// to merge). The lanes stride over the features of each edge (coalesced rows), or, for a dot
-// product, over d2 with a shuffle reduction. An edge whose neighbour or edge id is out of range is
-// skipped; its output (zeroed first) stays 0.
+// jgo_sddmm on the engine: the chunk walk writes the output row of each position's edge once (no
+// reduction, and no hub: a chunk has at most 256 edges). Host side, the operands become P and Q
+// (add and mul commute, bit for bit): P is read per edge through the position's row, neighbour or edge
+// id; Q, when used, either per chunk (kQRow: the walked row's, loaded once) or per edge like P. Lanes
+// over the features, or, for a dot product, over the d2 axis with a fixed butterfly per output element.
+// An edge whose ids are out of range gets a row of 0 (the output is zeroed first on graphs not checked).
 
-// The outputs of positions [lo, hi) of row r.
-template <typename T, typename I, Op op, bool kDot, Mask M>
-__device__ __forceinline__ void SddmmPositions(const SddmmArgs& s, int64_t r, int64_t lo, int64_t hi, const I* nbr,
-                                               const I* eid, const T* lhs, const T* rhs, const I* mask_arg, T* out,
-                                               int group) {
-  const Dims3 d = s.dims;
-  const int64_t F = d.size(), F01 = d.d0 * d.d1;
-  const int lane = threadIdx.x % group;
-  // Groups of one warp walk different rows, so a shuffle names only the lanes of its group;
-  // those share every loop bound and all reach it.
-  const unsigned group_mask = GroupMask(group);
-  for (int64_t k = lo; k < hi; ++k) {
-    const int64_t j = nbr[k], e = eid[k];
-    if (!InRange(e, s.n_edges) || (s.reads_nbr && !InRange(j, s.nbr_bound))) continue;
-    const T* a_row = OperandRow(lhs, s.a_len, s.a_target, r, j, e);
-    const T* b_row = OperandRow(rhs, s.b_len, s.b_target, r, j, e);
-    const I* mask_row = M == Mask::kByRow ? mask_arg + r * F : M == Mask::kByNbr ? mask_arg + j * F : nullptr;
-    if (kDot) {
-      for (int64_t f01 = 0; f01 < F01; ++f01) {
-        T acc = T(0);
-        for (int64_t i2 = lane; i2 < d.d2; i2 += group) {
-          if (M != Mask::kNone && mask_row[f01 * d.d2 + i2] != e) continue;
-          acc += EdgeElement<op, T, T>(a_row, b_row, s.a_strides, s.b_strides, d, f01, i2);
-        }
-        acc = GroupSum(acc, group_mask, group);
-        if (lane == 0) out[e * F01 + f01] = acc;
-      }
-    } else {
-      for (int64_t f = lane; f < F; f += group) {
-        const bool keep = M == Mask::kNone || mask_row[f] == e;
-        out[e * F + f] = keep ? EdgeElement<op, T, T>(a_row, b_row, s.a_strides, s.b_strides, d, f / d.d2, f % d.d2)
-                              : T(0);
-      }
-    }
-  }
+enum class SddmmForm : int { kCopy, kAdd, kMul, kDot };
+
+struct SddmmWalk {
+  int n_rows, n_edges, F, F01, axis, group, tiles, nbr_bound, p_len, q_len;
+  Target p_source, q_source;
+  Dims3 dims;
+  Strides3 p_strides, q_strides;
+  bool stream, tail;  // tail: write the padding edges' zeros (a checked graph: no zero fill first)
+  int64_t windows;
+};
+
+// The row of an operand that edge (row, j, e) reads.
+__device__ __forceinline__ int SourceRow(Target t, int row, int j, int e) {
+  return t == Target::kRow ? row : t == Target::kNbr ? j : e;
 }
 
-// kHeavy false: the rows of at most kHeavyRow edges, a group of lanes each; kHeavy true: the other
-// rows, a block each.
-template <typename T, typename I, Op op, bool kDot, Mask M, bool kHeavy>
-__global__ void SddmmKernel(SddmmArgs s, const I* offsets, const I* nbr, const I* eid, const T* lhs, const T* rhs,
-                            const I* mask_arg, T* out, int group) {
-  const int64_t first = kHeavy ? blockIdx.x : ThreadIndex() / group;
-  const int64_t stride = kHeavy ? gridDim.x : ThreadCount() / group;
-  const int slice = threadIdx.x / group, slices = blockDim.x / group;
-  for (int64_t r = first; r < s.n_rows; r += stride) {
-    const int64_t begin = Clamp(offsets[r], 0, s.n_edges);
-    const int64_t end = Clamp(offsets[r + 1], begin, s.n_edges);
-    if ((end - begin > kHeavyRow) != kHeavy) continue;
-    if (!kHeavy) {
-      SddmmPositions<T, I, op, kDot, M>(s, r, begin, end, nbr, eid, lhs, rhs, mask_arg, out, group);
-      continue;
+// cost-card: SddmmKernel mlp_floor=8
+template <typename T, typename I, SddmmForm K, Mask M, bool kVector, bool kQRow>
+__global__ void __launch_bounds__(kBlock) SddmmKernel(SddmmWalk s, const I* __restrict__ offsets,
+                                                      const I* __restrict__ nbr, const I* __restrict__ eid,
+                                                      const T* __restrict__ p, const T* __restrict__ q,
+                                                      const I* __restrict__ mask_arg, T* __restrict__ out) {
+  constexpr int kV = 16 / int(sizeof(T));
+  constexpr bool kQ = K != SddmmForm::kCopy;
+  constexpr bool kQEdge = kQ && !kQRow;  // Q gathered per edge too
+  constexpr bool kDot = K == SddmmForm::kDot;
+  constexpr int kGroup = kQEdge ? kInFlight / 2 : kInFlight;
+  const Walker w = ThisWalker(s.group);
+  const Positions<I, T> pos{nbr, eid, nullptr, s.nbr_bound, s.n_edges, 0};
+  auto combine = [](T a, T b) {
+    if constexpr (K == SddmmForm::kAdd) return Message<Op::kAdd>::apply(a, b);
+    else if constexpr (K == SddmmForm::kCopy) return a;
+    else return Message<Op::kMul>::apply(a, b);
+  };
+  ForEachWalker(s.windows * s.tiles, s.group, [&](int64_t id) {
+    int64_t window;
+    int tile;
+    WindowAndTile(id, s.tiles, window, tile);
+    // the lane's place on the lane axis: the features, or d2 for a dot product
+    const LaneFeatures<kV, kVector> lf(kDot ? s.group * kV : s.F, s.group, tile, w.lane);
+    const Dims3 flat{1, 1, s.F};
+    const LaneRows<kV, kVector, T> ps(p, s.p_len, lf, s.p_strides, s.dims, !kDot);
+    const LaneRows<kV, kVector, T> qs(q, s.q_len, lf, s.q_strides, s.dims, kQ && !kDot);
+    const LaneRows<kV, kVector, I> masks(mask_arg, s.F, lf, Strides3{0, 0, 1}, flat, M == Mask::kByNbr && !kDot);
+    if (s.tail) {
+      ForEachTailPosition(offsets, s.n_rows, s.n_edges, window, [&](int k) {
+        const T zero[kV] = {};
+        if constexpr (kDot) {
+          for (int f01 = w.lane; f01 < s.F01 && tile == 0; f01 += s.group) out[int64_t(k) * s.F01 + f01] = T(0);
+        } else {
+          StoreFeatures<kV, kVector>(out + int64_t(k) * s.F, lf, zero, s.stream);
+        }
+      });
     }
-    const int64_t len = (end - begin + slices - 1) / slices;
-    const int64_t lo = Clamp(begin + slice * len, begin, end);
-    SddmmPositions<T, I, op, kDot, M>(s, r, lo, Clamp(lo + len, lo, end), nbr, eid, lhs, rhs, mask_arg, out, group);
-  }
+    ForEachChunk(offsets, s.n_rows, s.n_edges, window, w, [&](const Chunk& c) {
+      T qr[kV] = {};
+      if constexpr (kQRow && !kDot) qs.Load(c.row, lf.ok, qr);
+      int64_t row_mask[kV];
+      if constexpr (M == Mask::kByRow && !kDot) {
+#pragma unroll
+        for (int v = 0; v < kV; ++v) row_mask[v] = lf.ok[v] ? mask_arg[int64_t(c.row) * s.F + lf.f[v]] : -2;
+      }
+      WalkPositions<true, true, false, kGroup>(pos, c.lo, c.hi, w, [&](const Staged<T> (&st)[kGroup],
+                                                                        unsigned bits) {
+        if constexpr (!kDot) {
+          T pv[kGroup][kV], qv[kGroup][kV];
+          I mv[kGroup][kV];
+#pragma unroll
+          for (int u = 0; u < kGroup; ++u) {  // every load of the group before the first is used
+            if (!((bits >> u) & 1u)) continue;
+            ps.Load(SourceRow(s.p_source, c.row, st[u].j, st[u].e), lf.ok, pv[u]);
+            if constexpr (kQEdge) qs.Load(SourceRow(s.q_source, c.row, st[u].j, st[u].e), lf.ok, qv[u]);
+            if constexpr (M == Mask::kByNbr) masks.Load(st[u].j, lf.ok, mv[u]);
+          }
+#pragma unroll
+          for (int u = 0; u < kGroup; ++u) {
+            if (!((bits >> u) & 1u)) continue;
+            T r[kV];
+#pragma unroll
+            for (int v = 0; v < kV; ++v) {
+              r[v] = combine(pv[u][v], kQRow ? qr[v] : qv[u][v]);
+              if constexpr (M != Mask::kNone) {
+                const int64_t winner = M == Mask::kByRow ? row_mask[v] : static_cast<int64_t>(mv[u][v]);
+                if (winner != st[u].e) r[v] = T(0);
+              }
+            }
+            StoreFeatures<kV, kVector>(out + int64_t(st[u].e) * s.F, lf, r, s.stream);
+          }
+        } else {
+          // out[e, f01] = sum over d2 of P * Q: the group's loads for one f01 (and d2 tile) at a time, a fixed
+          // butterfly over the walker's lanes per edge
+          int i0 = 0, i1 = 0;
+          for (int f01 = 0; f01 < s.F01; ++f01) {
+            const int64_t pb = i0 * s.p_strides.s0 + i1 * s.p_strides.s1;
+            const int64_t qb = i0 * s.q_strides.s0 + i1 * s.q_strides.s1;
+            T part[kGroup] = {};
+            for (int t0 = 0; t0 < s.axis; t0 += s.group * kV) {  // a d2 longer than the walker's lanes cover
+              bool in[kV];
+              int po[kV], qo[kV];
+#pragma unroll
+              for (int v = 0; v < kV; ++v) {
+                const int i2 = t0 + lf.f[v];
+                in[v] = i2 < s.axis;
+                po[v] = int(pb + i2 * s.p_strides.s2);
+                qo[v] = int(qb + i2 * s.q_strides.s2);
+              }
+              T pv[kGroup][kV], qv[kGroup][kV];
+#pragma unroll
+              for (int u = 0; u < kGroup; ++u) {
+                if (!((bits >> u) & 1u)) continue;
+                const T* pr = ps.Row(SourceRow(s.p_source, c.row, st[u].j, st[u].e));
+                const T* qrow = qs.Row(SourceRow(s.q_source, c.row, st[u].j, st[u].e));
+                if constexpr (kVector) {
+                  if (in[0]) {
+                    const Vec<T, kV> x = LoadVec<T, kV>(pr + po[0]), y = LoadVec<T, kV>(qrow + qo[0]);
+#pragma unroll
+                    for (int v = 0; v < kV; ++v) {
+                      pv[u][v] = x.v[v];
+                      qv[u][v] = y.v[v];
+                    }
+                  }
+                } else {
+#pragma unroll
+                  for (int v = 0; v < kV; ++v) {
+                    if (!in[v]) continue;
+                    pv[u][v] = __ldg(pr + po[v]);
+                    qv[u][v] = __ldg(qrow + qo[v]);
+                  }
+                }
+              }
+#pragma unroll
+              for (int u = 0; u < kGroup; ++u) {
+                if (!((bits >> u) & 1u)) continue;
+#pragma unroll
+                for (int v = 0; v < kV; ++v) {
+                  bool keep = in[v];
+                  if constexpr (M != Mask::kNone) {
+                    const int64_t m = M == Mask::kByRow ? c.row : st[u].j;
+                    keep = keep && mask_arg[m * s.F + int64_t(f01) * s.axis + t0 + lf.f[v]] == st[u].e;
+                  }
+                  if (keep) part[u] += Message<Op::kMul>::apply(pv[u][v], qv[u][v]);
+                }
+              }
+            }
+#pragma unroll
+            for (int u = 0; u < kGroup; ++u) {
+              const T total = GroupSum(part[u], w.mask, w.group);
+              if (((bits >> u) & 1u) && w.lane == 0) {
+                T* o = out + int64_t(st[u].e) * s.F01 + f01;
+                if (s.stream) {
+                  __stcs(o, total);
+                } else {
+                  *o = total;
+                }
+              }
+            }
+            if (++i1 == s.dims.d1) {
+              i1 = 0;
+              ++i0;
+            }
+          }
+        }
+      });
+    });
+  });
 }
 
 template <typename T, typename I>
-using SddmmKernelFn = void (*)(SddmmArgs, const I*, const I*, const I*, const T*, const T*, const I*, T*, int);
+using SddmmKernelFn = void (*)(SddmmWalk, const I*, const I*, const I*, const T*, const T*, const I*, T*);
 
-template <typename T, typename I, Mask M, bool kHeavy>
-SddmmKernelFn<T, I> PickSddmmOp(const SddmmArgs& s) {
-  if (s.dot) return SddmmKernel<T, I, Op::kMul, true, M, kHeavy>;
-  switch (s.op) {
-    case Op::kCopyNode: return SddmmKernel<T, I, Op::kCopyNode, false, M, kHeavy>;
-    case Op::kCopyEdge: return SddmmKernel<T, I, Op::kCopyEdge, false, M, kHeavy>;
-    case Op::kAdd: return SddmmKernel<T, I, Op::kAdd, false, M, kHeavy>;
-    case Op::kMul: break;
+template <typename T, typename I, SddmmForm K, Mask M>
+SddmmKernelFn<T, I> PickSddmmPath(bool vector, bool q_row) {
+  if constexpr (M != Mask::kNone) {  // the derivative forms of max/min: the strided path only
+    return q_row ? SddmmKernel<T, I, K, M, false, true> : SddmmKernel<T, I, K, M, false, false>;
+  } else if constexpr (K == SddmmForm::kCopy) {
+    return vector ? SddmmKernel<T, I, K, M, true, false> : SddmmKernel<T, I, K, M, false, false>;
+  } else {
+    if (vector) return q_row ? SddmmKernel<T, I, K, M, true, true> : SddmmKernel<T, I, K, M, true, false>;
+    return q_row ? SddmmKernel<T, I, K, M, false, true> : SddmmKernel<T, I, K, M, false, false>;
   }
-  return SddmmKernel<T, I, Op::kMul, false, M, kHeavy>;
 }
 
-template <typename T, typename I, bool kHeavy>
-SddmmKernelFn<T, I> PickSddmm(const SddmmArgs& s) {
-  switch (s.mask) {
-    case Mask::kByRow: return PickSddmmOp<T, I, Mask::kByRow, kHeavy>(s);
-    case Mask::kByNbr: return PickSddmmOp<T, I, Mask::kByNbr, kHeavy>(s);
-    case Mask::kNone: break;
+template <typename T, typename I, Mask M>
+SddmmKernelFn<T, I> PickSddmmForm(SddmmForm form, bool vector, bool q_row) {
+  switch (form) {
+    case SddmmForm::kCopy: return PickSddmmPath<T, I, SddmmForm::kCopy, M>(vector, q_row);
+    case SddmmForm::kAdd: return PickSddmmPath<T, I, SddmmForm::kAdd, M>(vector, q_row);
+    case SddmmForm::kMul: return PickSddmmPath<T, I, SddmmForm::kMul, M>(vector, q_row);
+    case SddmmForm::kDot: break;
   }
-  return PickSddmmOp<T, I, Mask::kNone, kHeavy>(s);
+  return PickSddmmPath<T, I, SddmmForm::kDot, M>(vector, q_row);
 }
 
 template <typename T, typename I>
 ffi::Error SddmmTyped(cudaStream_t stream, const SddmmArgs& s, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr,
                       ffi::AnyBuffer eid, ffi::AnyBuffer lhs, ffi::AnyBuffer rhs, ffi::AnyBuffer mask_arg,
-                      ffi::AnyBuffer out) {
+                      ffi::AnyBuffer out, bool checked) {
+  constexpr const char* kName = "jgo_sddmm";
+  constexpr int kV = 16 / int(sizeof(T));
   const int64_t F = s.dims.size();
-  const int group = GroupWidth(s.dot ? s.dims.d2 : F);
+  if (!checked) {  // edge ids that are no permutation may leave rows no position names: 0 there
+    if (auto err = ZeroFill(kName, out.untyped_data(), out.size_bytes(), stream); err.failure()) return err;
+  }
+  if (F == 0 || s.n_edges == 0) return ffi::Error::Success();
+  if (auto err = EngineSizes(kName, {s.n_rows, s.n_edges, F, s.a_len, s.b_len, s.a_rows, s.b_rows}); err.failure())
+    return err;
+  // P and Q: the used operands, Q the walked row's where one is (add and mul commute)
+  const bool use_a = s.op != Op::kCopyEdge, use_b = s.op != Op::kCopyNode;
+  const bool swap = !use_a || (use_b && s.a_target == Target::kRow && s.b_target != Target::kRow);
+  const ffi::AnyBuffer& pb = swap ? rhs : lhs;
+  const ffi::AnyBuffer& qb = swap ? lhs : rhs;
+  SddmmWalk w;
+  w.p_source = swap ? s.b_target : s.a_target;
+  w.q_source = swap ? s.a_target : s.b_target;
+  w.p_strides = swap ? s.b_strides : s.a_strides;
+  w.q_strides = swap ? s.a_strides : s.b_strides;
+  w.p_len = static_cast<int>(swap ? s.b_len : s.a_len);
+  w.q_len = static_cast<int>(swap ? s.a_len : s.b_len);
+  const SddmmForm form = s.dot ? SddmmForm::kDot
+                         : !(use_a && use_b) ? SddmmForm::kCopy
+                         : s.op == Op::kAdd ? SddmmForm::kAdd : SddmmForm::kMul;
+  const bool q_row = form != SddmmForm::kCopy && w.q_source == Target::kRow;
+  w.n_rows = static_cast<int>(s.n_rows);
+  w.n_edges = static_cast<int>(s.n_edges);
+  w.F = static_cast<int>(F);
+  w.F01 = static_cast<int>(s.dims.d0 * s.dims.d1);
+  w.axis = static_cast<int>(s.dot ? s.dims.d2 : F);
+  w.dims = s.dims;
+  w.nbr_bound = static_cast<int>(std::min<int64_t>(s.nbr_bound, kMaxIndex));
+  auto contiguous = [&](const Strides3& st, int len, const ffi::AnyBuffer& b) {
+    const bool lanes_flat = s.dot ? (s.dims.d2 == 1 || st.s2 == 1) && st.s1 % kV == 0 && st.s0 % kV == 0
+                                  : Contiguous(st, s.dims);
+    return lanes_flat && len % kV == 0 && Aligned(b.untyped_data());
+  };
+  const bool vector = w.axis % kV == 0 && contiguous(w.p_strides, w.p_len, pb) &&
+                      (form == SddmmForm::kCopy || contiguous(w.q_strides, w.q_len, qb)) &&
+                      Aligned(out.untyped_data());
+  w.group = WalkerLanes(w.axis, kV);
+  w.tiles = s.dot ? 1 : static_cast<int>((w.axis + int64_t(w.group) * kV - 1) / (int64_t(w.group) * kV));
+  w.stream = StreamStores(static_cast<int64_t>(out.size_bytes()));
+  w.tail = checked;
+  w.windows = Windows(s.n_rows, s.n_edges);
   const I* m = s.mask == Mask::kNone ? nullptr : mask_arg.typed_data<I>();
-  if (auto err = ZeroFill("jgo_sddmm", out.untyped_data(), out.size_bytes(), stream); err.failure()) return err;
-  return LaunchRowsAndHeavyRows("jgo_sddmm", PickSddmm<T, I, false>(s), PickSddmm<T, I, true>(s),
-                                F == 0 ? 0 : s.n_rows * group, s.n_rows, s.n_edges, 0, stream, s,
-                                offsets.typed_data<I>(), nbr.typed_data<I>(), eid.typed_data<I>(), lhs.typed_data<T>(),
-                                rhs.typed_data<T>(), m, out.typed_data<T>(), group);
+  SddmmKernelFn<T, I> kernel;
+  switch (s.mask) {
+    case Mask::kByRow: kernel = PickSddmmForm<T, I, Mask::kByRow>(form, false, q_row); break;
+    case Mask::kByNbr: kernel = PickSddmmForm<T, I, Mask::kByNbr>(form, false, q_row); break;
+    default: kernel = PickSddmmForm<T, I, Mask::kNone>(form, vector, q_row); break;
+  }
+  return LaunchBlocks(kName, kernel, WalkerBlocks(w.windows * w.tiles, w.group), 0, stream, w, offsets.typed_data<I>(),
+                      nbr.typed_data<I>(), eid.typed_data<I>(), pb.typed_data<T>(), qb.typed_data<T>(), m,
+                      out.typed_data<T>());
 }
 
 ffi::Error SddmmCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
                      ffi::AnyBuffer lhs, ffi::AnyBuffer rhs, ffi::AnyBuffer mask_arg, ffi::Result<ffi::AnyBuffer> out,
                      int64_t op, int64_t lhs_target, int64_t rhs_target, bool dot, int64_t mask,
                      ffi::Span<const int64_t> dims, ffi::Span<const int64_t> lhs_strides,
-                     ffi::Span<const int64_t> rhs_strides) {
+                     ffi::Span<const int64_t> rhs_strides, bool checked) {
   auto args = CheckSddmm(offsets, nbr, eid, lhs, rhs, mask_arg, *out, op, lhs_target, rhs_target, dot, mask, dims,
                          lhs_strides, rhs_strides);
   if (args.has_error()) return args.error();
   return DispatchTypes(out->element_type(), offsets.element_type(), [&](auto t, auto i) {
-    return SddmmTyped<decltype(t), decltype(i)>(stream, *args, offsets, nbr, eid, lhs, rhs, mask_arg, *out);
+    return SddmmTyped<decltype(t), decltype(i)>(stream, *args, offsets, nbr, eid, lhs, rhs, mask_arg, *out, checked);
   });
 }
 
 // ---------------------------------------------------------------------------------------
-// jgo_edge_softmax: one thread per (row, head); adjacent threads take adjacent heads of a row. A
-// heavy row (more than kHeavyRow edges) gets a block instead (HeavyEdgeSoftmaxKernel). A row
-// holding an out-of-range edge id is skipped: its outputs (zeroed first) stay 0.
+// jgo_edge_softmax on the engine: lanes over a chunk's edges (a walker of G lanes, G from the graph's
+// average degree), the heads kV at a time (128-bit loads where H allows). Each lane runs the online
+// softmax (jgo/attention.h) over its edges, positions lo + lane + G t in order; the walker's lanes merge
+// their (max, sum) pairs by a butterfly in a fixed tree (the merge is symmetric, so every lane holds the
+// same bits) and write exp(z - max) / sum in one pass. A split row's chunks leave their (max, sum) per head
+// in scratch; the last to arrive folds them in chunk order into the row's shift and inverse sum, and a
+// second launch over those chunks writes their weights. An edge whose id is out of range is skipped.
 
-template <typename T, typename I>
-__global__ void EdgeSoftmaxKernel(const I* offsets, const I* eid, const T* logits, T* out, int64_t n_rows,
-                                  int64_t n_edges, int64_t n_heads) {
-  for (int64_t i = ThreadIndex(); i < n_rows * n_heads; i += ThreadCount()) {
-    const int64_t r = i / n_heads, h = i % n_heads;
-    const int64_t begin = Clamp(offsets[r], 0, n_edges);
-    const int64_t end = Clamp(offsets[r + 1], begin, n_edges);
-    if (end - begin > kHeavyRow) continue;
-    bool valid = true;
-    for (int64_t k = begin; k < end && valid; ++k) valid = InRange(eid[k], n_edges);
-    if (valid) SegmentSoftmax<T, T, I>(logits, eid, begin, end, h, n_heads, out);
-  }
-}
+struct SoftmaxWalk {
+  int n_rows, n_edges, H, group;
+  bool stream, tail;  // tail: write the padding edges' zeros (a checked graph: no zero fill first)
+  int64_t windows, slot_count, counter_count;
+};
 
-// The first thread's merge of the block's partials `part` (after a barrier), given back to every
-// thread: merge(part[0], part[1], ...) in thread order.
-template <typename V, typename Merge>
-__device__ V MergeInBlock(V* part, V mine, Merge merge) {
-  part[threadIdx.x] = mine;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    V total = part[0];
-    for (unsigned q = 1; q < blockDim.x; ++q) total = merge(total, part[q]);
-    part[0] = total;
-  }
-  __syncthreads();
-  const V total = part[0];
-  __syncthreads();  // part[0] is read before the next merge overwrites it
-  return total;
-}
+// Where a split row's chunk left its state: positions [lo, hi), the row's counter (lo < 0: no chunk).
+struct SplitChunk {
+  int lo, hi, counter;
+};
 
-// A block per heavy row: for each head, the threads take contiguous slices of the row and run
-// SegmentSoftmax's three passes (jgo/math.h) over them; the maxima (each slice started at its first
-// logit, so the row's first logit starts the merge, as in SegmentSoftmax) and then the sums are
-// merged in thread order.
-// Shared memory: kBlock values of T and kBlock ints.
-template <typename T, typename I>
-__global__ void HeavyEdgeSoftmaxKernel(const I* offsets, const I* eid, const T* logits, T* out, int64_t n_rows,
-                                       int64_t n_edges, int64_t n_heads) {
-  T* part = SharedMemory<T>();
-  int* flags = reinterpret_cast<int*>(part + blockDim.x);
-  for (int64_t r = blockIdx.x; r < n_rows; r += gridDim.x) {
-    const int64_t begin = Clamp(offsets[r], 0, n_edges);
-    const int64_t end = Clamp(offsets[r + 1], begin, n_edges);
-    if (end - begin <= kHeavyRow) continue;  // the same for the whole block: it reaches every barrier
-    const int64_t len = (end - begin + blockDim.x - 1) / blockDim.x;
-    const int64_t lo = Clamp(begin + threadIdx.x * len, begin, end), hi = Clamp(lo + len, lo, end);
-    int ok = 1;
-    for (int64_t k = lo; k < hi; ++k) ok &= InRange(eid[k], n_edges) ? 1 : 0;
-    if (!MergeInBlock(flags, ok, [](int a, int b) { return a & b; })) continue;
-    for (int64_t h = 0; h < n_heads; ++h) {
-      const T m = lo < hi ? SoftmaxSliceMax<T, T, I>(logits, eid, lo, hi, h, n_heads) : -Infinity<T>();
-      const T shift = SoftmaxShift(MergeInBlock(part, m, [](T a, T b) { return SoftmaxMax(a, b); }));
-      const T total = SoftmaxSliceSum<T, T, I>(logits, eid, lo, hi, h, n_heads, shift);
-      const T inv = SoftmaxInverse(MergeInBlock(part, total, [](T a, T b) { return a + b; }));
-      SoftmaxSliceWrite<T, T, I>(logits, eid, lo, hi, h, n_heads, shift, inv, out);
+struct ExpOf {
+  template <typename T>
+  __device__ T operator()(T x) const { return Exp(x); }
+};
+
+// Calls fn(t, e, live) for this lane's edges among positions [lo, hi) of a walker of `group` lanes, kInFlight
+// at a time, each with its clamped edge id (live: in the chunk and in range).
+template <typename I, typename Fn>
+__device__ __forceinline__ void ForLaneEdges(const I* __restrict__ eid, int lo, int hi, int n_edges, const Walker& w,
+                                             Fn fn) {
+  for (int kb = lo + w.lane; kb < hi; kb += w.group * kInFlight) {
+    int e[kInFlight];
+    bool live[kInFlight];
+#pragma unroll
+    for (int t = 0; t < kInFlight; ++t) {
+      const int k = kb + t * w.group;
+      const int64_t raw = k < hi ? static_cast<int64_t>(eid[k]) : -1;
+      e[t] = ClampIndex(raw, n_edges);
+      live[t] = k < hi && raw == e[t];
     }
+    fn(e, live);
   }
 }
 
+// The lane's kV heads from h0 of the logits (or weights) row of edge e.
+template <int kV, typename T>
+__device__ __forceinline__ void LoadHeads(const T* __restrict__ x, int e, int H, int h0, T (&z)[kV]) {
+  if constexpr (kV > 1) {
+    const Vec<T, kV> v = LoadVec<T, kV>(x + int64_t(e) * H + h0);
+#pragma unroll
+    for (int i = 0; i < kV; ++i) z[i] = v.v[i];
+  } else {
+    z[0] = __ldg(x + int64_t(e) * H + h0);
+  }
+}
+
+// Writes the weights of heads [h0, h0 + kV) of the edges of positions [lo, hi): exp(z - shift) * inv.
+template <int kV, typename T, typename I>
+__device__ __forceinline__ void WriteSoftmax(const I* __restrict__ eid, const T* __restrict__ logits,
+                                             T* __restrict__ out, int lo, int hi, const SoftmaxWalk& a, int h0,
+                                             const T (&shift)[kV], const T (&inv)[kV], const Walker& w) {
+  ForLaneEdges(eid, lo, hi, a.n_edges, w, [&](const int (&e)[kInFlight], const bool (&live)[kInFlight]) {
+    T z[kInFlight][kV];
+#pragma unroll
+    for (int t = 0; t < kInFlight; ++t)
+      if (live[t]) LoadHeads<kV>(logits, e[t], a.H, h0, z[t]);
+#pragma unroll
+    for (int t = 0; t < kInFlight; ++t) {
+      if (!live[t]) continue;
+      Vec<T, kV> y;
+#pragma unroll
+      for (int v = 0; v < kV; ++v) y.v[v] = SoftmaxWeight(z[t][v], shift[v], ExpOf{}) * inv[v];
+      StoreVec<T, kV>(out + int64_t(e[t]) * a.H + h0, y, a.stream);
+    }
+  });
+}
+
+// cost-card: EdgeSoftmaxKernel mlp_floor=8
+template <typename T, typename I, int kV>
+__global__ void __launch_bounds__(kBlock) EdgeSoftmaxKernel(SoftmaxWalk a, const I* __restrict__ offsets,
+                                                            const I* __restrict__ eid, const T* __restrict__ logits,
+                                                            T* __restrict__ out, SplitScratch split,
+                                                            SplitChunk* __restrict__ chunks, T* __restrict__ stats) {
+  const Walker w = ThisWalker(a.group);
+  ForEachWalker(a.windows, a.group, [&](int64_t window) {
+    if (a.tail) {
+      ForEachTailPosition(offsets, a.n_rows, a.n_edges, window, [&](int k) {
+        for (int h = w.lane; h < a.H; h += w.group) out[int64_t(k) * a.H + h] = T(0);
+      });
+    }
+    ForEachChunk(offsets, a.n_rows, a.n_edges, window, w, [&](const Chunk& c) {
+      const int64_t slot = PartialSlot(c, a.slot_count);
+      for (int h0 = 0; h0 < a.H; h0 += kV) {
+        T m[kV], l[kV];
+#pragma unroll
+        for (int v = 0; v < kV; ++v) {
+          m[v] = -Infinity<T>();
+          l[v] = T(0);
+        }
+        ForLaneEdges(eid, c.lo, c.hi, a.n_edges, w, [&](const int (&e)[kInFlight], const bool (&live)[kInFlight]) {
+          T z[kInFlight][kV];
+#pragma unroll
+          for (int t = 0; t < kInFlight; ++t)
+            if (live[t]) LoadHeads<kV>(logits, e[t], a.H, h0, z[t]);
+#pragma unroll
+          for (int t = 0; t < kInFlight; ++t) {
+            if (!live[t]) continue;
+#pragma unroll
+            for (int v = 0; v < kV; ++v) {
+              T scale, weight;
+              OnlineSoftmaxStep(m[v], l[v], z[t][v], scale, weight, ExpOf{});
+            }
+          }
+        });
+        for (int offset = w.group / 2; offset > 0; offset /= 2) {
+#pragma unroll
+          for (int v = 0; v < kV; ++v) {
+            const T m2 = __shfl_xor_sync(w.mask, m[v], offset, w.group);
+            const T l2 = __shfl_xor_sync(w.mask, l[v], offset, w.group);
+            T scale, scale2;
+            SoftmaxMerge(m[v], l[v], m2, l2, scale, scale2, ExpOf{});
+          }
+        }
+        if (!c.split()) {
+          T shift[kV], inv[kV];
+#pragma unroll
+          for (int v = 0; v < kV; ++v) {
+            shift[v] = SoftmaxShift(m[v]);
+            inv[v] = SoftmaxInverse(l[v]);
+          }
+          WriteSoftmax<kV>(eid, logits, out, c.lo, c.hi, a, h0, shift, inv, w);
+        } else if (w.lane == 0) {
+          T* state = static_cast<T*>(split.values) + slot * 2 * a.H;
+#pragma unroll
+          for (int v = 0; v < kV; ++v) {
+            state[h0 + v] = m[v];
+            state[a.H + h0 + v] = l[v];
+          }
+        }
+      }
+      if (!c.split()) return;
+      const int64_t counter = SplitCounter(c, a.counter_count);
+      if (w.lane == 0) chunks[slot] = SplitChunk{c.lo, c.hi, static_cast<int>(counter)};
+      if (!ArriveLast(split.counters + counter, c, w)) return;
+      for (int h = w.lane; h < a.H; h += w.group) {  // the row's state, folded in chunk order
+        T m = -Infinity<T>(), l = T(0);
+        for (int q = 0; q < c.count; ++q) {
+          const T* state = static_cast<const T*>(split.values) + (slot - c.index + q) * 2 * a.H;
+          T scale, scale2;
+          SoftmaxMerge(m, l, __ldcg(state + h), __ldcg(state + a.H + h), scale, scale2, ExpOf{});
+        }
+        stats[counter * 2 * a.H + h] = SoftmaxShift(m);
+        stats[counter * 2 * a.H + a.H + h] = SoftmaxInverse(l);
+      }
+    });
+  });
+}
+
+// The weights of the split rows' chunks, after EdgeSoftmaxKernel left their rows' shift and inverse sum.
+// cost-card: SplitSoftmaxKernel mlp_floor=8
+template <typename T, typename I, int kV>
+__global__ void __launch_bounds__(kBlock) SplitSoftmaxKernel(SoftmaxWalk a, const I* __restrict__ eid,
+                                                             const T* __restrict__ logits, T* __restrict__ out,
+                                                             const SplitChunk* __restrict__ chunks,
+                                                             const T* __restrict__ stats) {
+  const Walker w = ThisWalker(a.group);
+  ForEachWalker(a.slot_count, a.group, [&](int64_t slot) {
+    const SplitChunk c = chunks[slot];
+    if (c.lo < 0) return;
+    for (int h0 = 0; h0 < a.H; h0 += kV) {
+      T shift[kV], inv[kV];
+#pragma unroll
+      for (int v = 0; v < kV; ++v) {
+        shift[v] = stats[int64_t(c.counter) * 2 * a.H + h0 + v];
+        inv[v] = stats[int64_t(c.counter) * 2 * a.H + a.H + h0 + v];
+      }
+      WriteSoftmax<kV>(eid, logits, out, c.lo, c.hi, a, h0, shift, inv, w);
+    }
+  });
+}
+
 template <typename T, typename I>
-ffi::Error SoftmaxTyped(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer eid, ffi::AnyBuffer logits,
-                        ffi::AnyBuffer out) {
+ffi::Error SoftmaxTyped(cudaStream_t stream, CudaScratch& scratch, ffi::AnyBuffer offsets, ffi::AnyBuffer eid,
+                        ffi::AnyBuffer logits, ffi::AnyBuffer out, bool checked) {
+  constexpr const char* kName = "jgo_edge_softmax";
+  constexpr int kV = 16 / int(sizeof(T));
   const int64_t n_rows = static_cast<int64_t>(offsets.element_count()) - 1;
   const int64_t n_edges = static_cast<int64_t>(eid.element_count());
   const int64_t heads = n_edges == 0 ? 1 : static_cast<int64_t>(logits.element_count()) / n_edges;
-  if (auto err = ZeroFill("jgo_edge_softmax", out.untyped_data(), out.size_bytes(), stream); err.failure()) return err;
-  return LaunchRowsAndHeavyRows("jgo_edge_softmax", EdgeSoftmaxKernel<T, I>, HeavyEdgeSoftmaxKernel<T, I>,
-                                n_edges == 0 ? 0 : n_rows * heads, n_rows, n_edges, kBlock * (sizeof(T) + sizeof(int)),
-                                stream, offsets.typed_data<I>(), eid.typed_data<I>(), logits.typed_data<T>(),
-                                out.typed_data<T>(), n_rows, n_edges, heads);
+  if (!checked || n_rows == 0) {  // edge ids that are no permutation may leave rows no position names: 0 there
+    if (auto err = ZeroFill(kName, out.untyped_data(), out.size_bytes(), stream); err.failure()) return err;
+  }
+  if (n_edges == 0 || heads == 0 || n_rows == 0) return ffi::Error::Success();
+  if (auto err = EngineSizes(kName, {n_rows, n_edges, heads}); err.failure()) return err;
+  SoftmaxWalk a;
+  a.n_rows = static_cast<int>(n_rows);
+  a.n_edges = static_cast<int>(n_edges);
+  a.H = static_cast<int>(heads);
+  a.group = std::max(4, GroupWidth((n_edges + n_rows - 1) / n_rows));  // lanes over a row's edges
+  a.stream = StreamStores(static_cast<int64_t>(out.size_bytes()));
+  a.tail = checked;
+  a.windows = Windows(n_rows, n_edges);
+  a.slot_count = SplitScratch::SlotCount(n_edges);
+  a.counter_count = SplitScratch::CounterCount(n_edges);
+  const bool vector = heads % kV == 0 && Aligned(logits.untyped_data()) && Aligned(out.untyped_data());
+  // scratch: (max, sum) per head of each split chunk, the chunks' places, and each split row's (shift, 1 / sum)
+  auto split = SplitScratchFor(kName, scratch, stream, n_edges, 2 * heads, sizeof(T), false);
+  if (split.has_error()) return split.error();
+  SplitChunk* chunks = nullptr;
+  T* stats = nullptr;
+  if (SplitScratch::Needed(n_edges)) {
+    const int64_t chunk_bytes = a.slot_count * int64_t(sizeof(SplitChunk));
+    const int64_t stat_bytes = a.counter_count * 2 * heads * int64_t(sizeof(T));
+    auto mem = scratch.Allocate(static_cast<size_t>(chunk_bytes + stat_bytes), 256);
+    if (!mem.has_value()) return ffi::Error::Internal("jaxgraphops: jgo_edge_softmax: out of scratch memory");
+    chunks = static_cast<SplitChunk*>(*mem);
+    stats = reinterpret_cast<T*>(static_cast<char*>(*mem) + chunk_bytes);
+    if (auto err = Status(kName, cudaMemsetAsync(chunks, 0xff, static_cast<size_t>(chunk_bytes), stream)); err.failure())
+      return err;
+  }
+  auto first = vector ? EdgeSoftmaxKernel<T, I, kV> : EdgeSoftmaxKernel<T, I, 1>;
+  if (auto err = LaunchBlocks(kName, first, WalkerBlocks(a.windows, a.group), 0, stream, a, offsets.typed_data<I>(),
+                              eid.typed_data<I>(), logits.typed_data<T>(), out.typed_data<T>(), *split, chunks, stats);
+      err.failure())
+    return err;
+  if (chunks == nullptr) return ffi::Error::Success();
+  auto second = vector ? SplitSoftmaxKernel<T, I, kV> : SplitSoftmaxKernel<T, I, 1>;
+  return LaunchBlocks(kName, second, WalkerBlocks(a.slot_count, a.group), 0, stream, a, eid.typed_data<I>(),
+                      logits.typed_data<T>(), out.typed_data<T>(), static_cast<const SplitChunk*>(chunks),
+                      static_cast<const T*>(stats));
 }
 
-ffi::Error EdgeSoftmaxCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer eid, ffi::AnyBuffer logits,
-                           ffi::Result<ffi::AnyBuffer> out) {
+ffi::Error EdgeSoftmaxCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuffer offsets, ffi::AnyBuffer eid,
+                           ffi::AnyBuffer logits, ffi::Result<ffi::AnyBuffer> out, bool checked) {
   if (auto err = CheckSoftmax(offsets, eid, logits, *out); err.failure()) return err;
   return DispatchTypes(logits.element_type(), offsets.element_type(), [&](auto t, auto i) {
-    return SoftmaxTyped<decltype(t), decltype(i)>(stream, offsets, eid, logits, *out);
+    return SoftmaxTyped<decltype(t), decltype(i)>(stream, scratch, offsets, eid, logits, *out, checked);
+  });
+}
+
+// ---------------------------------------------------------------------------------------
+// jgo_pool_sorted: out[g] = the sum (or mean) of the rows of x [N, F] whose id is g, for never decreasing ids
+// (a batch's node-to-graph ids): graph g's rows [lower_bound(g), lower_bound(g + 1)) from one binary search per
+// graph, summed by the engine's reduce with position k reading row k (no membership graph, no index array).
+// Ids outside [0, n_graphs) belong to no graph. Ids that decrease (a wrong ids_are_sorted) give wrong sums,
+// in bounds: the CPU kernel rejects them.
+
+template <typename I>
+__global__ void __launch_bounds__(kBlock) GraphOffsetsKernel(const I* __restrict__ ids, int64_t n, int64_t graphs,
+                                                             I* __restrict__ offsets) {
+  for (int64_t g = ThreadIndex(); g <= graphs; g += ThreadCount()) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+      const int64_t mid = (lo + hi) >> 1;
+      if (static_cast<int64_t>(ids[mid]) < g) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    offsets[g] = static_cast<I>(lo);
+  }
+}
+
+ffi::Error PoolSortedCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuffer x, ffi::AnyBuffer ids,
+                          ffi::Result<ffi::AnyBuffer> out, bool mean) {
+  constexpr const char* kName = "jgo_pool_sorted";
+  auto args = CheckPoolSorted(x, ids, *out);
+  if (args.has_error()) return args.error();
+  const PoolArgs a = *args;
+  if (a.n == 0) return ZeroFill(kName, out->untyped_data(), out->size_bytes(), stream);
+  return DispatchTypes(x.element_type(), ids.element_type(), [&](auto t, auto i) -> ffi::Error {
+    using T = decltype(t);
+    using I = decltype(i);
+    if (a.graphs == 0 || a.width == 0) return ffi::Error::Success();
+    if (auto err = EngineSizes(kName, {a.n, a.graphs, a.width}); err.failure()) return err;
+    auto mem = scratch.Allocate(static_cast<size_t>((a.graphs + 1) * int64_t(sizeof(I))), 16);
+    if (!mem.has_value()) return ffi::Error::Internal("jaxgraphops: jgo_pool_sorted: out of scratch memory");
+    I* offsets = static_cast<I*>(*mem);
+    if (auto err = Launch(kName, GraphOffsetsKernel<I>, a.graphs + 1, stream, ids.typed_data<I>(), a.n, a.graphs, offsets);
+        err.failure())
+      return err;
+    ReduceProblem<T, I> p;
+    p.offsets = offsets;
+    p.node = x.typed_data<T>();
+    p.out = out->typed_data<T>();
+    p.reduce = mean ? Reduce::kMean : Reduce::kSum;
+    p.dims = Dims3{1, 1, a.width};
+    p.node_strides = p.edge_strides = FlatStrides();
+    p.n_rows = a.graphs;
+    p.n_edges = a.n;
+    p.nbr_bound = a.n;
+    p.node_rows = a.n;
+    p.node_len = a.width;
+    return LaunchReduce(kName, stream, scratch, p);
+  });
+}
+
+// ---------------------------------------------------------------------------------------
+// jgo_pool_sorted_bwd: out[i] = ct[ids[i]] for an id in [0, n_graphs), 0 for any other: each graph's row of ct
+// copied to its nodes (the transpose of jgo_pool_sorted's sum), kInFlight rows' loads before their stores.
+
+// cost-card: PoolBwdKernel mlp_floor=8
+template <typename T, typename I, bool kVector>
+__global__ void __launch_bounds__(kBlock) PoolBwdKernel(PoolArgs a, int group, int tiles, bool stream,
+                                                        const T* __restrict__ ct, const I* __restrict__ ids,
+                                                        T* __restrict__ out) {
+  constexpr int kV = 16 / int(sizeof(T));
+  const Walker w = ThisWalker(group);
+  const int width = static_cast<int>(a.width), n = static_cast<int>(a.n);
+  ForEachWalker((a.n + kInFlight - 1) / kInFlight * tiles, group, [&](int64_t id) {
+    int64_t node_group;
+    int tile;
+    WindowAndTile(id, tiles, node_group, tile);
+    const int i0 = static_cast<int>(node_group) * kInFlight;
+    const LaneFeatures<kV, kVector> lf(width, group, tile, w.lane);
+    const LaneRows<kV, kVector, T> rows(ct, width, lf, FlatStrides(), Dims3{1, 1, width}, true);
+    T x[kInFlight][kV];
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      const int64_t g = i0 + u < n ? static_cast<int64_t>(ids[i0 + u]) : -1;
+#pragma unroll
+      for (int v = 0; v < kV; ++v) x[u][v] = T(0);
+      if (g >= 0 && g < a.graphs && (!kVector || lf.ok[0])) rows.Load(static_cast<int>(g), lf.ok, x[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u)
+      if (i0 + u < n) StoreFeatures<kV, kVector>(out + int64_t(i0 + u) * width, lf, x[u], stream);
+  });
+}
+
+ffi::Error PoolSortedBwdCuda(cudaStream_t stream, ffi::AnyBuffer ct, ffi::AnyBuffer ids,
+                             ffi::Result<ffi::AnyBuffer> out) {
+  constexpr const char* kName = "jgo_pool_sorted_bwd";
+  auto args = CheckPoolSortedBwd(ct, ids, *out);
+  if (args.has_error()) return args.error();
+  const PoolArgs a = *args;
+  if (a.n == 0 || a.width == 0) return ffi::Error::Success();
+  if (auto err = EngineSizes(kName, {a.n, a.graphs, a.width}); err.failure()) return err;
+  return DispatchTypes(ct.element_type(), ids.element_type(), [&](auto t, auto i) {
+    using T = decltype(t);
+    using I = decltype(i);
+    constexpr int kV = 16 / int(sizeof(T));
+    const int group = WalkerLanes(a.width, kV);
+    const int tiles = static_cast<int>((a.width + int64_t(group) * kV - 1) / (int64_t(group) * kV));
+    const bool vector = a.width % kV == 0 && Aligned(ct.untyped_data()) && Aligned(out->untyped_data());
+    const bool stream_out = StreamStores(static_cast<int64_t>(out->size_bytes()));
+    const int64_t walkers = (a.n + kInFlight - 1) / kInFlight * tiles;
+    return LaunchBlocks(kName, vector ? PoolBwdKernel<T, I, true> : PoolBwdKernel<T, I, false>,
+                        WalkerBlocks(walkers, group), 0, stream, a, group, tiles, stream_out, ct.typed_data<T>(),
+                        ids.typed_data<I>(), out->typed_data<T>());
   });
 }
 
 }  // namespace
 }  // namespace jgo
 
-JGO_CUDA_HANDLER(Spmm, jgo::SpmmCuda, jgo::BindSpmm<jgo::CudaStream>());
+JGO_CUDA_HANDLER_NO_TRAITS(Spmm, jgo::SpmmCuda, jgo::BindSpmm<jgo::CudaStream, jgo::CudaScratch>());
 JGO_CUDA_HANDLER(Sddmm, jgo::SddmmCuda, jgo::BindSddmm<jgo::CudaStream>());
-JGO_CUDA_HANDLER(EdgeSoftmax, jgo::EdgeSoftmaxCuda, jgo::BindEdgeSoftmax<jgo::CudaStream>());
+JGO_CUDA_HANDLER_NO_TRAITS(EdgeSoftmax, jgo::EdgeSoftmaxCuda, jgo::BindEdgeSoftmax<jgo::CudaStream, jgo::CudaScratch>());
+JGO_CUDA_HANDLER_NO_TRAITS(PoolSorted, jgo::PoolSortedCuda, jgo::BindPoolSorted<jgo::CudaStream, jgo::CudaScratch>());
+JGO_CUDA_HANDLER(PoolSortedBwd, jgo::PoolSortedBwdCuda, jgo::BindPoolSortedBwd<jgo::CudaStream>());

@@ -75,6 +75,13 @@ inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 template <typename T>
 T __ldg(const T* p) { return *p; }
+// Cache-hinted loads and stores (through L2 only, streaming past the caches): plain ones here.
+template <typename T>
+T __ldcg(const T* p) { return *p; }
+template <typename T>
+void __stcs(T* p, T v) { *p = v; }
+inline int __popc(unsigned int v) { return __builtin_popcount(v); }
+inline int __ffs(int v) { return __builtin_ffs(v); }
 
 // ---- runtime API ------------------------------------------------------------------------
 cudaError_t cudaGetLastError();

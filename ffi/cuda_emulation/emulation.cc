@@ -761,6 +761,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
     case cudaDevAttrMaxSharedMemoryPerBlock: *value = static_cast<int>(jgo_emulation::kDefaultShared); return cudaSuccess;
     case cudaDevAttrWarpSize: *value = jgo_emulation::kWarp; return cudaSuccess;
     case cudaDevAttrMultiProcessorCount: *value = 132; return cudaSuccess;
+    case cudaDevAttrL2CacheSize: *value = 50 << 20; return cudaSuccess;
     case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = static_cast<int>(jgo_emulation::kMaxShared); return cudaSuccess;
   }
   return SetError(cudaErrorInvalidValue, "cudaDeviceGetAttribute: attribute " + std::to_string(attr));

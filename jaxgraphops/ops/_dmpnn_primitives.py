@@ -25,10 +25,12 @@ A fused op family (:mod:`._primitive_kit`):
 
 The per-node buffer ``[n, D]`` of a two-phase design (node sums, then a per-edge pass) is not
 needed: fusing the two phases per node keeps the node's sum in registers while its out-edges are
-written, so there is neither XLA FFI scratch memory, nor a second primitive output kept as a
-residual, nor a second FFI call, and the sums make one round trip less through memory (the
-backward never needed ``S``: it sums ``G``). The price is rows written in CSR (CSC) order rather
-than input order, each row still written whole by adjacent lanes.
+written, so there is neither a second primitive output kept as a residual nor a second FFI call, and
+the sums make one round trip less through memory (the backward never needed ``S``: it sums ``G``).
+The price is rows written in CSR (CSC) order rather than input order, each row still written whole by
+adjacent lanes. (The CUDA kernels keep in scratch memory only the sums of nodes of more than 256
+edges, whose chunks are walked apart: ffi/cuda/dmpnn.cu.) ``checked`` (static): the graph's values were
+checked, so the CUDA kernels write every row without zero-filling the output first.
 
 ``rev`` is an integer operand of the primitives: its tangent is a ``float0`` zero and no part
 returns its gradient. Second and higher orders differentiate the compositions, whose backward is the transpose of the
@@ -46,7 +48,7 @@ from ._primitive_kit import FusedOp, fused_op
 from ._primitive_utils import rows
 
 
-def _fwd_abstract(ga, h, rev, *, concat_own):
+def _fwd_abstract(ga, h, rev, *, concat_own, checked=False):
     return (h.update(shape=(h.shape[0], 2 * h.shape[1] if concat_own else h.shape[1])),)
 
 
@@ -67,12 +69,12 @@ def _messages(ga, h, rev):
     return jnp.where((rev >= 0)[:, None], rows(sums, ga.src) - back, rows(sums, ga.src))
 
 
-def _fwd_xla(ga, h, rev, *, concat_own):
+def _fwd_xla(ga, h, rev, *, concat_own, checked=False):
     m = _messages(ga, h, rev)
     return (jnp.concatenate([m, h], axis=1) if concat_own else m,)
 
 
-def _jvp_composed(ga, h, rev, out, dh, drev, *, concat_own):
+def _jvp_composed(ga, h, rev, out, dh, drev, *, concat_own, checked=False):
     return _fwd_xla(ga, dh, rev, concat_own=concat_own)  # linear in h
 
 
@@ -80,7 +82,7 @@ def _cotangents(h, rev, out, ct_out, **params):
     return (ct_out,)
 
 
-def _vjp_composed(ga, h, rev, G, *, concat_own, part):
+def _vjp_composed(ga, h, rev, G, *, concat_own, part, checked=False):
     # the transpose of the composition itself (a scatter where rev names an edge): right for any rev,
     # where the kernels' T[dst x] - G[rev x] needs the involution
     return jax.vjp(lambda h: _fwd_xla(ga, h, rev, concat_own=concat_own)[0], h)[1](G)
@@ -90,15 +92,17 @@ def _vjp_composed(ga, h, rev, G, *, concat_own, part):
 # FFI calls
 
 
-def _fwd_ffi(ga, h, rev, *, concat_own):
+def _fwd_ffi(ga, h, rev, *, concat_own, checked=False):
     out = jax.ShapeDtypeStruct(_fwd_abstract(ga, h, rev, concat_own=concat_own)[0].shape, h.dtype)
     call = jax.ffi.ffi_call("jgo_dmpnn_fwd", out)
-    return (call(ga.csc_offsets, ga.csc_eid, ga.csr_offsets, ga.csr_eid, rev, h, concat_own=bool(concat_own)),)
+    return (call(ga.csc_offsets, ga.csc_eid, ga.csr_offsets, ga.csr_eid, rev, h, concat_own=bool(concat_own),
+                 checked=bool(checked)),)
 
 
-def _vjp_ffi(ga, h, rev, G, *, concat_own, part):
+def _vjp_ffi(ga, h, rev, G, *, concat_own, part, checked=False):
     call = jax.ffi.ffi_call("jgo_dmpnn_bwd", jax.ShapeDtypeStruct(h.shape, h.dtype))
-    return (call(ga.csr_offsets, ga.csr_eid, ga.csc_offsets, ga.csc_eid, rev, G, concat_own=bool(concat_own)),)
+    return (call(ga.csr_offsets, ga.csr_eid, ga.csc_offsets, ga.csc_eid, rev, G, concat_own=bool(concat_own),
+                 checked=bool(checked)),)
 
 
 DMPNN = fused_op(FusedOp(
@@ -110,4 +114,4 @@ DMPNN = fused_op(FusedOp(
 
 def dmpnn(ga, h, rev, *, concat_own):
     """``[E, D]`` (or ``[E, 2D]`` with ``concat_own``): the directed bond messages of ``h``."""
-    return DMPNN.bind(ga, h, rev, concat_own=bool(concat_own))[0]
+    return DMPNN.bind(ga, h, rev, concat_own=bool(concat_own), checked=ga.checked)[0]

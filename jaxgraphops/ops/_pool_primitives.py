@@ -7,14 +7,15 @@ outside ``[0, n_graphs)`` belongs to no graph. One pass over ``x``:
 - CPU: the ``jgo_pool_sorted`` kernel (ffi/cpu/message_passing.cc): each graph's rows are consecutive and
   are summed in vector registers, graphs split by work over XLA's thread pool; it rejects ids that
   decrease (a wrong ``ids_are_sorted=True``) with an error instead of a wrong sum;
-- CUDA, and the emulated CUDA handlers: the fused neighbourhood reduce (the ``spmm`` primitive) over
-  :func:`membership_graph`;
+- CUDA, and the emulated CUDA handlers: the same target (ffi/cuda/message_passing.cu): each graph's
+  rows from a binary search of the ids, summed by the chunked row-walk engine with row ``k`` read at
+  position ``k`` (no membership graph, no index array); ids that decrease give wrong sums there;
 - elsewhere: XLA's sorted segment sum.
 
 Linear in ``x``: its JVP is itself and its transpose is ``pool_sorted_bwd_p(ct [n_graphs, ...], ids [N])
 -> [N, ...]``, each graph's cotangent row copied to its nodes (divided by the graph's size for the mean, 0
-for an id outside ``[0, n_graphs)``): on the CPU the ``jgo_pool_sorted_bwd`` kernel (one read of the ids,
-one write of each row), on CUDA ``spmm`` over the reversed membership graph, elsewhere XLA's gather. The
+for an id outside ``[0, n_graphs)``): the ``jgo_pool_sorted_bwd`` kernel on the CPU and on CUDA (one read of
+the ids, one write of each row), elsewhere XLA's gather. The
 two primitives are each other's transposes, so derivatives of every order compose. A batch (vmap) of
 ``x`` or ``ct`` folds into the feature axis (one call); a batch of ids runs element by element.
 """
@@ -28,8 +29,7 @@ import jax.numpy as jnp
 from jax.interpreters import ad, batching, xla
 
 from ..graph import Graph
-from ._primitive_utils import KernelPrimitive, graph_arrays, register_lowerings
-from ._primitives import spmm
+from ._primitive_utils import KernelPrimitive, register_lowerings
 
 pool_sorted_p = KernelPrimitive("jgo_pool_sorted")
 pool_sorted_p.def_impl(partial(xla.apply_primitive, pool_sorted_p))
@@ -85,16 +85,7 @@ def _pool_ffi(x, ids, *, n_graphs, mean):
     return call(x, ids, mean=bool(mean))
 
 
-def _copy_reduce(g: Graph, x, reduce: str):
-    """The neighbourhood reduce of the source rows ``x`` at each destination of ``g`` (the ``spmm`` primitive)."""
-    return spmm(graph_arrays(g), x, None, op="copy_lhs", reduce=reduce, out_shape=x.shape[1:])[0]
-
-
-def _pool_membership(x, ids, *, n_graphs, mean):
-    return graph_rows(_copy_reduce(membership_graph(ids, n_graphs, True), x, "mean" if mean else "sum"))
-
-
-register_lowerings(pool_sorted_p, _pool_xla, _pool_ffi, multiple_results=False, cuda_ffi=_pool_membership)
+register_lowerings(pool_sorted_p, _pool_xla, _pool_ffi, multiple_results=False)
 
 
 def pool_sorted(x, ids, n_graphs: int, *, mean: bool):
@@ -153,15 +144,7 @@ def _bwd_ffi(ct, ids):
     return jax.ffi.ffi_call("jgo_pool_sorted_bwd", jax.ShapeDtypeStruct(ids.shape + ct.shape[1:], ct.dtype))(ct, ids)
 
 
-def _bwd_membership(ct, ids):
-    # the fused reduce over the reversed membership graph, with a zero row before and after ct for its
-    # destinations of the ids below 0 and from n_graphs on
-    zero = jnp.zeros((1,) + ct.shape[1:], ct.dtype)
-    padded = jnp.concatenate([zero, ct, zero])
-    return _copy_reduce(membership_graph(ids, ct.shape[0], True).reverse(), padded, "sum")
-
-
-register_lowerings(pool_sorted_bwd_p, _bwd_xla, _bwd_ffi, multiple_results=False, cuda_ffi=_bwd_membership)
+register_lowerings(pool_sorted_bwd_p, _bwd_xla, _bwd_ffi, multiple_results=False)
 
 
 def _bwd_transpose(g, ct, ids):

@@ -21,7 +21,7 @@ from .._varying import to_common_varying
 N_GRAPH = 8
 
 
-class GraphArrays(NamedTuple):
+class _Arrays(NamedTuple):
     """The eight index arrays of a :class:`~jaxgraphops.Graph`, the first operands of every primitive."""
 
     src: object
@@ -92,6 +92,21 @@ def unread_rows_filled(x, read, fill=0):
     return jnp.where(read.reshape((-1,) + (1,) * (x.ndim - 1)), x, jnp.asarray(fill, x.dtype))
 
 
+class GraphArrays(_Arrays):
+    """The eight index arrays of a :class:`~jaxgraphops.Graph` (a tuple: ``*ga`` is the first operands of every
+    primitive), and ``checked``: whether the graph's values were checked (a static fact, the primitives' ``checked``
+    parameter: the CUDA kernels then write every output row themselves instead of zero-filling first)."""
+
+    checked = False
+
+    @classmethod
+    def of(cls, arrays, checked=False) -> GraphArrays:
+        """The first eight of ``arrays`` (a primitive's operands) with ``checked``."""
+        ga = cls(*arrays[:N_GRAPH])
+        ga.checked = bool(checked)
+        return ga
+
+
 def rows(x, ids):
     """``x[ids]`` with 0 for an id out of range (a padding edge's, :meth:`GraphArrays.padding_dropped`): the
     compositions read no junk of a padding row, NaN included, so none is multiplied by a zero cotangent into a
@@ -100,8 +115,9 @@ def rows(x, ids):
 
 
 def graph_arrays(g) -> GraphArrays:
-    """The index arrays of a Graph in the order every primitive takes them."""
-    return GraphArrays(g.src, g.dst, g.csc_offsets, g.csc_src, g.csc_eid, g.csr_offsets, g.csr_dst, g.csr_eid)
+    """The index arrays of a Graph in the order every primitive takes them, and whether they were checked."""
+    return GraphArrays.of((g.src, g.dst, g.csc_offsets, g.csc_src, g.csc_eid, g.csr_offsets, g.csr_dst, g.csr_eid),
+                          checked=getattr(g, "_checked", False) is True)
 
 
 class KernelPrimitive(Primitive):

@@ -76,7 +76,7 @@ def rows_of(target: str, ga) -> int:
 # varying manual axes of ``shard_map`` carries over.
 
 
-def _spmm_abstract(*args, op, reduce, reverse, masked, out_shape):
+def _spmm_abstract(*args, op, reduce, reverse, masked, out_shape, checked=False):
     ga, (node, edge) = GraphArrays(*args[:N_GRAPH]), args[N_GRAPH:N_GRAPH + 2]
     rows = ga.n_src if reverse else ga.n_dst
     base = node if uses_lhs(op) else edge
@@ -85,13 +85,13 @@ def _spmm_abstract(*args, op, reduce, reverse, masked, out_shape):
     return out, base.update(shape=arg_shape, dtype=ga.src.dtype, weak_type=False)
 
 
-def _sddmm_abstract(*args, op, lhs_target, rhs_target, dot, masked, out_shape):
+def _sddmm_abstract(*args, op, lhs_target, rhs_target, dot, masked, out_shape, checked=False):
     ga, (lhs, rhs) = GraphArrays(*args[:N_GRAPH]), args[N_GRAPH:N_GRAPH + 2]
     shape = (ga.n_edges,) + (out_shape[:-1] if dot else out_shape)
     return (lhs if uses_lhs(op) else rhs).update(shape=shape, weak_type=False)
 
 
-def _softmax_abstract(*args):
+def _softmax_abstract(*args, checked=False):
     return args[N_GRAPH].update(weak_type=False)
 
 
@@ -108,7 +108,7 @@ def _feature_shape(x, used: bool, rank: int) -> tuple:
     return tuple(x.shape[1:]) if used else (1,) * rank
 
 
-def _spmm_ffi(*args, op, reduce, reverse, masked, out_shape):
+def _spmm_ffi(*args, op, reduce, reverse, masked, out_shape, checked=False):
     ga, (node, edge, mask_arg) = GraphArrays(*args[:N_GRAPH]), args[N_GRAPH:]
     offsets, nbr, eid = ga.csr if reverse else ga.csc
     k = len(out_shape)
@@ -121,10 +121,10 @@ def _spmm_ffi(*args, op, reduce, reverse, masked, out_shape):
     mask = 0 if not masked else (2 if reverse else 1)
     return call(offsets, nbr, eid, node, edge, mask_arg, op=np.int64(_OP_CODE[op]),
                 reduce=np.int64(_REDUCE_CODE[reduce]), mask=np.int64(mask), dims=np.array(dims, np.int64),
-                node_strides=np.array(ns, np.int64), edge_strides=np.array(es, np.int64))
+                node_strides=np.array(ns, np.int64), edge_strides=np.array(es, np.int64), checked=bool(checked))
 
 
-def _sddmm_ffi(*args, op, lhs_target, rhs_target, dot, masked, out_shape):
+def _sddmm_ffi(*args, op, lhs_target, rhs_target, dot, masked, out_shape, checked=False):
     ga, (lhs, rhs, mask_arg) = GraphArrays(*args[:N_GRAPH]), args[N_GRAPH:]
     k = len(out_shape)
     dims, (ls, rs) = strided_view(
@@ -140,14 +140,15 @@ def _sddmm_ffi(*args, op, lhs_target, rhs_target, dot, masked, out_shape):
     return call(offsets, nbr, eid, lhs, rhs, mask_arg, op=np.int64(_OP_CODE[op]),
                 lhs_target=np.int64(_WALK_TARGET_CODE[walk[lhs_target]]),
                 rhs_target=np.int64(_WALK_TARGET_CODE[walk[rhs_target]]), dot=bool(dot), mask=np.int64(mask),
-                dims=np.array(dims, np.int64), lhs_strides=np.array(ls, np.int64), rhs_strides=np.array(rs, np.int64))
+                dims=np.array(dims, np.int64), lhs_strides=np.array(ls, np.int64), rhs_strides=np.array(rs, np.int64),
+                checked=bool(checked))
 
 
-def _softmax_ffi(*args):
+def _softmax_ffi(*args, checked=False):
     ga, logits = GraphArrays(*args[:N_GRAPH]), args[N_GRAPH]
     call = jax.ffi.ffi_call("jgo_edge_softmax", jax.ShapeDtypeStruct(logits.shape, logits.dtype))
     flat = logits.reshape(logits.shape[0], int(np.prod(logits.shape[1:])))
-    return call(ga.csc_offsets, ga.csc_eid, flat).reshape(logits.shape)
+    return call(ga.csc_offsets, ga.csc_eid, flat, checked=bool(checked)).reshape(logits.shape)
 
 
 # ---------------------------------------------------------------------------------------
@@ -176,7 +177,7 @@ def _edge_messages(ga, lhs, rhs, op, lhs_target, rhs_target, out_shape):
     return _combine(op, a, b)
 
 
-def spmm_xla(*args, op, reduce, reverse, masked, out_shape):
+def spmm_xla(*args, op, reduce, reverse, masked, out_shape, checked=False):
     ga, (node, edge, mask_arg) = GraphArrays(*args[:N_GRAPH]).padding_dropped(), args[N_GRAPH:]
     nbr_target, row_ids = ("dst", ga.src) if reverse else ("src", ga.dst)
     rows = ga.n_src if reverse else ga.n_dst
@@ -203,7 +204,7 @@ def spmm_xla(*args, op, reduce, reverse, masked, out_shape):
     return out.astype(msg.dtype), jnp.where(empty, -1, arg).astype(ga.src.dtype)
 
 
-def sddmm_xla(*args, op, lhs_target, rhs_target, dot, masked, out_shape):
+def sddmm_xla(*args, op, lhs_target, rhs_target, dot, masked, out_shape, checked=False):
     ga, (lhs, rhs, mask_arg) = GraphArrays(*args[:N_GRAPH]).padding_dropped(), args[N_GRAPH:]
     msg = _edge_messages(ga, lhs, rhs, op, lhs_target, rhs_target, out_shape)
     if masked:
@@ -211,7 +212,7 @@ def sddmm_xla(*args, op, lhs_target, rhs_target, dot, masked, out_shape):
     return ga.at_real_edges(msg.sum(-1) if dot else msg)
 
 
-def softmax_xla(*args):
+def softmax_xla(*args, checked=False):
     ga, logits = GraphArrays(*args[:N_GRAPH]).padding_dropped(), args[N_GRAPH]
     dst, n = ga.dst, ga.n_dst
     m = jax.ops.segment_max(logits, dst, num_segments=n)
@@ -258,7 +259,7 @@ def spmm(ga, node, edge, *, op, out_shape, reduce="sum", reverse=False, mask_arg
     dtype = (node if node is not None else edge).dtype
     return spmm_p.bind(*ga, _filled(node, dtype), _filled(edge, dtype), _filled(mask_arg, ga.src.dtype),
                        op=op, reduce=reduce, reverse=bool(reverse), masked=mask_arg is not None,
-                       out_shape=tuple(out_shape))
+                       out_shape=tuple(out_shape), checked=ga.checked)
 
 
 def sddmm(ga, lhs, rhs, *, op, lhs_target, rhs_target, out_shape, dot=False, mask_arg=None):
@@ -267,12 +268,12 @@ def sddmm(ga, lhs, rhs, *, op, lhs_target, rhs_target, out_shape, dot=False, mas
     dtype = (lhs if lhs is not None else rhs).dtype
     return sddmm_p.bind(*ga, _filled(lhs, dtype), _filled(rhs, dtype), _filled(mask_arg, ga.src.dtype),
                         op=op, lhs_target=lhs_target, rhs_target=rhs_target, dot=bool(dot),
-                        masked=mask_arg is not None, out_shape=tuple(out_shape))
+                        masked=mask_arg is not None, out_shape=tuple(out_shape), checked=ga.checked)
 
 
 def softmax(ga, logits):
     """Softmax of ``logits [E, ...]`` over the in-edges of each destination."""
-    return softmax_p.bind(*ga, logits)
+    return softmax_p.bind(*ga, logits, checked=ga.checked)
 
 
 # ---------------------------------------------------------------------------------------
@@ -322,9 +323,9 @@ def _inv_degree(ga, reverse, rank, dtype):
 # spmm
 
 
-def _spmm_jvp(primals, tangents, *, op, reduce, reverse, masked, out_shape):
-    ga, (node, edge, mask_arg) = GraphArrays(*primals[:N_GRAPH]), primals[N_GRAPH:]
-    params = dict(op=op, reduce=reduce, reverse=reverse, masked=masked, out_shape=out_shape)
+def _spmm_jvp(primals, tangents, *, op, reduce, reverse, masked, out_shape, checked=False):
+    ga, (node, edge, mask_arg) = GraphArrays.of(primals, checked), primals[N_GRAPH:]
+    params = dict(op=op, reduce=reduce, reverse=reverse, masked=masked, out_shape=out_shape, checked=checked)
     out, arg = spmm_p.bind(*primals, **params)
     if has_arg(reduce):  # the derivative of a max/min flows through the winning edge
         t_reduce, t_mask = "sum", arg
@@ -371,8 +372,8 @@ def _node_contract(ga, ct_r, reverse, edge, mask_arg, out_shape, target_shape):
     return sum_to_shape(full, target_shape)
 
 
-def _spmm_transpose(cts, *args, op, reduce, reverse, masked, out_shape):
-    ga, (node, edge, mask_arg) = GraphArrays(*args[:N_GRAPH]), args[N_GRAPH:]
+def _spmm_transpose(cts, *args, op, reduce, reverse, masked, out_shape, checked=False):
+    ga, (node, edge, mask_arg) = GraphArrays.of(args, checked), args[N_GRAPH:]
     if reduce not in ("sum", "mean"):
         raise NotImplementedError(f"spmm with reduce={reduce!r} is not linear")
     ct = cts[0]
@@ -408,9 +409,10 @@ def _edge_wise(ga, a, a_target, b, b_target, mask_arg, out_shape, target_shape):
 # sddmm
 
 
-def _sddmm_jvp(primals, tangents, *, op, lhs_target, rhs_target, dot, masked, out_shape):
-    ga, (lhs, rhs, mask_arg) = GraphArrays(*primals[:N_GRAPH]), primals[N_GRAPH:]
-    params = dict(op=op, lhs_target=lhs_target, rhs_target=rhs_target, dot=dot, masked=masked, out_shape=out_shape)
+def _sddmm_jvp(primals, tangents, *, op, lhs_target, rhs_target, dot, masked, out_shape, checked=False):
+    ga, (lhs, rhs, mask_arg) = GraphArrays.of(primals, checked), primals[N_GRAPH:]
+    params = dict(op=op, lhs_target=lhs_target, rhs_target=rhs_target, dot=dot, masked=masked, out_shape=out_shape,
+                  checked=checked)
     out = sddmm_p.bind(*primals, **params)
 
     def form(a, b, o):
@@ -421,8 +423,8 @@ def _sddmm_jvp(primals, tangents, *, op, lhs_target, rhs_target, dot, masked, ou
     return out, _sum_terms(terms, out)
 
 
-def _sddmm_transpose(ct, *args, op, lhs_target, rhs_target, dot, masked, out_shape):
-    ga, (lhs, rhs, mask_arg) = GraphArrays(*args[:N_GRAPH]), args[N_GRAPH:]
+def _sddmm_transpose(ct, *args, op, lhs_target, rhs_target, dot, masked, out_shape, checked=False):
+    ga, (lhs, rhs, mask_arg) = GraphArrays.of(args, checked), args[N_GRAPH:]
     result = [None] * len(args)
     operands = ((8, lhs, lhs_target, rhs, rhs_target, uses_lhs(op)), (9, rhs, rhs_target, lhs, lhs_target, uses_rhs(op)))
     for i, x, target, other, other_target, used in operands:
@@ -443,9 +445,9 @@ def _sddmm_transpose(ct, *args, op, lhs_target, rhs_target, dot, masked, out_sha
 # edge softmax
 
 
-def _softmax_jvp(primals, tangents):
-    ga, logits = GraphArrays(*primals[:N_GRAPH]), primals[N_GRAPH]
-    y = softmax_p.bind(*primals)
+def _softmax_jvp(primals, tangents, *, checked=False):
+    ga, logits = GraphArrays.of(primals, checked), primals[N_GRAPH]
+    y = softmax_p.bind(*primals, checked=checked)
     dx = _value(tangents[N_GRAPH])
     if dx is None:
         return y, zero_tangent(y)
@@ -498,11 +500,11 @@ def _sddmm_batch(args, dims, **params):
     return _batch_binary(sddmm_p, args, dims, params, 1)
 
 
-def _softmax_batch(args, dims):
+def _softmax_batch(args, dims, *, checked=False):
     if any(d is not None for d in dims[:N_GRAPH]):
-        return map_over_graphs(softmax_p, args, dims, {})
+        return map_over_graphs(softmax_p, args, dims, {"checked": checked})
     logits = jnp.moveaxis(args[N_GRAPH], dims[N_GRAPH], 1)
-    return softmax(args[:N_GRAPH], logits), 1
+    return softmax(GraphArrays.of(args, checked), logits), 1
 
 
 ad.primitive_jvps[spmm_p] = _spmm_jvp

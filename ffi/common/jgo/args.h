@@ -3,6 +3,12 @@
 // Shapes and attributes are checked here, identically on both platforms; index *values*
 // are checked by the CPU kernels (the CUDA kernels skip out-of-range indices instead, so
 // they never read or write out of bounds).
+//
+// The `checked` attribute of the graph-walking targets says the graph's index values were checked when it
+// was built (jaxgraphops.Graph carries the fact through jit): every id in range, the groupings permutations
+// of the edges, the padding edges (positions offsets[n_rows]..E) numbered as their positions. The CUDA
+// kernels then write every output row themselves instead of zero-filling the output first; they never read
+// or write out of bounds either way. The CPU kernels check every index anyway.
 #pragma once
 
 #include <algorithm>
@@ -277,7 +283,8 @@ auto BindSpmm() {
       .template Attr<int64_t>("mask")
       .template Attr<ffi::Span<const int64_t>>("dims")
       .template Attr<ffi::Span<const int64_t>>("node_strides")
-      .template Attr<ffi::Span<const int64_t>>("edge_strides");
+      .template Attr<ffi::Span<const int64_t>>("edge_strides")
+      .template Attr<bool>("checked");  // the graph's values were checked (see the top of the file)
 }
 
 // jgo_sddmm: out[e, .] = op(lhs[target_l(k), .], rhs[target_r(k), .]) for every position k of a
@@ -367,7 +374,8 @@ auto BindSddmm() {
       .template Attr<int64_t>("mask")
       .template Attr<ffi::Span<const int64_t>>("dims")
       .template Attr<ffi::Span<const int64_t>>("lhs_strides")
-      .template Attr<ffi::Span<const int64_t>>("rhs_strides");
+      .template Attr<ffi::Span<const int64_t>>("rhs_strides")
+      .template Attr<bool>("checked");
 }
 
 inline ffi::Error CheckSoftmax(const ffi::AnyBuffer& offsets, const ffi::AnyBuffer& eid,
@@ -387,7 +395,8 @@ auto BindEdgeSoftmax() {
       .template Arg<ffi::AnyBuffer>()  // offsets (CSC)
       .template Arg<ffi::AnyBuffer>()  // edge ids
       .template Arg<ffi::AnyBuffer>()  // logits
-      .template Ret<ffi::AnyBuffer>();
+      .template Ret<ffi::AnyBuffer>()
+      .template Attr<bool>("checked");
 }
 
 }  // namespace jgo

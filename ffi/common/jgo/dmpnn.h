@@ -111,7 +111,8 @@ auto BindDmpnn() {
       .template Arg<ffi::AnyBuffer>()  // rev [E]
       .template Arg<ffi::AnyBuffer>()  // h [E, D] (fwd) or G [E, D | 2D] (bwd)
       .template Ret<ffi::AnyBuffer>()  // out [E, D | 2D] (fwd) or grad_h [E, D] (bwd)
-      .template Attr<bool>("concat_own");
+      .template Attr<bool>("concat_own")
+      .template Attr<bool>("checked");  // the graph's values were checked (jgo/args.h)
 }
 
 }  // namespace jgo

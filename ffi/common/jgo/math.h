@@ -68,11 +68,29 @@ struct Message<Op::kAdd> {
   template <typename T>
   JGO_HD static T apply(T a, T b) { return a + b; }
 };
+// a * b rounded on its own, never fused with a following addition (nvcc contracts a * b + c into one
+// fused multiply-add by default): so a CUDA sum of products has the CPU's bits (message_passing.cc is
+// compiled with -ffp-contract=off).
+JGO_HD float MulRn(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+JGO_HD double MulRn(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
 template <>
 struct Message<Op::kMul> {
   static constexpr bool kNode = true, kEdge = true;
   template <typename T>
-  JGO_HD static T apply(T a, T b) { return a * b; }
+  JGO_HD static T apply(T a, T b) { return MulRn(a, b); }
 };
 
 JGO_HD float Exp(float x) { return expf(x); }
@@ -181,6 +199,19 @@ JGO_HD T SoftmaxWeight(T z, T shift, ExpFn exp_fn) {
 template <typename T>
 JGO_HD T SoftmaxInverse(T l) {
   return l != T(0) ? T(1) / l : T(0);
+}
+
+// Merges the online-softmax state (m2, l2) of other logits into (m, l) (the running maximum and the sum of
+// exp(z - m)): the combine of split rows' (max, sum[, accumulator]) triples, which multiplies the two
+// accumulators by scale and scale2. Symmetric in its two states, bit for bit; a state that saw nothing (or
+// only -inf) has m = -inf and l = 0 and changes nothing (never exp(-inf - -inf)).
+template <typename T, typename ExpFn>
+JGO_HD void SoftmaxMerge(T& m, T& l, T m2, T l2, T& scale, T& scale2, ExpFn exp_fn) {
+  const T m_new = m2 > m ? m2 : m;
+  scale = m == m_new ? T(1) : exp_fn(m - m_new);
+  scale2 = m2 == m_new ? T(1) : exp_fn(m2 - m_new);
+  l = l * scale + l2 * scale2;
+  m = m_new;
 }
 
 // The three passes of a softmax of logits[eid[k], h] over positions k in [lo, hi) of a row, in Acc:

@@ -59,6 +59,16 @@ JGO_HD T EfeatSum(const T* edge_row, const T* src_row, const T* dst_row, int64_t
   else return (edge_row[c] + src_row[c]) + dst_row[c];
 }
 
+// The same from the values already read: the present parts' values in output order (edge, src, dst) in
+// v[0..], added left to right.
+template <int kParts, typename T>
+JGO_HD T EfeatSumOf(const T (&v)[3]) {
+  constexpr int kCount = ((kParts & kEfeatEdge) != 0) + ((kParts & kEfeatSrc) != 0) + ((kParts & kEfeatDst) != 0);
+  if constexpr (kCount == 1) return v[0];
+  else if constexpr (kCount == 2) return v[0] + v[1];
+  else return (v[0] + v[1]) + v[2];
+}
+
 // Calls fn(std::integral_constant<int, parts>{}) for the parts present (1 .. 7).
 template <typename Fn>
 decltype(auto) DispatchEfeatParts(int parts, Fn&& fn) {

@@ -93,7 +93,9 @@ void LaunchKernel(const char* name, void (*kernel)(Params...), dim3 grid, dim3 b
 template <typename T>
 T AtomicAdd(T* p, T v) {
   if constexpr (std::is_integral_v<T>) {
-    return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+    // CUDA orders memory around an arrival counter with __threadfence, which ThreadSanitizer does not
+    // model; an acquire-release add gives it the same order (the engine's split rows, chunk_walk.cuh).
+    return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL);
   } else {  // floating point: a compare-and-swap loop on the bits
     using Bits = std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>;
     Bits* q = reinterpret_cast<Bits*>(p);

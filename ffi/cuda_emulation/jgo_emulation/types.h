@@ -1,9 +1,18 @@
-// The CUDA runtime types the emulation shares between its headers: dim3, uint3, cudaError_t,
-// cudaStream_t and the function-attribute and device-attribute enums.
+// The CUDA runtime types the emulation shares between its headers: dim3, uint3, the 8- and 16-byte
+// vector types the kernels move raw bits in (uint2, uint4), cudaError_t, cudaStream_t and the
+// function-attribute and device-attribute enums.
 #pragma once
 
 struct uint3 {
   unsigned int x, y, z;
+};
+
+struct alignas(8) uint2 {
+  unsigned int x, y;
+};
+
+struct alignas(16) uint4 {
+  unsigned int x, y, z, w;
 };
 
 struct dim3 {
@@ -28,6 +37,7 @@ enum cudaDeviceAttr : int {
   cudaDevAttrMaxSharedMemoryPerBlock = 8,
   cudaDevAttrWarpSize = 10,
   cudaDevAttrMultiProcessorCount = 16,
+  cudaDevAttrL2CacheSize = 38,
   cudaDevAttrMaxSharedMemoryPerBlockOptin = 97,
 };
 

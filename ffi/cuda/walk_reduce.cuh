@@ -1,0 +1,339 @@
+// The engine's neighbourhood reduce (chunk_walk.cuh): ReduceKernel and its launcher LaunchReduce, under
+// jgo_spmm (every op, reduction, mask and broadcast), pool's segment sums and update_efeat's row sums.
+//
+// out[r, f] = reduce over the positions k of row r of op(node[nbr[k], f], edge[eid[k], f]), the operands read
+// through their strides (NumPy broadcasting of up to three feature axes), as jgo_spmm defines it (jgo/args.h);
+// a null nbr makes position k read node row k (pool). A walker of G lanes covers a window of chunks and a tile
+// of G * kV features. Each chunk's edges are reduced in position order, so a row of at most 256 edges has the
+// bits of a serial walk (the CPU's: products rounded before they are added, jgo/math.h MulRn); a split row's
+// chunks leave partials that the last of them folds in chunk order (max/min: the first NaN, else the first
+// extreme in position order, as one walk would find). Every output row is written once, by one walker.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "cuda/chunk_walk.cuh"
+#include "cuda/launch.cuh"
+#include "jgo/math.h"
+
+namespace jgo {
+inline namespace JGO_CUDA_PLATFORM {
+
+// How the walk reads an operand's features: kVector, contiguous and 16-byte aligned (kV per lane in one
+// 128-bit load); else through its strides (broadcasting), kV scalar loads per lane at offsets computed
+// once per walker; kStagedEdge: the edge operand is one value per edge (a weight), read by the lane that
+// stages the edge and handed to the others with its indices.
+struct ReduceWalk {
+  int n_rows, n_edges, F, group, tiles, nbr_bound, node_len, edge_len;
+  Dims3 dims;
+  Strides3 node_strides, edge_strides;
+  bool mean, stream;
+  int64_t windows, slot_count, counter_count;
+};
+
+// This lane's features f[v] (valid where ok[v]) of tile `tile`: kV adjacent ones on the vector path, every
+// group-th one on the strided path.
+template <int kV, bool kVector>
+struct LaneFeatures {
+  int f[kV];
+  bool ok[kV];
+
+  __device__ LaneFeatures(int F, int group, int tile, int lane) {
+    const int f0 = tile * group * kV + (kVector ? lane * kV : lane);
+#pragma unroll
+    for (int v = 0; v < kV; ++v) {
+      f[v] = kVector ? f0 + v : f0 + v * group;
+      ok[v] = f[v] < F;
+    }
+  }
+};
+
+// An operand's rows as this lane reads them: on the vector path `base` points at the lane's first feature
+// and a row's kV values are one 128-bit load; on the strided path at the data, with the lane's element
+// offsets in a row (through the strides, computed once per walker). A row's address is one 32 x 32 -> 64-bit
+// multiply-add of the row id and the row's bytes (IMAD.WIDE.U32).
+template <int kV, bool kVector, typename X>
+struct LaneRows {
+  const char* base;
+  uint32_t row_bytes;
+  int off[kV];
+
+  __device__ LaneRows(const X* data, int row_len, const LaneFeatures<kV, kVector>& lf, const Strides3& st,
+                      const Dims3& dims, bool used)
+      : base(reinterpret_cast<const char*>(data + (kVector && lf.ok[0] && used ? lf.f[0] : 0))),
+        row_bytes(static_cast<uint32_t>(row_len) * uint32_t(sizeof(X))) {
+#pragma unroll
+    for (int v = 0; v < kV; ++v)
+      off[v] = kVector || !lf.ok[v] || !used ? 0 : static_cast<int>(st.offset_of_flat(lf.f[v], dims));
+  }
+
+  __device__ __forceinline__ const X* Row(int row) const {
+    return reinterpret_cast<const X*>(base + MulWide(static_cast<uint32_t>(row), row_bytes));
+  }
+
+  // The lane's values of row `row` (the caller predicates the call on the edge counting).
+  __device__ __forceinline__ void Load(int row, const bool (&ok)[kV], X (&out)[kV]) const {
+    const X* r = Row(row);
+    if constexpr (kVector) {
+      const Vec<X, kV> x = LoadVec<X, kV>(r);
+#pragma unroll
+      for (int v = 0; v < kV; ++v) out[v] = x.v[v];
+    } else {
+#pragma unroll
+      for (int v = 0; v < kV; ++v)
+        if (ok[v]) out[v] = __ldg(r + off[v]);
+    }
+  }
+};
+
+// Stores the lane's kV values at row[f[v]] (one 128-bit store on the vector path).
+template <int kV, bool kVector, typename X>
+__device__ __forceinline__ void StoreFeatures(X* __restrict__ row, const LaneFeatures<kV, kVector>& lf,
+                                              const X (&x)[kV], bool stream) {
+  if constexpr (kVector) {
+    Vec<X, kV> out;
+#pragma unroll
+    for (int v = 0; v < kV; ++v) out.v[v] = x[v];
+    if (lf.ok[0]) StoreVec<X, kV>(row + lf.f[0], out, stream);
+  } else {
+#pragma unroll
+    for (int v = 0; v < kV; ++v) {
+      if (!lf.ok[v]) continue;
+      if (stream) {
+        __stcs(row + lf.f[v], x[v]);
+      } else {
+        row[lf.f[v]] = x[v];
+      }
+    }
+  }
+}
+
+// The walker `id` of a launch over windows x tiles: its window and feature tile (32-bit division: a
+// launch has fewer than 2^31 walkers, LaunchReduce checks).
+__device__ __forceinline__ void WindowAndTile(int64_t id, int tiles, int64_t& window, int& tile) {
+  const uint32_t i = static_cast<uint32_t>(id);
+  window = tiles == 1 ? i : i / static_cast<uint32_t>(tiles);
+  tile = tiles == 1 ? 0 : static_cast<int>(i - static_cast<uint32_t>(window) * static_cast<uint32_t>(tiles));
+}
+
+// cost-card: ReduceKernel mlp_floor=8
+template <typename T, typename I, Op op, Reduce R, Mask M, bool kVector, bool kStagedEdge>
+__global__ void __launch_bounds__(kBlock) ReduceKernel(ReduceWalk a, const I* __restrict__ offsets,
+                                                       const I* __restrict__ nbr, const I* __restrict__ eid,
+                                                       const T* __restrict__ node, const T* __restrict__ edge,
+                                                       const I* __restrict__ mask_arg, T* __restrict__ out,
+                                                       I* __restrict__ arg_out, SplitScratch split) {
+  constexpr int kV = 16 / int(sizeof(T));
+  using Msg = Message<op>;
+  using Red = Reducer<T, R>;
+  constexpr bool kEdgeRows = Msg::kEdge && !kStagedEdge;
+  constexpr bool kNbr = Msg::kNode || M == Mask::kByNbr;
+  constexpr bool kEid = Msg::kEdge || Red::kArg || M != Mask::kNone;
+  constexpr bool kEidOut = kEdgeRows || Red::kArg || M != Mask::kNone;  // a staged weight needs its id only to load
+  constexpr int kGathers = int(Msg::kNode) + int(kEdgeRows) + int(M == Mask::kByNbr);
+  constexpr int kGroup = kGathers > 1 ? kInFlight / 2 : kInFlight;
+  const Walker w = ThisWalker(a.group);
+  const Positions<I, T> pos{nbr, eid, edge, a.nbr_bound, a.n_edges, a.edge_len};
+  ForEachWalker(a.windows * a.tiles, a.group, [&](int64_t id) {
+    int64_t window;
+    int tile;
+    WindowAndTile(id, a.tiles, window, tile);
+    const LaneFeatures<kV, kVector> lf(a.F, a.group, tile, w.lane);
+    const LaneRows<kV, kVector, T> nodes(node, a.node_len, lf, a.node_strides, a.dims, Msg::kNode);
+    const LaneRows<kV, kVector, T> edges(edge, a.edge_len, lf, a.edge_strides, a.dims, kEdgeRows);
+    const LaneRows<kV, kVector, I> masks(mask_arg, a.F, lf, Strides3{0, 0, 1}, Dims3{1, 1, a.F}, M == Mask::kByNbr);
+    ForEachChunk(offsets, a.n_rows, a.n_edges, window, w, [&](const Chunk& c) {
+      T acc[kV];
+      int arg[kV];
+      int64_t row_mask[kV];
+#pragma unroll
+      for (int v = 0; v < kV; ++v) {
+        acc[v] = Red::init();
+        arg[v] = -1;
+        if constexpr (M == Mask::kByRow) row_mask[v] = lf.ok[v] ? mask_arg[int64_t(c.row) * a.F + lf.f[v]] : -2;
+      }
+      WalkPositions<kNbr, kEid, kStagedEdge, kGroup, kEidOut>(pos, c.lo, c.hi, w, [&](const Staged<T> (&s)[kGroup],
+                                                                              unsigned bits) {
+        T xs[kGroup][kV], ys[kGroup][kV];
+        I ms[kGroup][kV];
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u) {  // every load of the group before the first is used
+          if (!((bits >> u) & 1u)) continue;
+          if constexpr (Msg::kNode) nodes.Load(s[u].j, lf.ok, xs[u]);
+          if constexpr (kEdgeRows) edges.Load(s[u].e, lf.ok, ys[u]);
+          if constexpr (M == Mask::kByNbr) masks.Load(s[u].j, lf.ok, ms[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u) {
+          if (!((bits >> u) & 1u)) continue;
+#pragma unroll
+          for (int v = 0; v < kV; ++v) {
+            const T b = kStagedEdge ? s[u].s : kEdgeRows ? ys[u][v] : T(0);
+            const T m = Msg::apply(Msg::kNode ? xs[u][v] : T(0), b);
+            if constexpr (M == Mask::kNone) {
+              Red::update(acc[v], arg[v], m, s[u].e);
+            } else {
+              const int64_t winner = M == Mask::kByRow ? row_mask[v] : static_cast<int64_t>(ms[u][v]);
+              if (winner == s[u].e) acc[v] += m;
+            }
+          }
+        }
+      });
+      if (c.split()) {
+        const int64_t slot = PartialSlot(c, a.slot_count);
+        T* values = static_cast<T*>(split.values);
+        int* args = static_cast<int*>(split.args);
+        StoreFeatures<kV, kVector>(values + slot * a.F, lf, acc, false);
+        if constexpr (Red::kArg) StoreFeatures<kV, kVector>(args + slot * a.F, lf, arg, false);
+        if (!ArriveLast(split.counters + SplitCounter(c, a.counter_count), c, w)) return;
+#pragma unroll 1
+        for (int q = 0; q < c.count; ++q) {  // the row's partials, in chunk order
+          const int64_t at = (slot - c.index + q) * a.F;
+#pragma unroll
+          for (int v = 0; v < kV; ++v) {
+            if (!lf.ok[v]) continue;
+            const T part = __ldcg(values + at + lf.f[v]);
+            const int part_arg = Red::kArg ? __ldcg(args + at + lf.f[v]) : 0;
+            if (q == 0) {
+              acc[v] = part;
+              arg[v] = part_arg;
+            } else if (!Red::kArg) {
+              acc[v] += part;
+            } else if (part_arg >= 0) {
+              Red::update(acc[v], arg[v], part, part_arg);
+            }
+          }
+        }
+      }
+      T result[kV];
+      I result_arg[kV];
+      const int count = c.end - c.begin;
+#pragma unroll
+      for (int v = 0; v < kV; ++v) {
+        result[v] = a.mean ? (count > 0 ? acc[v] / static_cast<T>(count) : T(0)) : Red::finalize(acc[v], arg[v], count);
+        result_arg[v] = static_cast<I>(arg[v]);
+      }
+      StoreFeatures<kV, kVector>(out + int64_t(c.row) * a.F, lf, result, a.stream);
+      if constexpr (Red::kArg) StoreFeatures<kV, kVector>(arg_out + int64_t(c.row) * a.F, lf, result_arg, a.stream);
+    });
+  });
+}
+
+template <typename T, typename I>
+using ReduceKernelFn = void (*)(ReduceWalk, const I*, const I*, const I*, const T*, const T*, const I*, T*, I*,
+                              SplitScratch);
+
+// The kernel of a reduce and mask: the vector path where both operands allow it, else the strided one.
+template <typename T, typename I, Op op, Reduce R, Mask M>
+ReduceKernelFn<T, I> PickReducePath(bool vector, bool staged_edge) {
+  if constexpr (Message<op>::kNode && Message<op>::kEdge) {
+    if (vector && staged_edge) return ReduceKernel<T, I, op, R, M, true, true>;
+  }
+  return vector ? ReduceKernel<T, I, op, R, M, true, false> : ReduceKernel<T, I, op, R, M, false, false>;
+}
+
+template <typename T, typename I, Op op>
+ReduceKernelFn<T, I> PickReduceMode(Reduce reduce, Mask mask, bool vector, bool staged_edge) {
+  switch (mask) {
+    case Mask::kByRow: return PickReducePath<T, I, op, Reduce::kSum, Mask::kByRow>(vector, staged_edge);
+    case Mask::kByNbr: return PickReducePath<T, I, op, Reduce::kSum, Mask::kByNbr>(vector, staged_edge);
+    case Mask::kNone: break;
+  }
+  switch (reduce) {
+    case Reduce::kMax: return PickReducePath<T, I, op, Reduce::kMax, Mask::kNone>(vector, staged_edge);
+    case Reduce::kMin: return PickReducePath<T, I, op, Reduce::kMin, Mask::kNone>(vector, staged_edge);
+    case Reduce::kSum:
+    case Reduce::kMean: break;  // a mean is the sum divided at the end
+  }
+  return PickReducePath<T, I, op, Reduce::kSum, Mask::kNone>(vector, staged_edge);
+}
+
+template <typename T, typename I>
+ReduceKernelFn<T, I> PickReduce(Op op, Reduce reduce, Mask mask, bool vector, bool staged_edge) {
+  switch (op) {
+    case Op::kCopyNode: return PickReduceMode<T, I, Op::kCopyNode>(reduce, mask, vector, false);
+    case Op::kCopyEdge: return PickReduceMode<T, I, Op::kCopyEdge>(reduce, mask, vector, false);
+    case Op::kAdd: return PickReduceMode<T, I, Op::kAdd>(reduce, mask, vector, staged_edge);
+    case Op::kMul: break;
+  }
+  return PickReduceMode<T, I, Op::kMul>(reduce, mask, vector, staged_edge);
+}
+
+
+// Whether strides read a row's F features contiguously from its first element (no broadcasting).
+inline bool Contiguous(const Strides3& s, const Dims3& d) {
+  return (d.d2 == 1 || s.s2 == 1) && (d.d1 == 1 || s.s1 == d.d2) && (d.d0 == 1 || s.s0 == d.d1 * d.d2);
+}
+inline bool Aligned(const void* data) { return reinterpret_cast<uintptr_t>(data) % 16 == 0; }
+
+// One neighbourhood reduce (see the top of the file): the grouping (nbr null: position k reads node row k),
+// the operands with their row lengths and strides over dims, an optional mask (jgo/math.h), the outputs.
+template <typename T, typename I>
+struct ReduceProblem {
+  const I* offsets = nullptr;
+  const I* nbr = nullptr;
+  const I* eid = nullptr;
+  const T* node = nullptr;
+  const T* edge = nullptr;
+  const I* mask_arg = nullptr;
+  T* out = nullptr;
+  I* arg_out = nullptr;  // max/min: the winning edge ids
+  Op op = Op::kCopyNode;
+  Reduce reduce = Reduce::kSum;
+  Mask mask = Mask::kNone;
+  Dims3 dims{1, 1, 0};
+  Strides3 node_strides{0, 0, 0}, edge_strides{0, 0, 0};
+  int64_t n_rows = 0, n_edges = 0, nbr_bound = 0, node_rows = 0, node_len = 0, edge_len = 0;
+};
+
+// The strides of a row of F contiguous features viewed as dims [1, 1, F].
+JGO_HD Strides3 FlatStrides() { return Strides3{0, 0, 1}; }
+
+// Launches ReduceKernel over the problem's windows and feature tiles, with the scratch of its split rows.
+template <typename T, typename I>
+ffi::Error LaunchReduce(const char* name, cudaStream_t stream, CudaScratch& scratch, const ReduceProblem<T, I>& p) {
+  constexpr int kV = 16 / int(sizeof(T));
+  const int64_t F = p.dims.size();
+  if (F == 0 || p.n_rows == 0) return ffi::Error::Success();
+  if (auto err = EngineSizes(name, {p.n_rows, p.n_edges, F, p.node_len, p.edge_len, p.node_rows}); err.failure())
+    return err;
+  const bool uses_node = p.op != Op::kCopyEdge, uses_edge = p.op != Op::kCopyNode;
+  const bool staged_edge = uses_edge && uses_node && p.edge_strides.s0 == 0 && p.edge_strides.s1 == 0 &&
+                           p.edge_strides.s2 == 0;
+  auto rows_fit = [&](const Strides3& s, int64_t len, const void* data) {
+    return Contiguous(s, p.dims) && len % kV == 0 && Aligned(data);
+  };
+  const bool vector = F % kV == 0 && (!uses_node || rows_fit(p.node_strides, p.node_len, p.node)) &&
+                      (!uses_edge || staged_edge || rows_fit(p.edge_strides, p.edge_len, p.edge)) && Aligned(p.out) &&
+                      (p.mask == Mask::kNone || Aligned(p.mask_arg));
+  ReduceWalk w;
+  w.n_rows = static_cast<int>(p.n_rows);
+  w.n_edges = static_cast<int>(p.n_edges);
+  w.F = static_cast<int>(F);
+  w.group = WalkerLanes(F, kV);
+  w.tiles = static_cast<int>((F + int64_t(w.group) * kV - 1) / (int64_t(w.group) * kV));
+  w.nbr_bound = static_cast<int>(std::min<int64_t>(p.nbr_bound, kMaxIndex));
+  w.node_len = static_cast<int>(p.node_len);
+  w.edge_len = static_cast<int>(p.edge_len);
+  w.dims = p.dims;
+  w.node_strides = p.node_strides;
+  w.edge_strides = p.edge_strides;
+  w.mean = p.reduce == Reduce::kMean;
+  w.stream = StreamStores(p.n_rows * F * int64_t(sizeof(T)));
+  w.windows = Windows(p.n_rows, p.n_edges);
+  if (auto err = EngineSizes(name, {w.windows * w.tiles}); err.failure()) return err;
+  const bool want_arg = p.reduce == Reduce::kMax || p.reduce == Reduce::kMin;
+  auto split = SplitScratchFor(name, scratch, stream, p.n_edges, F, sizeof(T), want_arg);
+  if (split.has_error()) return split.error();
+  w.slot_count = SplitScratch::SlotCount(p.n_edges);
+  w.counter_count = SplitScratch::CounterCount(p.n_edges);
+  return LaunchBlocks(name, PickReduce<T, I>(p.op, p.reduce, p.mask, vector, staged_edge),
+                      WalkerBlocks(w.windows * w.tiles, w.group), 0, stream, w, p.offsets, p.nbr, p.eid, p.node, p.edge,
+                      p.mask_arg, p.out, want_arg ? p.arg_out : nullptr, *split);
+}
+
+}  // namespace JGO_CUDA_PLATFORM
+}  // namespace jgo

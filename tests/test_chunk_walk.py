@@ -1,0 +1,220 @@
+"""The chunked row-walk engine at its boundaries (ffi/cuda/chunk_walk.cuh): rows of 1, 255, 256, 257, 512, 513
+and 13,000 edges, so that chunks of 256 edges end inside rows, at their ends and one edge before or after.
+
+Against NumPy oracles written from the definitions: a row of at most 256 edges is summed in position order
+(the CSC order), so its result has the bits of a serial walk, the CPU kernel's and the CUDA kernel's alike; a
+longer row is split into chunks whose partial sums are added in chunk order (within rounding of the float64
+sum); max/min pick the first NaN, else the first extreme, in position order whatever the chunks; a split
+row's softmax sees every chunk's logits. On the emulated CUDA platform the results do not depend on the order
+the emulator runs the blocks in (``JGO_EMU_SHUFFLE``), bit for bit.
+"""
+
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxgraphops as jgo
+
+BOUNDARY_ROWS = (1, 255, 256, 257, 512, 513)
+CHUNK = 256
+
+
+def rows_graph(rng, degrees, n_src=50, short=30):
+    """``(g, rows)``: a destination row of each in-degree of ``degrees`` (``rows`` their ids), each after a run
+    of short rows (0-3 edges) so that the rows sit at varied chunk coordinates; random sources, edges
+    shuffled in input order."""
+    degs, rows = [], []
+    for d in degrees:
+        degs.extend(rng.integers(0, 4, size=rng.integers(1, short)).tolist())
+        rows.append(len(degs))
+        degs.append(d)
+    dst = np.repeat(np.arange(len(degs)), degs)
+    src = rng.integers(0, n_src, dst.size)
+    perm = rng.permutation(dst.size)
+    return jgo.Graph.from_edges(src[perm], dst[perm], n_src, len(degs)), rows
+
+
+def csc_messages(g, u, w=None):
+    """Per destination, its messages in CSC (position) order: ``u[src]`` (times ``w[e]``, rounded), float32."""
+    off, src, eid = (np.asarray(a) for a in (g.csc_offsets, g.csc_src, g.csc_eid))
+    msg = u[src] if w is None else u[src] * w[eid][:, None]
+    return [msg[off[r]:off[r + 1]] for r in range(g.n_dst)]
+
+
+def serial_sum(parts):
+    """Each row's sum in position order, as one walk adds it (np.cumsum adds left to right)."""
+    return np.stack([np.cumsum(p, axis=0)[-1] if len(p) else np.zeros(p.shape[1], p.dtype) for p in parts])
+
+
+@pytest.mark.parametrize("op", ["copy_u", "u_mul_e"])
+def test_rows_up_to_a_chunk_have_the_bits_of_a_serial_walk(rng, op):
+    g, rows = rows_graph(rng, (1, 255, 256, 3, 200))
+    u = rng.normal(size=(g.n_src, 8)).astype(np.float32)
+    w = rng.normal(size=g.n_edges).astype(np.float32) if op == "u_mul_e" else None
+    out = np.asarray(jgo.gspmm(g, u, w, op=op, reduce="sum"))
+    np.testing.assert_array_equal(out, serial_sum(csc_messages(g, u, w)))  # every row has at most 256 edges
+
+
+@pytest.mark.parametrize("width", [4, 8])  # F = 4: one lane per walker (positions staged by each lane)
+def test_split_rows_are_within_rounding_and_short_rows_exact(rng, width):
+    g, rows = rows_graph(rng, BOUNDARY_ROWS)
+    u = rng.normal(size=(g.n_src, width)).astype(np.float32)
+    out = np.asarray(jgo.gspmm(g, u, op="copy_u", reduce="sum"))
+    parts = csc_messages(g, u)
+    exact = serial_sum(parts)
+    ref = np.stack([p.astype(np.float64).sum(0) if len(p) else np.zeros(width) for p in parts])
+    short = np.diff(np.asarray(g.csc_offsets)) <= CHUNK
+    np.testing.assert_array_equal(out[short], exact[short])
+    np.testing.assert_allclose(out, ref, rtol=2e-5, atol=2e-5)
+    mean = np.asarray(jgo.gspmm(g, u, op="copy_u", reduce="mean"))
+    deg = np.maximum(np.diff(np.asarray(g.csc_offsets)), 1)[:, None]
+    np.testing.assert_allclose(mean, ref / deg, rtol=2e-5, atol=2e-6)
+
+
+def test_a_13000_edge_row(rng):
+    """The peer report's hub (13,012 in-edges): 51 chunks folded in order, beside short rows."""
+    g, rows = rows_graph(rng, (13_000, 2, 300), n_src=400)
+    u = rng.normal(size=(g.n_src, 4)).astype(np.float32)
+    w = rng.normal(size=g.n_edges).astype(np.float32)
+    parts = csc_messages(g, u, w)
+    ref = np.stack([p.astype(np.float64).sum(0) if len(p) else np.zeros(4) for p in parts])
+    out = np.asarray(jgo.gspmm(g, u, w, op="u_mul_e", reduce="sum"))
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+    best = np.asarray(jgo.gspmm(g, u, w, op="u_mul_e", reduce="max"))
+    np.testing.assert_array_equal(best[rows[0]], parts[rows[0]].max(0))
+
+
+def first_extreme(values, eids, reduce):
+    """(value, edge id) of the first NaN, else the first max/min, in position order; (0, -1) for no edges."""
+    if len(values) == 0:
+        return 0.0, -1
+    nan = np.flatnonzero(np.isnan(values))
+    k = nan[0] if nan.size else (np.argmax(values) if reduce == "max" else np.argmin(values))
+    return values[k], eids[k]
+
+
+@pytest.mark.parametrize("reduce", ["max", "min"])
+def test_ties_and_nan_across_chunk_boundaries(rng, reduce):
+    """Per row of 257, 512 and 513 edges (split at 256): a tie of the extreme on both sides of a boundary (the
+    earlier position wins), or a NaN after the extreme in a later chunk (the NaN wins), or two NaNs in two chunks
+    (the first wins). The winning edge id is the one max/min's gradient flows to."""
+    g, rows = rows_graph(rng, (257, 512, 513, 257, 513))
+    off, eid = np.asarray(g.csc_offsets), np.asarray(g.csc_eid)
+    x = rng.uniform(-1, 1, size=g.n_edges).astype(np.float32)
+    extreme = np.float32(5.0 if reduce == "max" else -5.0)
+    plans = [("tie", 200, 256), ("tie", 255, 511), ("nan", 10, 300), ("nan", 256, 0), ("nan2", 100, 400)]
+    for r, (kind, a, b) in zip(rows, plans):
+        ka, kb = off[r] + a, off[r] + b
+        if kind == "tie":
+            x[eid[ka]] = x[eid[kb]] = extreme
+        elif kind == "nan":
+            x[eid[kb]] = extreme
+            x[eid[ka]] = np.nan
+        else:
+            x[eid[ka]] = x[eid[kb]] = np.nan
+    e = x[:, None]
+    out = np.asarray(jgo.gspmm(g, e=e, op="copy_e", reduce=reduce))[:, 0]
+    for r in range(g.n_dst):
+        k = np.arange(off[r], off[r + 1])
+        value, _ = first_extreme(x[eid[k]], eid[k], reduce)
+        np.testing.assert_array_equal(out[r], value)
+    # the winning edge: the gradient of the row's result flows to it alone
+    grad = np.asarray(jax_grad_of_rows(g, e, reduce, rows))
+    for r in rows:
+        k = np.arange(off[r], off[r + 1])
+        _, winner = first_extreme(x[eid[k]], eid[k], reduce)
+        assert np.flatnonzero(grad)[np.isin(np.flatnonzero(grad), eid[k])].tolist() == [winner]
+
+
+def jax_grad_of_rows(g, e, reduce, rows):
+    pick = jnp.zeros(g.n_dst).at[jnp.asarray(rows)].set(1.0)
+    return jax.grad(lambda e: jnp.sum(jgo.gspmm(g, e=e, op="copy_e", reduce=reduce)[:, 0] * pick))(e)[:, 0]
+
+
+def test_softmax_of_split_rows_with_infinities(rng):
+    """edge_softmax over rows of 513 edges: one of only -inf logits (all weights 0), one with a +inf in its
+    third chunk (the whole row NaN, as NumPy), one with -inf logits in every chunk and finite ones in the
+    second only, one ordinary; rows of 1 and 255 beside them."""
+    g, rows = rows_graph(rng, (513, 513, 513, 513, 1, 255))
+    off, eid = np.asarray(g.csc_offsets), np.asarray(g.csc_eid)
+    z = rng.normal(size=(g.n_edges, 2)).astype(np.float32) * 3
+    r_inf_only, r_plus, r_mixed, _ = rows[:4]
+    z[eid[off[r_inf_only]:off[r_inf_only + 1]], 0] = -np.inf
+    z[eid[off[r_plus] + 300], 1] = np.inf
+    mixed = eid[off[r_mixed]:off[r_mixed + 1]]
+    z[mixed[:256], 0] = -np.inf
+    z[mixed[512:], 0] = -np.inf
+    out = np.asarray(jgo.edge_softmax(g, z))
+    for r in range(g.n_dst):
+        ids = eid[off[r]:off[r + 1]]
+        for h in range(2):
+            zz = z[ids, h].astype(np.float64)
+            m = zz.max() if len(zz) else 0
+            m = 0 if m == -np.inf else m
+            with np.errstate(invalid="ignore"):  # inf - inf: the +inf row is NaN throughout
+                ez = np.exp(zz - m)
+            want = ez / ez.sum() if ez.sum() != 0 else np.zeros_like(ez)
+            np.testing.assert_allclose(out[ids, h], want, rtol=2e-5, atol=1e-7)
+    assert np.all(out[eid[off[r_inf_only]:off[r_inf_only + 1]], 0] == 0)
+    assert np.all(np.isnan(out[eid[off[r_plus]:off[r_plus + 1]], 1]))
+
+
+def test_sddmm_writes_every_edge_of_split_rows(rng):
+    g, rows = rows_graph(rng, BOUNDARY_ROWS)
+    x = rng.normal(size=(g.n_src, 8)).astype(np.float32)
+    y = rng.normal(size=(g.n_dst, 8)).astype(np.float32)
+    src, dst = np.asarray(g.src), np.asarray(g.dst)
+    np.testing.assert_allclose(jgo.gsddmm(g, x, y, op="dot"), np.sum(x[src] * y[dst], 1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(jgo.gsddmm(g, x, y, op="mul"), x[src] * y[dst])
+
+
+@pytest.mark.skipif(jgo.kernel_platform() != "cuda-emulation",
+                    reason="the block order is the emulated CUDA platform's (JGO_KERNELS=cuda-emulation)")
+def test_results_do_not_depend_on_the_block_order(rng, monkeypatch):
+    g, _ = rows_graph(rng, (13_000, 1, 255, 256, 257, 512, 513), n_src=200)
+    u = rng.normal(size=(g.n_src, 8)).astype(np.float32)
+    v = rng.normal(size=(g.n_dst, 8)).astype(np.float32)
+    w = rng.normal(size=g.n_edges).astype(np.float32)
+    z = rng.normal(size=(g.n_edges, 2)).astype(np.float32)
+
+    def run():
+        return [np.asarray(a) for a in (jgo.gspmm(g, u, w, op="u_mul_e", reduce="sum"),
+                                        jgo.gspmm(g, u, op="copy_u", reduce="max"),
+                                        jgo.gspmm(g, u, op="copy_u", reduce="mean"),
+                                        jgo.edge_softmax(g, z), jgo.gsddmm(g, u, v, op="dot"))]
+
+    monkeypatch.delenv("JGO_EMU_SHUFFLE", raising=False)
+    first = run()
+    for seed in ("1", "7"):
+        monkeypatch.setenv("JGO_EMU_SHUFFLE", seed)
+        for a, b in zip(first, run()):
+            np.testing.assert_array_equal(a, b)
+    assert os.environ["JGO_EMU_SHUFFLE"] == "7"
+
+
+@pytest.mark.skipif(jgo.kernel_platform() == "cpu", reason="JGO_SPMM chooses between the CUDA kernels")
+def test_cusparse_choice_falls_back_to_the_engine(rng, monkeypatch):
+    """JGO_SPMM=cusparse asks for cuSPARSE's ALG3 where it applies; without libcusparse (the emulated platform
+    has none) the engine runs, the same bits. An unknown value is an error naming the variable."""
+    g, _ = rows_graph(rng, (300, 3))
+    u = rng.normal(size=(g.n_src, 8)).astype(np.float32)
+    w = rng.normal(size=g.n_edges).astype(np.float32)
+
+    def run():
+        return [np.asarray(jgo.gspmm(g, u, op="copy_u")), np.asarray(jgo.gspmm(g, u, w, op="u_mul_e"))]
+
+    monkeypatch.delenv("JGO_SPMM", raising=False)
+    engine = run()
+    monkeypatch.setenv("JGO_SPMM", "cusparse")
+    for a, b in zip(engine, run()):
+        if jgo.kernel_platform() == "cuda-emulation":
+            np.testing.assert_array_equal(a, b)
+        else:  # cuSPARSE on a GPU: its own order of the sums
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    monkeypatch.setenv("JGO_SPMM", "fastest")
+    with pytest.raises((ValueError, jax.errors.JaxRuntimeError),
+                       match="JGO_SPMM='fastest' is not one of auto, engine, cusparse"):
+        jgo.gspmm(g, u, op="copy_u").block_until_ready()
