@@ -52,6 +52,19 @@ ELEMENT_BYTES = {"float": 4, "double": 8, "__half": 2, "__nv_bfloat16": 2}
 # Why a kernel runs below MIN_OCCUPANCY (fnmatch patterns on "file.cu:name" or "name"; the first match counts).
 # Every one is register-bound: none uses static shared memory, and 256-thread blocks leave 8 per SM otherwise.
 REASONS = {
+    "*Reduce*Kernel<*": "the chunked row-walk engine (ffi/cuda/chunk_walk.cuh): each walker holds kInFlight = 8 "
+    "gathered rows in registers (a 128-bit load per lane each), the staged indices and the accumulators, and folds "
+    "split rows' partials: 72-128 registers. Its latency hiding is loads in flight per warp (8 before the first is "
+    "used) rather than warps per SM: 16-24 warps keep 128-192 gathers in flight per SM",
+    "message_passing.cu:*Softmax*Kernel<*": "the engine's lanes over edges: kInFlight = 8 edges' logits per lane "
+    "(kV heads each, 128-bit), the running (max, sum) of kV heads and the butterfly merge: 64-128 registers",
+    "message_passing.cu:SddmmKernel<*": "the engine: kInFlight = 8 (4 with two gathered operands) edges' rows per "
+    "lane in registers before the first is used, the walked row's operand and the mask rows: 80-160 registers",
+    "dmpnn.cu:Dmpnn*Kernel<*": "the engine: the node's sum in registers while kInFlight edges' reverse rows and rev "
+    "entries (and their validity) are loaded before any store, the own block beside them: 80-150 registers",
+    "update_efeat.cu:Efeat*Kernel<*": "kInFlight edges (4 when summing parts) x every part's 128-bit row loaded "
+    "before the first store: 64-128 registers",
+    "message_passing.cu:PoolBwdKernel<*": "kInFlight rows of ct in registers before the stores: 64-80 registers",
     "attention*.cu:*FwdKernel<double, *": "float64 online softmax: the kVec=4 accumulators, the softmax state and "
     "the float64 exp take 2 registers per value (78-86 on sm_90, 56-64 on sm_80); float32/half run at >= 50%",
     "mha_simple.cu:BwdSrcKernel<double, *, kEdge>": "float64 with edge features: 2 x kVec float64 "
@@ -306,11 +319,13 @@ def reason_for(file: str, name: str) -> str | None:
 
 def collect(reports: dict[Path, str], block: int, ffi: Path = FFI) -> list[Kernel]:
     """Kernels of every report, by file and name, with the H100 occupancy from the sm_90 figures."""
-    enums = read_enums(sorted((ffi / "common" / "jgo").glob("*.h")) + sorted(reports))
+    headers = sorted((ffi / "cuda").glob("*.cuh"))  # kernels templated there (the engine's) are compiled in many files
+    enums = read_enums(sorted((ffi / "common" / "jgo").glob("*.h")) + headers + sorted(reports))
+    shared_params = read_template_params("".join(h.read_text() for h in headers))
     kernels = []
     for source, text in sorted(reports.items()):
         entries = parse_ptxas(text)
-        params = read_template_params(source.read_text())
+        params = {**shared_params, **read_template_params(source.read_text())}
         names = dict(zip([e.mangled for e in entries], demangle([e.mangled for e in entries])))
         grouped: dict[str, dict[str, Entry]] = {}
         for e in entries:

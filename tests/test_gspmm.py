@@ -341,7 +341,8 @@ def test_sums_are_the_csc_order_sums_bit_for_bit(rng, width):
     for widths that end in every kind of block (16, 8, 4, 2 and 1 vectors, and vectors of 16, 8, 4, 2 and 1
     features)."""
     if jgo.kernel_platform() != "cpu":
-        pytest.skip("the bits of the CPU kernels' order (the CUDA kernels sum in an order of their own)")
+        pytest.skip("the CPU kernels' stores past the host's last-level cache (the CUDA kernels' CSC-order bits: "
+                    "tests/test_chunk_walk.py)")
     g = random_graph(rng, 9, 7, 60)
     x = rng.normal(size=(9, width)).astype(np.float32)
     w = rng.normal(size=60).astype(np.float32)
@@ -378,7 +379,8 @@ def test_outputs_larger_than_the_cache_are_the_csc_order_sums(rng, op):
     rows of 128 features: one block of 16 AVX2 vectors): still each row's messages added in CSC order, the
     same bits as NumPy's float32 sums, for sums and means."""
     if jgo.kernel_platform() != "cpu":
-        pytest.skip("the bits of the CPU kernels' order (the CUDA kernels sum in an order of their own)")
+        pytest.skip("the CPU kernels' stores past the host's last-level cache (the CUDA kernels' CSC-order bits: "
+                    "tests/test_chunk_walk.py)")
     width, degree = 128, 3
     n = last_level_cache_bytes() // (4 * width) + 1000
     src = rng.integers(0, n, (n, degree))  # the edges of destination v, in input (and CSC) order: v*3 .. v*3+2

@@ -206,7 +206,8 @@ inline ffi::ErrorOr<SplitScratch> SplitScratchFor(const char* name, CudaScratch&
   s.counters = reinterpret_cast<int*>(base);
   s.values = base + counter_bytes;
   s.args = with_args ? base + counter_bytes + value_total : nullptr;
-  if (auto err = Status(name, cudaMemsetAsync(s.counters, 0, static_cast<size_t>(counter_bytes), stream)); err.failure())
+  const size_t counters = static_cast<size_t>(counter_bytes);
+  if (auto err = Status(name, cudaMemsetAsync(s.counters, 0, counters, stream)); err.failure())
     return ffi::Unexpected(std::move(err));
   return s;
 }
@@ -317,7 +318,8 @@ __device__ __forceinline__ void StoreVec(X* __restrict__ p, const Vec<X, kN>& x,
 inline bool StreamStores(int64_t bytes) {
   static const int64_t l2 = [] {
     int device = 0, value = 0;
-    if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&value, cudaDevAttrL2CacheSize, device) != cudaSuccess) {
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&value, cudaDevAttrL2CacheSize, device) != cudaSuccess) {
       cudaGetLastError();
       return int64_t{50} << 20;
     }
@@ -337,8 +339,8 @@ struct Staged {
   T s;
 };
 
-// What a walk reads per position: the neighbour (bounded by nbr_bound; no nbr array: the position is the
-// neighbour), the edge id (bounded by n_edges) and a per-edge scalar scalar[e * scalar_stride].
+// What a walk reads per position: the neighbour (bounded by nbr_bound), the edge id (bounded by n_edges) and a
+// per-edge scalar scalar[e * scalar_stride].
 template <typename I, typename T>
 struct Positions {
   const I* __restrict__ nbr;
@@ -357,14 +359,15 @@ __device__ __forceinline__ bool InBound(I v, int n) {
 
 // Stages the position k (if `in`) as lane-local values: indices in range, else 0 (an edge that does not count,
 // whose rows are never read), and whether the edge counts (in the chunk, its ids in range).
-template <bool kNbr, bool kEid, bool kScalar, typename I, typename T>
+// kNbrIsPosition: the neighbour of position k is k itself (pool's rows, read in order; no nbr array).
+template <bool kNbr, bool kEid, bool kScalar, bool kNbrIsPosition, typename I, typename T>
 __device__ __forceinline__ bool StageOne(const Positions<I, T>& p, int k, bool in, Staged<T>& out) {
   bool ok = in;
   out.j = 0;
   out.e = 0;
   out.s = T(0);
   if constexpr (kNbr) {
-    const I raw = !in ? I(0) : p.nbr != nullptr ? p.nbr[k] : static_cast<I>(k);
+    const I raw = !in ? I(0) : kNbrIsPosition ? static_cast<I>(k) : p.nbr[k];
     const bool fits = InBound(raw, p.nbr_bound);
     out.j = fits ? static_cast<int>(raw) : 0;
     ok = ok && fits;
@@ -398,15 +401,16 @@ __device__ __forceinline__ uint64_t MulWide(uint32_t a, uint32_t b) {
 // staged once per G positions (G >= kGroup: one coalesced load, lane i holding position i, handed out by
 // shuffles) or kGroup at a time (G < kGroup: every lane loads them, a broadcast within the walker).
 // kNbr/kEid/kScalar: what the walk reads per position; kEidOut: whether group needs the edge ids (a walk may
-// read them only to stage a per-edge scalar).
-template <bool kNbr, bool kEid, bool kScalar, int kGroup, bool kEidOut = kEid, typename I, typename T, typename Group>
+// read them only to stage a per-edge scalar); kNbrIsPosition: see StageOne.
+template <bool kNbr, bool kEid, bool kScalar, int kGroup, bool kEidOut = kEid, bool kNbrIsPosition = false,
+          typename I, typename T, typename Group>
 __device__ __forceinline__ void WalkPositions(const Positions<I, T>& p, int lo, int hi, const Walker& w,
                                               Group group) {
   static_assert(kGroup > 0 && 32 % kGroup == 0, "groups of a power of two up to 32 edges");
   if (w.group >= kGroup) {
     for (int kb = lo; kb < hi; kb += w.group) {  // one staged block of G positions, lane i holding position kb + i
       Staged<T> mine;
-      const bool ok = StageOne<kNbr, kEid, kScalar>(p, kb + w.lane, kb + w.lane < hi, mine);
+      const bool ok = StageOne<kNbr, kEid, kScalar, kNbrIsPosition>(p, kb + w.lane, kb + w.lane < hi, mine);
       const unsigned live = __ballot_sync(w.mask, ok) >> w.base;
       const int count = Min(w.group, hi - kb);
       constexpr unsigned kAll = (1u << kGroup) - 1u;
@@ -440,7 +444,8 @@ __device__ __forceinline__ void WalkPositions(const Positions<I, T>& p, int lo, 
       Staged<T> s[kGroup];
       unsigned bits = 0;
 #pragma unroll
-      for (int u = 0; u < kGroup; ++u) bits |= unsigned(StageOne<kNbr, kEid, kScalar>(p, kg + u, kg + u < hi, s[u])) << u;
+      for (int u = 0; u < kGroup; ++u)
+        bits |= unsigned(StageOne<kNbr, kEid, kScalar, kNbrIsPosition>(p, kg + u, kg + u < hi, s[u])) << u;
       group(s, bits);
     }
   }

@@ -40,7 +40,8 @@ inline ffi::ErrorOr<SpmmBackend> SpmmBackendChoice() {
   std::string v = raw ? raw : "";
   std::string s;
   for (char c : v)
-    if (!std::isspace(static_cast<unsigned char>(c))) s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (!std::isspace(static_cast<unsigned char>(c)))
+      s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (s.empty() || s == "auto" || s == "engine") return SpmmBackend::kEngine;
   if (s == "cusparse") return SpmmBackend::kCusparse;
   return ffi::Unexpected(ffi::Error::InvalidArgument("jaxgraphops: JGO_SPMM='" + v +
@@ -85,7 +86,9 @@ struct Cusparse {
       for (const char* name : {"libcusparse.so.12", "libcusparse.so.13", "libcusparse.so"})
         if ((so = dlopen(name, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
       if (so == nullptr) return c;
-      auto sym = [so](auto& fn, const char* name) { fn = reinterpret_cast<std::decay_t<decltype(fn)>>(dlsym(so, name)); };
+      auto sym = [so](auto& fn, const char* name) {
+        fn = reinterpret_cast<std::decay_t<decltype(fn)>>(dlsym(so, name));
+      };
       sym(c.create, "cusparseCreate");
       sym(c.set_stream, "cusparseSetStream");
       sym(c.create_csr, "cusparseCreateCsr");
@@ -171,7 +174,8 @@ ffi::Error CusparseSum(const char* name, cudaStream_t stream, CudaScratch& scrat
   void* buffer = nullptr;
   if (bytes > 0) {
     auto buf = scratch.Allocate(bytes, 256);
-    if (!buf.has_value()) return done(ffi::Error::Internal(std::string("jaxgraphops: ") + name + ": out of scratch memory"));
+    if (!buf.has_value())
+      return done(ffi::Error::Internal(std::string("jaxgraphops: ") + name + ": out of scratch memory"));
     buffer = *buf;
   }
   if (int s = cs.preprocess(handle, Cusparse::kOpN, Cusparse::kOpN, &one, a, b, &zero, c, type, Cusparse::kCsrAlg3,

@@ -56,15 +56,17 @@ __device__ __forceinline__ void WriteMessages(const DmpnnWalk& a, const LaneFeat
   constexpr int kGroup = kOwn ? kInFlight / 2 : kInFlight;
   const Positions<I, T> pos{nullptr, out_eid, nullptr, 0, a.n_edges, 0};
   WalkPositions<false, true, false, kGroup>(pos, lo, hi, w, [&](const Staged<T> (&st)[kGroup], unsigned bits) {
+    I raw[kGroup];
     int r[kGroup];
     unsigned has = 0, valid = 0;
 #pragma unroll
-    for (int u = 0; u < kGroup; ++u) r[u] = (bits >> u) & 1u ? static_cast<int>(Max<int64_t>(-2, Min<int64_t>(rev[st[u].e], a.n_edges))) : -1;
+    for (int u = 0; u < kGroup; ++u) raw[u] = (bits >> u) & 1u ? rev[st[u].e] : I(-1);
 #pragma unroll
     for (int u = 0; u < kGroup; ++u) {  // rev[e] = -1, or in range with rev[rev[e]] == e (DmpnnRevValid)
-      const bool in = r[u] >= 0 && r[u] < a.n_edges;
+      const bool in = InBound(raw[u], a.n_edges);
+      r[u] = in ? static_cast<int>(raw[u]) : 0;
       has |= unsigned(in) << u;
-      valid |= unsigned(r[u] == -1 || (in && static_cast<int64_t>(rev[r[u]]) == st[u].e)) << u;
+      valid |= unsigned(raw[u] == I(-1) || (in && rev[r[u]] == static_cast<I>(st[u].e))) << u;
     }
     T back[kGroup][kV], own[kGroup][kV];
 #pragma unroll
@@ -118,7 +120,8 @@ __global__ void __launch_bounds__(kBlock) DmpnnKernel(DmpnnWalk a, const I* __re
     if (a.tail) {
       ForEachTailPosition(out_off, a.n_nodes, a.n_edges, window, [&](int k) {
         const T zero[kV] = {};
-        for (int col = 0; col < a.out_len; col += a.D) StoreFeatures<kV, kVector>(y + int64_t(k) * a.out_len + col, lf, zero, a.stream);
+        for (int col = 0; col < a.out_len; col += a.D)
+          StoreFeatures<kV, kVector>(y + int64_t(k) * a.out_len + col, lf, zero, a.stream);
       });
     }
     ForEachChunk(in_off, a.n_nodes, a.n_edges, window, w, [&](const Chunk& c) {
@@ -235,8 +238,10 @@ ffi::Error DmpnnTyped(cudaStream_t stream, CudaScratch& scratch, DmpnnPass pass,
     if (auto err = Status(name, cudaMemsetAsync(sums.pending, 0, sizeof(int), stream)); err.failure()) return err;
   }
   auto pick = [&](auto kernel_of) {
-    return fwd ? (a.concat_own ? kernel_of(std::true_type{}, std::true_type{}) : kernel_of(std::true_type{}, std::false_type{}))
-               : (a.concat_own ? kernel_of(std::false_type{}, std::true_type{}) : kernel_of(std::false_type{}, std::false_type{}));
+    using Yes = std::true_type;
+    using No = std::false_type;
+    return fwd ? (a.concat_own ? kernel_of(Yes{}, Yes{}) : kernel_of(Yes{}, No{}))
+               : (a.concat_own ? kernel_of(No{}, Yes{}) : kernel_of(No{}, No{}));
   };
   const I* io = in_offsets.typed_data<I>();
   const I* ie = in_eid.typed_data<I>();

@@ -18,7 +18,6 @@
 #include "cuda/launch.cuh"
 #include "cuda/walk_reduce.cuh"
 #include "handlers.h"
-#include "jgo/attention.h"
 #include "jgo/args.h"
 #include "jgo/math.h"
 #include "jgo/pool.h"
@@ -358,8 +357,9 @@ ffi::Error SddmmCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer
 
 // ---------------------------------------------------------------------------------------
 // jgo_edge_softmax on the engine: lanes over a chunk's edges (a walker of G lanes, G from the graph's
-// average degree), the heads kV at a time (128-bit loads where H allows). Each lane runs the online
-// softmax (jgo/attention.h) over its edges, positions lo + lane + G t in order; the walker's lanes merge
+// average degree), the heads kV at a time (128-bit loads where H allows). Each lane runs an online softmax
+// over its edges, positions lo + lane + G t in order, kInFlight at a time: the group's maximum first, then one
+// rescale of its sum per group (an exp per logit, not two); the walker's lanes merge
 // their (max, sum) pairs by a butterfly in a fixed tree (the merge is symmetric, so every lane holds the
 // same bits) and write exp(z - max) / sum in one pass. A split row's chunks leave their (max, sum) per head
 // in scratch; the last to arrive folds them in chunk order into the row's shift and inverse sum, and a
@@ -461,13 +461,16 @@ __global__ void __launch_bounds__(kBlock) EdgeSoftmaxKernel(SoftmaxWalk a, const
           for (int t = 0; t < kInFlight; ++t)
             if (live[t]) LoadHeads<kV>(logits, e[t], a.H, h0, z[t]);
 #pragma unroll
-          for (int t = 0; t < kInFlight; ++t) {
-            if (!live[t]) continue;
+          for (int v = 0; v < kV; ++v) {  // the group's maximum, then one rescale of the sum per group
+            T mg = m[v], sum = T(0);
 #pragma unroll
-            for (int v = 0; v < kV; ++v) {
-              T scale, weight;
-              OnlineSoftmaxStep(m[v], l[v], z[t][v], scale, weight, ExpOf{});
-            }
+            for (int t = 0; t < kInFlight; ++t)
+              if (live[t]) mg = SoftmaxMax(mg, z[t][v]);
+#pragma unroll
+            for (int t = 0; t < kInFlight; ++t)
+              if (live[t]) sum += SoftmaxWeight(z[t][v], mg, ExpOf{});
+            l[v] = l[v] * (mg == m[v] ? T(1) : Exp(m[v] - mg)) + sum;
+            m[v] = mg;
           }
         });
         for (int offset = w.group / 2; offset > 0; offset /= 2) {
@@ -573,8 +576,8 @@ ffi::Error SoftmaxTyped(cudaStream_t stream, CudaScratch& scratch, ffi::AnyBuffe
     if (!mem.has_value()) return ffi::Error::Internal("jaxgraphops: jgo_edge_softmax: out of scratch memory");
     chunks = static_cast<SplitChunk*>(*mem);
     stats = reinterpret_cast<T*>(static_cast<char*>(*mem) + chunk_bytes);
-    if (auto err = Status(kName, cudaMemsetAsync(chunks, 0xff, static_cast<size_t>(chunk_bytes), stream)); err.failure())
-      return err;
+    const size_t bytes = static_cast<size_t>(chunk_bytes);
+    if (auto err = Status(kName, cudaMemsetAsync(chunks, 0xff, bytes, stream)); err.failure()) return err;
   }
   auto first = vector ? EdgeSoftmaxKernel<T, I, kV> : EdgeSoftmaxKernel<T, I, 1>;
   if (auto err = LaunchBlocks(kName, first, WalkerBlocks(a.windows, a.group), 0, stream, a, offsets.typed_data<I>(),
@@ -635,7 +638,8 @@ ffi::Error PoolSortedCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuff
     auto mem = scratch.Allocate(static_cast<size_t>((a.graphs + 1) * int64_t(sizeof(I))), 16);
     if (!mem.has_value()) return ffi::Error::Internal("jaxgraphops: jgo_pool_sorted: out of scratch memory");
     I* offsets = static_cast<I*>(*mem);
-    if (auto err = Launch(kName, GraphOffsetsKernel<I>, a.graphs + 1, stream, ids.typed_data<I>(), a.n, a.graphs, offsets);
+    const I* graph_ids = ids.typed_data<I>();
+    if (auto err = Launch(kName, GraphOffsetsKernel<I>, a.graphs + 1, stream, graph_ids, a.n, a.graphs, offsets);
         err.failure())
       return err;
     ReduceProblem<T, I> p;
@@ -715,6 +719,7 @@ ffi::Error PoolSortedBwdCuda(cudaStream_t stream, ffi::AnyBuffer ct, ffi::AnyBuf
 
 JGO_CUDA_HANDLER_NO_TRAITS(Spmm, jgo::SpmmCuda, jgo::BindSpmm<jgo::CudaStream, jgo::CudaScratch>());
 JGO_CUDA_HANDLER(Sddmm, jgo::SddmmCuda, jgo::BindSddmm<jgo::CudaStream>());
-JGO_CUDA_HANDLER_NO_TRAITS(EdgeSoftmax, jgo::EdgeSoftmaxCuda, jgo::BindEdgeSoftmax<jgo::CudaStream, jgo::CudaScratch>());
+JGO_CUDA_HANDLER_NO_TRAITS(EdgeSoftmax, jgo::EdgeSoftmaxCuda,
+                           jgo::BindEdgeSoftmax<jgo::CudaStream, jgo::CudaScratch>());
 JGO_CUDA_HANDLER_NO_TRAITS(PoolSorted, jgo::PoolSortedCuda, jgo::BindPoolSorted<jgo::CudaStream, jgo::CudaScratch>());
 JGO_CUDA_HANDLER(PoolSortedBwd, jgo::PoolSortedBwdCuda, jgo::BindPoolSortedBwd<jgo::CudaStream>());

@@ -52,7 +52,7 @@ __device__ __forceinline__ EfeatSource<T> EfeatColumn(const EfeatArgs& args, con
 
 // Edges per walker: kInFlight, or half as many when each output value sums two or three parts (the loads in
 // flight stay at least kInFlight, the registers holding them do not triple).
-constexpr int EfeatEdges(int parts, bool sum) {
+__host__ __device__ constexpr int EfeatEdges(int parts, bool sum) {
   const int count = ((parts & kEfeatEdge) != 0) + ((parts & kEfeatSrc) != 0) + ((parts & kEfeatDst) != 0);
   return sum && count > 1 ? kInFlight / 2 : kInFlight;
 }
@@ -98,7 +98,8 @@ __global__ void __launch_bounds__(kBlock) EfeatFwdKernel(EdgeRowsWalk a, EfeatAr
       const int e = e0 + u;
       const bool here = e < real;
       live |= unsigned(e < a.n_edges) << u;
-      const int64_t j = kS && here ? static_cast<int64_t>(src[e]) : 0, v = kD && here ? static_cast<int64_t>(dst[e]) : 0;
+      const int64_t j = kS && here ? static_cast<int64_t>(src[e]) : 0;
+      const int64_t v = kD && here ? static_cast<int64_t>(dst[e]) : 0;
       ids[u][0] = here ? e : 0;
       ids[u][1] = ClampIndex(j, static_cast<int>(args.n_src_rows));
       ids[u][2] = ClampIndex(v, static_cast<int>(args.n_dst_rows));
@@ -292,6 +293,8 @@ ffi::Error EfeatBwdEdgeCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::An
 }  // namespace jgo
 
 JGO_CUDA_HANDLER(UpdateEfeatFwd, jgo::EfeatFwdCuda, jgo::BindEfeatFwd<jgo::CudaStream>());
-JGO_CUDA_HANDLER_NO_TRAITS(UpdateEfeatBwdSrc, jgo::EfeatBwdSrcCuda, jgo::BindEfeatBwd<jgo::CudaStream, jgo::CudaScratch>());
-JGO_CUDA_HANDLER_NO_TRAITS(UpdateEfeatBwdDst, jgo::EfeatBwdDstCuda, jgo::BindEfeatBwd<jgo::CudaStream, jgo::CudaScratch>());
+JGO_CUDA_HANDLER_NO_TRAITS(UpdateEfeatBwdSrc, jgo::EfeatBwdSrcCuda,
+                           jgo::BindEfeatBwd<jgo::CudaStream, jgo::CudaScratch>());
+JGO_CUDA_HANDLER_NO_TRAITS(UpdateEfeatBwdDst, jgo::EfeatBwdDstCuda,
+                           jgo::BindEfeatBwd<jgo::CudaStream, jgo::CudaScratch>());
 JGO_CUDA_HANDLER(UpdateEfeatBwdEdge, jgo::EfeatBwdEdgeCuda, jgo::BindEfeatBwdEdge<jgo::CudaStream>());

@@ -51,6 +51,14 @@ struct LaneFeatures {
   }
 };
 
+// Strides3::offset_of_flat of feature f in 32-bit arithmetic (the engine's sizes are below 2^31): no 64-bit
+// division on the device.
+__device__ __forceinline__ int FlatOffset(const Strides3& s, const Dims3& d, int f) {
+  const uint32_t d1 = static_cast<uint32_t>(d.d1), d2 = static_cast<uint32_t>(d.d2), u = static_cast<uint32_t>(f);
+  const uint32_t r = u / d2, i0 = r / d1;
+  return static_cast<int>(i0 * s.s0 + (r - i0 * d1) * s.s1 + (u - r * d2) * s.s2);
+}
+
 // An operand's rows as this lane reads them: on the vector path `base` points at the lane's first feature
 // and a row's kV values are one 128-bit load; on the strided path at the data, with the lane's element
 // offsets in a row (through the strides, computed once per walker). A row's address is one 32 x 32 -> 64-bit
@@ -67,7 +75,7 @@ struct LaneRows {
         row_bytes(static_cast<uint32_t>(row_len) * uint32_t(sizeof(X))) {
 #pragma unroll
     for (int v = 0; v < kV; ++v)
-      off[v] = kVector || !lf.ok[v] || !used ? 0 : static_cast<int>(st.offset_of_flat(lf.f[v], dims));
+      off[v] = kVector || !lf.ok[v] || !used ? 0 : FlatOffset(st, dims, lf.f[v]);
   }
 
   __device__ __forceinline__ const X* Row(int row) const {
@@ -119,8 +127,9 @@ __device__ __forceinline__ void WindowAndTile(int64_t id, int tiles, int64_t& wi
   tile = tiles == 1 ? 0 : static_cast<int>(i - static_cast<uint32_t>(window) * static_cast<uint32_t>(tiles));
 }
 
+// kByPosition: position k reads node row k (pool; no neighbour array).
 // cost-card: ReduceKernel mlp_floor=8
-template <typename T, typename I, Op op, Reduce R, Mask M, bool kVector, bool kStagedEdge>
+template <typename T, typename I, Op op, Reduce R, Mask M, bool kVector, bool kStagedEdge, bool kByPosition = false>
 __global__ void __launch_bounds__(kBlock) ReduceKernel(ReduceWalk a, const I* __restrict__ offsets,
                                                        const I* __restrict__ nbr, const I* __restrict__ eid,
                                                        const T* __restrict__ node, const T* __restrict__ edge,
@@ -155,8 +164,7 @@ __global__ void __launch_bounds__(kBlock) ReduceKernel(ReduceWalk a, const I* __
         arg[v] = -1;
         if constexpr (M == Mask::kByRow) row_mask[v] = lf.ok[v] ? mask_arg[int64_t(c.row) * a.F + lf.f[v]] : -2;
       }
-      WalkPositions<kNbr, kEid, kStagedEdge, kGroup, kEidOut>(pos, c.lo, c.hi, w, [&](const Staged<T> (&s)[kGroup],
-                                                                              unsigned bits) {
+      auto group = [&](const Staged<T> (&s)[kGroup], unsigned bits) {
         T xs[kGroup][kV], ys[kGroup][kV];
         I ms[kGroup][kV];
 #pragma unroll
@@ -181,7 +189,8 @@ __global__ void __launch_bounds__(kBlock) ReduceKernel(ReduceWalk a, const I* __
             }
           }
         }
-      });
+      };
+      WalkPositions<kNbr, kEid, kStagedEdge, kGroup, kEidOut, kByPosition>(pos, c.lo, c.hi, w, group);
       if (c.split()) {
         const int64_t slot = PartialSlot(c, a.slot_count);
         T* values = static_cast<T*>(split.values);
@@ -269,7 +278,8 @@ inline bool Contiguous(const Strides3& s, const Dims3& d) {
 }
 inline bool Aligned(const void* data) { return reinterpret_cast<uintptr_t>(data) % 16 == 0; }
 
-// One neighbourhood reduce (see the top of the file): the grouping (nbr null: position k reads node row k),
+// One neighbourhood reduce (see the top of the file): the grouping (nbr null: position k reads node row k, for a
+// copy_u sum or mean without mask),
 // the operands with their row lengths and strides over dims, an optional mask (jgo/math.h), the outputs.
 template <typename T, typename I>
 struct ReduceProblem {
@@ -330,7 +340,12 @@ ffi::Error LaunchReduce(const char* name, cudaStream_t stream, CudaScratch& scra
   if (split.has_error()) return split.error();
   w.slot_count = SplitScratch::SlotCount(p.n_edges);
   w.counter_count = SplitScratch::CounterCount(p.n_edges);
-  return LaunchBlocks(name, PickReduce<T, I>(p.op, p.reduce, p.mask, vector, staged_edge),
+  ReduceKernelFn<T, I> kernel = PickReduce<T, I>(p.op, p.reduce, p.mask, vector, staged_edge);
+  if (p.nbr == nullptr) {  // pool: position k reads row k (a copy_u sum or mean, no mask)
+    kernel = vector ? ReduceKernel<T, I, Op::kCopyNode, Reduce::kSum, Mask::kNone, true, false, true>
+                    : ReduceKernel<T, I, Op::kCopyNode, Reduce::kSum, Mask::kNone, false, false, true>;
+  }
+  return LaunchBlocks(name, kernel,
                       WalkerBlocks(w.windows * w.tiles, w.group), 0, stream, w, p.offsets, p.nbr, p.eid, p.node, p.edge,
                       p.mask_arg, p.out, want_arg ? p.arg_out : nullptr, *split);
 }
