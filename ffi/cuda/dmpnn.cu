@@ -110,11 +110,7 @@ __global__ void __launch_bounds__(kBlock) DmpnnKernel(DmpnnWalk a, const I* __re
   constexpr int kV = 16 / int(sizeof(T));
   const Walker w = ThisWalker(a.group);
   const Positions<I, T> pos{nullptr, in_eid, nullptr, 0, a.n_edges, 0};
-  ForEachWalker(a.windows * a.tiles, a.group, [&](int64_t id) {
-    int64_t window;
-    int tile;
-    WindowAndTile(id, a.tiles, window, tile);
-    const LaneFeatures<kV, kVector> lf(a.D, a.group, tile, w.lane);
+  ForEachWalkerTile<kV, kVector>(a.windows, a.tiles, a.D, w, [&](int64_t window, const auto& lf) {
     const LaneRows<kV, kVector, T> xs(x, a.in_len, lf, FlatStrides(), Dims3{1, 1, a.D}, true);
     const LaneRows<kV, kVector, T> owns = OwnRows<kFwd>(a, x, lf);
     if (a.tail) {
@@ -179,11 +175,7 @@ __global__ void __launch_bounds__(kBlock) DmpnnWideKernel(DmpnnWalk a, const I* 
   constexpr int kV = 16 / int(sizeof(T));
   if (*sums.pending == 0) return;  // no node of more than 256 written edges: every walker returns here
   const Walker w = ThisWalker(a.group);
-  ForEachWalker(a.windows * a.tiles, a.group, [&](int64_t id) {
-    int64_t window;
-    int tile;
-    WindowAndTile(id, a.tiles, window, tile);
-    const LaneFeatures<kV, kVector> lf(a.D, a.group, tile, w.lane);
+  ForEachWalkerTile<kV, kVector>(a.windows, a.tiles, a.D, w, [&](int64_t window, const auto& lf) {
     const LaneRows<kV, kVector, T> xs(x, a.in_len, lf, FlatStrides(), Dims3{1, 1, a.D}, true);
     const LaneRows<kV, kVector, T> owns = OwnRows<kFwd>(a, x, lf);
     ForEachChunk(out_off, a.n_nodes, a.n_edges, window, w, [&](const Chunk& c) {

@@ -122,12 +122,9 @@ __global__ void __launch_bounds__(kBlock) SddmmKernel(SddmmWalk s, const I* __re
     else if constexpr (K == SddmmForm::kCopy) return a;
     else return Message<Op::kMul>::apply(a, b);
   };
-  ForEachWalker(s.windows * s.tiles, s.group, [&](int64_t id) {
-    int64_t window;
-    int tile;
-    WindowAndTile(id, s.tiles, window, tile);
-    // the lane's place on the lane axis: the features, or d2 for a dot product
-    const LaneFeatures<kV, kVector> lf(kDot ? s.group * kV : s.F, s.group, tile, w.lane);
+  // the lane's place on the lane axis: the features, or d2 for a dot product
+  const int width = kDot ? s.group * kV : s.F;
+  ForEachWalkerTile<kV, kVector>(s.windows, s.tiles, width, w, [&](int64_t window, const auto& lf) {
     const Dims3 flat{1, 1, s.F};
     const LaneRows<kV, kVector, T> ps(p, s.p_len, lf, s.p_strides, s.dims, !kDot);
     const LaneRows<kV, kVector, T> qs(q, s.q_len, lf, s.q_strides, s.dims, kQ && !kDot);
@@ -670,12 +667,9 @@ __global__ void __launch_bounds__(kBlock) PoolBwdKernel(PoolArgs a, int group, i
   constexpr int kV = 16 / int(sizeof(T));
   const Walker w = ThisWalker(group);
   const int width = static_cast<int>(a.width), n = static_cast<int>(a.n);
-  ForEachWalker((a.n + kInFlight - 1) / kInFlight * tiles, group, [&](int64_t id) {
-    int64_t node_group;
-    int tile;
-    WindowAndTile(id, tiles, node_group, tile);
-    const int i0 = static_cast<int>(node_group) * kInFlight;
-    const LaneFeatures<kV, kVector> lf(width, group, tile, w.lane);
+  const int64_t units = (a.n + kInFlight - 1) / kInFlight;
+  ForEachWalkerTile<kV, kVector>(units, tiles, width, w, [&](int64_t unit, const auto& lf) {
+    const int i0 = static_cast<int>(unit) * kInFlight;
     const LaneRows<kV, kVector, T> rows(ct, width, lf, FlatStrides(), Dims3{1, 1, width}, true);
     T x[kInFlight][kV];
 #pragma unroll

@@ -69,13 +69,9 @@ __global__ void __launch_bounds__(kBlock) EfeatFwdKernel(EdgeRowsWalk a, EfeatAr
   constexpr int kEdges = EfeatEdges(kParts, kSum);
   const Walker w = ThisWalker(a.group);
   const int real = ClampIndex(offsets[args.n_rows], a.n_edges + 1);  // the edges after it are padding: rows of 0
-  const int64_t walkers = (int64_t(a.n_edges) + kEdges - 1) / kEdges * a.tiles;
-  ForEachWalker(walkers, a.group, [&](int64_t id) {
-    int64_t edge_group;
-    int tile;
-    WindowAndTile(id, a.tiles, edge_group, tile);
-    const int e0 = static_cast<int>(edge_group) * kEdges;
-    const LaneFeatures<kV, kVector> lf(a.width, a.group, tile, w.lane);
+  const int64_t units = (int64_t(a.n_edges) + kEdges - 1) / kEdges;
+  ForEachWalkerTile<kV, kVector>(units, a.tiles, a.width, w, [&](int64_t unit, const auto& lf) {
+    const int e0 = static_cast<int>(unit) * kEdges;
     // each value's sources: concat, the one part holding its column ([edge | src | dst]); sum, every part
     EfeatSource<T> from[kV][kSources];
 #pragma unroll
@@ -240,13 +236,9 @@ __global__ void __launch_bounds__(kBlock) EfeatBwdEdgeKernel(EdgeRowsWalk a, Efe
   constexpr int kV = 16 / int(sizeof(T));
   const Walker w = ThisWalker(a.group);
   const int real = ClampIndex(offsets[args.n_rows], a.n_edges + 1);
-  const int64_t walkers = (int64_t(a.n_edges) + kInFlight - 1) / kInFlight * a.tiles;
-  ForEachWalker(walkers, a.group, [&](int64_t id) {
-    int64_t edge_group;
-    int tile;
-    WindowAndTile(id, a.tiles, edge_group, tile);
-    const int e0 = static_cast<int>(edge_group) * kInFlight;
-    const LaneFeatures<kV, kVector> lf(a.width, a.group, tile, w.lane);
+  const int64_t units = (int64_t(a.n_edges) + kInFlight - 1) / kInFlight;
+  ForEachWalkerTile<kV, kVector>(units, a.tiles, a.width, w, [&](int64_t unit, const auto& lf) {
+    const int e0 = static_cast<int>(unit) * kInFlight;
     const LaneRows<kV, kVector, T> rows(G + args.col, static_cast<int>(args.g_width), lf, FlatStrides(),
                                         Dims3{1, 1, a.width}, true);
     T x[kInFlight][kV];

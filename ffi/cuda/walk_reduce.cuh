@@ -51,6 +51,26 @@ struct LaneFeatures {
   }
 };
 
+// The walker `id` of a launch over units x tiles: its unit (a window of chunks, a group of edges) and feature tile
+// (32-bit division: a launch has fewer than 2^31 walkers, EngineSizes).
+__device__ __forceinline__ void WindowAndTile(int64_t id, int tiles, int64_t& unit, int& tile) {
+  const uint32_t i = static_cast<uint32_t>(id);
+  unit = tiles == 1 ? i : i / static_cast<uint32_t>(tiles);
+  tile = tiles == 1 ? 0 : static_cast<int>(i - static_cast<uint32_t>(unit) * static_cast<uint32_t>(tiles));
+}
+
+// Calls fn(unit, lf) for this thread's walkers of a launch over `units` units times `tiles` tiles of `width`
+// features: the walker's unit and this lane's features in its tile.
+template <int kV, bool kVector, typename Fn>
+__device__ __forceinline__ void ForEachWalkerTile(int64_t units, int tiles, int width, const Walker& w, Fn fn) {
+  ForEachWalker(units * tiles, w.group, [&](int64_t id) {
+    int64_t unit;
+    int tile;
+    WindowAndTile(id, tiles, unit, tile);
+    fn(unit, LaneFeatures<kV, kVector>(width, w.group, tile, w.lane));
+  });
+}
+
 // Strides3::offset_of_flat of feature f in 32-bit arithmetic (the engine's sizes are below 2^31): no 64-bit
 // division on the device.
 __device__ __forceinline__ int FlatOffset(const Strides3& s, const Dims3& d, int f) {
@@ -119,14 +139,6 @@ __device__ __forceinline__ void StoreFeatures(X* __restrict__ row, const LaneFea
   }
 }
 
-// The walker `id` of a launch over windows x tiles: its window and feature tile (32-bit division: a
-// launch has fewer than 2^31 walkers, LaunchReduce checks).
-__device__ __forceinline__ void WindowAndTile(int64_t id, int tiles, int64_t& window, int& tile) {
-  const uint32_t i = static_cast<uint32_t>(id);
-  window = tiles == 1 ? i : i / static_cast<uint32_t>(tiles);
-  tile = tiles == 1 ? 0 : static_cast<int>(i - static_cast<uint32_t>(window) * static_cast<uint32_t>(tiles));
-}
-
 // kByPosition: position k reads node row k (pool; no neighbour array).
 // cost-card: ReduceKernel mlp_floor=8
 template <typename T, typename I, Op op, Reduce R, Mask M, bool kVector, bool kStagedEdge, bool kByPosition = false>
@@ -146,11 +158,7 @@ __global__ void __launch_bounds__(kBlock) ReduceKernel(ReduceWalk a, const I* __
   constexpr int kGroup = kGathers > 1 ? kInFlight / 2 : kInFlight;
   const Walker w = ThisWalker(a.group);
   const Positions<I, T> pos{nbr, eid, edge, a.nbr_bound, a.n_edges, a.edge_len};
-  ForEachWalker(a.windows * a.tiles, a.group, [&](int64_t id) {
-    int64_t window;
-    int tile;
-    WindowAndTile(id, a.tiles, window, tile);
-    const LaneFeatures<kV, kVector> lf(a.F, a.group, tile, w.lane);
+  ForEachWalkerTile<kV, kVector>(a.windows, a.tiles, a.F, w, [&](int64_t window, const auto& lf) {
     const LaneRows<kV, kVector, T> nodes(node, a.node_len, lf, a.node_strides, a.dims, Msg::kNode);
     const LaneRows<kV, kVector, T> edges(edge, a.edge_len, lf, a.edge_strides, a.dims, kEdgeRows);
     const LaneRows<kV, kVector, I> masks(mask_arg, a.F, lf, Strides3{0, 0, 1}, Dims3{1, 1, a.F}, M == Mask::kByNbr);
