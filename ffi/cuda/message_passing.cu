@@ -133,7 +133,7 @@ __global__ void __launch_bounds__(kBlock) SddmmKernel(SddmmWalk s, const I* __re
       ForEachTailPosition(offsets, s.n_rows, s.n_edges, window, [&](int k) {
         const T zero[kV] = {};
         if constexpr (kDot) {
-          for (int f01 = w.lane; f01 < s.F01 && tile == 0; f01 += s.group) out[int64_t(k) * s.F01 + f01] = T(0);
+          for (int f01 = w.lane; f01 < s.F01; f01 += s.group) out[int64_t(k) * s.F01 + f01] = T(0);  // one tile
         } else {
           StoreFeatures<kV, kVector>(out + int64_t(k) * s.F, lf, zero, s.stream);
         }
