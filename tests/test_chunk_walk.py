@@ -49,18 +49,21 @@ def serial_sum(parts):
     return np.stack([np.cumsum(p, axis=0)[-1] if len(p) else np.zeros(p.shape[1], p.dtype) for p in parts])
 
 
+# feature widths: a walker of 1 or 2 lanes (indices loaded by every lane), 16 or 32 lanes (staged once per
+# walker, broadcast by shuffles), float32
+@pytest.mark.parametrize("width", [8, 128])
 @pytest.mark.parametrize("op", ["copy_u", "u_mul_e"])
-def test_rows_up_to_a_chunk_have_the_bits_of_a_serial_walk(rng, op):
-    g, rows = rows_graph(rng, (1, 255, 256, 3, 200))
-    u = rng.normal(size=(g.n_src, 8)).astype(np.float32)
+def test_rows_up_to_a_chunk_have_the_bits_of_a_serial_walk(rng, op, width):
+    g, _ = rows_graph(rng, (1, 255, 256, 3, 200))
+    u = rng.normal(size=(g.n_src, width)).astype(np.float32)
     w = rng.normal(size=g.n_edges).astype(np.float32) if op == "u_mul_e" else None
     out = np.asarray(jgo.gspmm(g, u, w, op=op, reduce="sum"))
     np.testing.assert_array_equal(out, serial_sum(csc_messages(g, u, w)))  # every row has at most 256 edges
 
 
-@pytest.mark.parametrize("width", [4, 8])  # F = 4: one lane per walker (positions staged by each lane)
+@pytest.mark.parametrize("width", [4, 8, 64])
 def test_split_rows_are_within_rounding_and_short_rows_exact(rng, width):
-    g, rows = rows_graph(rng, BOUNDARY_ROWS)
+    g, _ = rows_graph(rng, BOUNDARY_ROWS)
     u = rng.normal(size=(g.n_src, width)).astype(np.float32)
     out = np.asarray(jgo.gspmm(g, u, op="copy_u", reduce="sum"))
     parts = csc_messages(g, u)
@@ -96,8 +99,9 @@ def first_extreme(values, eids, reduce):
     return values[k], eids[k]
 
 
+@pytest.mark.parametrize("width", [1, 32])
 @pytest.mark.parametrize("reduce", ["max", "min"])
-def test_ties_and_nan_across_chunk_boundaries(rng, reduce):
+def test_ties_and_nan_across_chunk_boundaries(rng, reduce, width):
     """Per row of 257, 512 and 513 edges (split at 256): a tie of the extreme on both sides of a boundary (the
     earlier position wins), or a NaN after the extreme in a later chunk (the NaN wins), or two NaNs in two chunks
     (the first wins). The winning edge id is the one max/min's gradient flows to."""
@@ -115,8 +119,10 @@ def test_ties_and_nan_across_chunk_boundaries(rng, reduce):
             x[eid[ka]] = np.nan
         else:
             x[eid[ka]] = x[eid[kb]] = np.nan
-    e = x[:, None]
-    out = np.asarray(jgo.gspmm(g, e=e, op="copy_e", reduce=reduce))[:, 0]
+    e = np.repeat(x[:, None], width, axis=1)
+    full = np.asarray(jgo.gspmm(g, e=e, op="copy_e", reduce=reduce))
+    out = full[:, 0]
+    np.testing.assert_array_equal(full, np.repeat(out[:, None], width, axis=1))
     for r in range(g.n_dst):
         k = np.arange(off[r], off[r + 1])
         value, _ = first_extreme(x[eid[k]], eid[k], reduce)

@@ -89,8 +89,9 @@ MUTANTS = (
     Mutant("dropped-partial", "engine: a split row's last chunk's partial is not folded",
            "ffi/cuda/walk_reduce.cuh", "        for (int q = 0; q < c.count; ++q) {  // the row's partials",
            "        for (int q = 0; q < c.count - 1; ++q) {  // the row's partials", (ENGINE,)),
-    Mutant("stale-index-stage", "engine: a chunk's indices staged once, its later groups reusing the first stage",
-           "ffi/cuda/chunk_walk.cuh", "      if (g == 0) {", "      if (kg == lo) {", (ENGINE,)),
+    Mutant("stale-index-stage", "engine: a chunk's indices staged once, its later blocks of G edges reusing the "
+           "first block's", "ffi/cuda/chunk_walk.cuh", "(p, kb + w.lane, kb + w.lane < hi, mine)",
+           "(p, lo + w.lane, kb + w.lane < hi, mine)", (ENGINE,)),
     Mutant("softmax-split-state", "edge_softmax: a split row's folded sum leaves out the first chunk",
            "ffi/cuda/message_passing.cu", "        for (int q = 0; q < c.count; ++q) {\n          const T* state",
            "        for (int q = 1; q < c.count; ++q) {\n          const T* state", (ENGINE,)),

@@ -24,9 +24,14 @@
 // in chunk order (sum; value and winning edge for max/min; (m, l) of a softmax). The counter picks who
 // folds, never the order: no floating-point atomics, results independent of the block order.
 //
-// Cost cards (python -m benchmarks.gpu_model --cards) read the promise of each kernel built on this
-// engine from a comment line `// cost-card: <kernel> mlp_floor=<n>` above it: at least n global loads
-// in flight when the first is consumed in its inner loop, 128-bit feature loads where F % kV == 0.
+// Each kernel built on this engine declares it to the SASS cost cards (python -m benchmarks.gpu_model
+// --cards --check) with the line `// gpu-model: engine mlp>=8` above its template: its gather loop keeps
+// at least 8 global loads in flight before the first is consumed and, on the vector path (kVector, or
+// kV > 1 for edge_softmax's heads), loads each gathered row with 128-bit loads. The strided path (F % kV
+// != 0, broadcast or unaligned operands) is the scalar tail and loads 32 or 64 bits. The kernels are
+// __launch_bounds__(kBlock, 1): latency is hidden by the loads in flight per warp, not by warps per SM, so
+// ptxas may take the registers the gathers in flight need (without a minimum of blocks, nvcc 13's ptxas
+// capped them at 80 or 128 for occupancy and spilled the float64, 64-bit index and mask instantiations).
 #pragma once
 
 #include <cuda_runtime.h>

@@ -100,13 +100,13 @@ __device__ __forceinline__ LaneRows<kV, kVector, T> OwnRows(const DmpnnWalk& a, 
   return LaneRows<kV, kVector, T>(kFwd ? x : x + a.D, a.in_len, lf, FlatStrides(), Dims3{1, 1, a.D}, true);
 }
 
-// cost-card: DmpnnKernel mlp_floor=8
+// gpu-model: engine mlp>=8
 template <typename T, typename I, bool kFwd, bool kOwn, bool kVector>
-__global__ void __launch_bounds__(kBlock) DmpnnKernel(DmpnnWalk a, const I* __restrict__ in_off,
-                                                      const I* __restrict__ in_eid, const I* __restrict__ out_off,
-                                                      const I* __restrict__ out_eid, const I* __restrict__ rev,
-                                                      const T* __restrict__ x, T* __restrict__ y, SplitScratch split,
-                                                      DmpnnSums<T> sums) {
+__global__ void __launch_bounds__(kBlock, 1) DmpnnKernel(DmpnnWalk a, const I* __restrict__ in_off,
+                                                         const I* __restrict__ in_eid, const I* __restrict__ out_off,
+                                                         const I* __restrict__ out_eid, const I* __restrict__ rev,
+                                                         const T* __restrict__ x, T* __restrict__ y, SplitScratch split,
+                                                         DmpnnSums<T> sums) {
   constexpr int kV = 16 / int(sizeof(T));
   const Walker w = ThisWalker(a.group);
   const Positions<I, T> pos{nullptr, in_eid, nullptr, 0, a.n_edges, 0};
@@ -166,12 +166,12 @@ __global__ void __launch_bounds__(kBlock) DmpnnKernel(DmpnnWalk a, const I* __re
 
 // The written edges of the nodes that left their sums to DmpnnKernel's scratch: the chunks of the written
 // grouping, at most 256 edges a walker.
-// cost-card: DmpnnWideKernel mlp_floor=8
+// gpu-model: engine mlp>=8
 template <typename T, typename I, bool kFwd, bool kOwn, bool kVector>
-__global__ void __launch_bounds__(kBlock) DmpnnWideKernel(DmpnnWalk a, const I* __restrict__ out_off,
-                                                          const I* __restrict__ out_eid, const I* __restrict__ rev,
-                                                          const T* __restrict__ x, T* __restrict__ y,
-                                                          DmpnnSums<T> sums) {
+__global__ void __launch_bounds__(kBlock, 1) DmpnnWideKernel(DmpnnWalk a, const I* __restrict__ out_off,
+                                                             const I* __restrict__ out_eid, const I* __restrict__ rev,
+                                                             const T* __restrict__ x, T* __restrict__ y,
+                                                             DmpnnSums<T> sums) {
   constexpr int kV = 16 / int(sizeof(T));
   if (*sums.pending == 0) return;  // no node of more than 256 written edges: every walker returns here
   const Walker w = ThisWalker(a.group);

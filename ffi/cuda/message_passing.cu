@@ -104,12 +104,12 @@ __device__ __forceinline__ int SourceRow(Target t, int row, int j, int e) {
   return t == Target::kRow ? row : t == Target::kNbr ? j : e;
 }
 
-// cost-card: SddmmKernel mlp_floor=8
+// gpu-model: engine mlp>=8
 template <typename T, typename I, SddmmForm K, Mask M, bool kVector, bool kQRow>
-__global__ void __launch_bounds__(kBlock) SddmmKernel(SddmmWalk s, const I* __restrict__ offsets,
-                                                      const I* __restrict__ nbr, const I* __restrict__ eid,
-                                                      const T* __restrict__ p, const T* __restrict__ q,
-                                                      const I* __restrict__ mask_arg, T* __restrict__ out) {
+__global__ void __launch_bounds__(kBlock, 1) SddmmKernel(SddmmWalk s, const I* __restrict__ offsets,
+                                                         const I* __restrict__ nbr, const I* __restrict__ eid,
+                                                         const T* __restrict__ p, const T* __restrict__ q,
+                                                         const I* __restrict__ mask_arg, T* __restrict__ out) {
   constexpr int kV = 16 / int(sizeof(T));
   constexpr bool kQ = K != SddmmForm::kCopy;
   constexpr bool kQEdge = kQ && !kQRow;  // Q gathered per edge too
@@ -430,12 +430,12 @@ __device__ __forceinline__ void WriteSoftmax(const I* __restrict__ eid, const T*
   });
 }
 
-// cost-card: EdgeSoftmaxKernel mlp_floor=8
+// gpu-model: engine mlp>=8
 template <typename T, typename I, int kV>
-__global__ void __launch_bounds__(kBlock) EdgeSoftmaxKernel(SoftmaxWalk a, const I* __restrict__ offsets,
-                                                            const I* __restrict__ eid, const T* __restrict__ logits,
-                                                            T* __restrict__ out, SplitScratch split,
-                                                            SplitChunk* __restrict__ chunks, T* __restrict__ stats) {
+__global__ void __launch_bounds__(kBlock, 1) EdgeSoftmaxKernel(SoftmaxWalk a, const I* __restrict__ offsets,
+                                                               const I* __restrict__ eid, const T* __restrict__ logits,
+                                                               T* __restrict__ out, SplitScratch split,
+                                                               SplitChunk* __restrict__ chunks, T* __restrict__ stats) {
   const Walker w = ThisWalker(a.group);
   ForEachWalker(a.windows, a.group, [&](int64_t window) {
     if (a.tail) {
@@ -515,12 +515,12 @@ __global__ void __launch_bounds__(kBlock) EdgeSoftmaxKernel(SoftmaxWalk a, const
 }
 
 // The weights of the split rows' chunks, after EdgeSoftmaxKernel left their rows' shift and inverse sum.
-// cost-card: SplitSoftmaxKernel mlp_floor=8
+// gpu-model: engine mlp>=8
 template <typename T, typename I, int kV>
-__global__ void __launch_bounds__(kBlock) SplitSoftmaxKernel(SoftmaxWalk a, const I* __restrict__ eid,
-                                                             const T* __restrict__ logits, T* __restrict__ out,
-                                                             const SplitChunk* __restrict__ chunks,
-                                                             const T* __restrict__ stats) {
+__global__ void __launch_bounds__(kBlock, 1) SplitSoftmaxKernel(SoftmaxWalk a, const I* __restrict__ eid,
+                                                                const T* __restrict__ logits, T* __restrict__ out,
+                                                                const SplitChunk* __restrict__ chunks,
+                                                                const T* __restrict__ stats) {
   const Walker w = ThisWalker(a.group);
   ForEachWalker(a.slot_count, a.group, [&](int64_t slot) {
     const SplitChunk c = chunks[slot];
@@ -659,11 +659,11 @@ ffi::Error PoolSortedCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuff
 // jgo_pool_sorted_bwd: out[i] = ct[ids[i]] for an id in [0, n_graphs), 0 for any other: each graph's row of ct
 // copied to its nodes (the transpose of jgo_pool_sorted's sum), kInFlight rows' loads before their stores.
 
-// cost-card: PoolBwdKernel mlp_floor=8
+// gpu-model: engine mlp>=8
 template <typename T, typename I, bool kVector>
-__global__ void __launch_bounds__(kBlock) PoolBwdKernel(PoolArgs a, int group, int tiles, bool stream,
-                                                        const T* __restrict__ ct, const I* __restrict__ ids,
-                                                        T* __restrict__ out) {
+__global__ void __launch_bounds__(kBlock, 1) PoolBwdKernel(PoolArgs a, int group, int tiles, bool stream,
+                                                           const T* __restrict__ ct, const I* __restrict__ ids,
+                                                           T* __restrict__ out) {
   constexpr int kV = 16 / int(sizeof(T));
   const Walker w = ThisWalker(group);
   const int width = static_cast<int>(a.width), n = static_cast<int>(a.n);

@@ -57,12 +57,13 @@ __host__ __device__ constexpr int EfeatEdges(int parts, bool sum) {
   return sum && count > 1 ? kInFlight / 2 : kInFlight;
 }
 
-// cost-card: EfeatFwdKernel mlp_floor=8
+// gpu-model: engine mlp>=8
 template <typename T, typename I, int kParts, bool kSum, bool kVector>
-__global__ void __launch_bounds__(kBlock) EfeatFwdKernel(EdgeRowsWalk a, EfeatArgs args, const I* __restrict__ offsets,
-                                                         const I* __restrict__ src, const I* __restrict__ dst,
-                                                         const T* __restrict__ ef, const T* __restrict__ xs,
-                                                         const T* __restrict__ xd, T* __restrict__ out) {
+__global__ void __launch_bounds__(kBlock, 1) EfeatFwdKernel(EdgeRowsWalk a, EfeatArgs args,
+                                                            const I* __restrict__ offsets, const I* __restrict__ src,
+                                                            const I* __restrict__ dst, const T* __restrict__ ef,
+                                                            const T* __restrict__ xs, const T* __restrict__ xd,
+                                                            T* __restrict__ out) {
   constexpr int kV = 16 / int(sizeof(T));
   constexpr bool kE = (kParts & kEfeatEdge) != 0, kS = (kParts & kEfeatSrc) != 0, kD = (kParts & kEfeatDst) != 0;
   constexpr int kSources = kSum ? int(kE) + int(kS) + int(kD) : 1;  // rows read per output value
@@ -228,11 +229,11 @@ ffi::Error EfeatBwdDstCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuf
 // jgo_update_efeat_bwd_edge: grad[e] = G[e, col : col + width] for the real edges, 0 at the padding edges, the
 // forward's way (kInFlight edges' loads before their stores)
 
-// cost-card: EfeatBwdEdgeKernel mlp_floor=8
+// gpu-model: engine mlp>=8
 template <typename T, typename I, bool kVector>
-__global__ void __launch_bounds__(kBlock) EfeatBwdEdgeKernel(EdgeRowsWalk a, EfeatBwdArgs args,
-                                                             const I* __restrict__ offsets, const T* __restrict__ G,
-                                                             T* __restrict__ grad) {
+__global__ void __launch_bounds__(kBlock, 1) EfeatBwdEdgeKernel(EdgeRowsWalk a, EfeatBwdArgs args,
+                                                                const I* __restrict__ offsets, const T* __restrict__ G,
+                                                                T* __restrict__ grad) {
   constexpr int kV = 16 / int(sizeof(T));
   const Walker w = ThisWalker(a.group);
   const int real = ClampIndex(offsets[args.n_rows], a.n_edges + 1);

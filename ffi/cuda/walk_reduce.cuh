@@ -140,13 +140,13 @@ __device__ __forceinline__ void StoreFeatures(X* __restrict__ row, const LaneFea
 }
 
 // kByPosition: position k reads node row k (pool; no neighbour array).
-// cost-card: ReduceKernel mlp_floor=8
+// gpu-model: engine mlp>=8
 template <typename T, typename I, Op op, Reduce R, Mask M, bool kVector, bool kStagedEdge, bool kByPosition = false>
-__global__ void __launch_bounds__(kBlock) ReduceKernel(ReduceWalk a, const I* __restrict__ offsets,
-                                                       const I* __restrict__ nbr, const I* __restrict__ eid,
-                                                       const T* __restrict__ node, const T* __restrict__ edge,
-                                                       const I* __restrict__ mask_arg, T* __restrict__ out,
-                                                       I* __restrict__ arg_out, SplitScratch split) {
+__global__ void __launch_bounds__(kBlock, 1) ReduceKernel(ReduceWalk a, const I* __restrict__ offsets,
+                                                          const I* __restrict__ nbr, const I* __restrict__ eid,
+                                                          const T* __restrict__ node, const T* __restrict__ edge,
+                                                          const I* __restrict__ mask_arg, T* __restrict__ out,
+                                                          I* __restrict__ arg_out, SplitScratch split) {
   constexpr int kV = 16 / int(sizeof(T));
   using Msg = Message<op>;
   using Red = Reducer<T, R>;
