@@ -54,16 +54,17 @@ ELEMENT_BYTES = {"float": 4, "double": 8, "__half": 2, "__nv_bfloat16": 2}
 REASONS = {
     "*Reduce*Kernel<*": "the chunked row-walk engine (ffi/cuda/chunk_walk.cuh): each walker holds kInFlight = 8 "
     "gathered rows in registers (a 128-bit load per lane each), the staged indices and the accumulators, and folds "
-    "split rows' partials: 72-128 registers. Its latency hiding is loads in flight per warp (8 before the first is "
-    "used) rather than warps per SM: 16-24 warps keep 128-192 gathers in flight per SM",
+    "split rows' partials: 78-222 registers (float64 and the strided path the most; __launch_bounds__(kBlock, 1), "
+    "so no spills). Its latency hiding is loads in flight per warp (8 before the first is used) rather than warps "
+    "per SM: 8-24 warps keep 64-192 gathers in flight per SM",
     "message_passing.cu:*Softmax*Kernel<*": "the engine's lanes over edges: kInFlight = 8 edges' logits per lane "
-    "(kV heads each, 128-bit), the running (max, sum) of kV heads and the butterfly merge: 64-128 registers",
+    "(kV heads each, 128-bit), the running (max, sum) of kV heads and the butterfly merge: 70-122 registers",
     "message_passing.cu:SddmmKernel<*": "the engine: kInFlight = 8 (4 with two gathered operands) edges' rows per "
-    "lane in registers before the first is used, the walked row's operand and the mask rows: 80-160 registers",
+    "lane in registers before the first is used, the walked row's operand and the mask rows: 80-255 registers",
     "dmpnn.cu:Dmpnn*Kernel<*": "the engine: the node's sum in registers while kInFlight edges' reverse rows and rev "
-    "entries (and their validity) are loaded before any store, the own block beside them: 80-150 registers",
+    "entries (and their validity) are loaded before any store, the own block beside them: 86-194 registers",
     "update_efeat.cu:Efeat*Kernel<*": "kInFlight edges (4 when summing parts) x every part's 128-bit row loaded "
-    "before the first store: 64-128 registers",
+    "before the first store: 56-135 registers",
     "message_passing.cu:PoolBwdKernel<*": "kInFlight rows of ct in registers before the stores: 64-80 registers",
     "attention*.cu:*FwdKernel<double, *": "float64 online softmax: the kVec=4 accumulators, the softmax state and "
     "the float64 exp take 2 registers per value (78-86 on sm_90, 56-64 on sm_80); float32/half run at >= 50%",
