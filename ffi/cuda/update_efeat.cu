@@ -57,7 +57,9 @@ __host__ __device__ constexpr int EfeatEdges(int parts, bool sum) {
   return sum && count > 1 ? kInFlight / 2 : kInFlight;
 }
 
-// gpu-model: engine mlp>=8
+// MLP floor 6, measured (nvcc 13.0, sm_90, 2026-11-29; 8-48 elsewhere): 6 in five float64 sums of several
+// parts on the vector path (kInFlight / 2 edges a pass, EdgesPerPass). 8 there is open work (issue 32).
+// gpu-model: engine mlp>=6 vector-if kVector
 template <typename T, typename I, int kParts, bool kSum, bool kVector>
 __global__ void __launch_bounds__(kBlock, 1) EfeatFwdKernel(EdgeRowsWalk a, EfeatArgs args,
                                                             const I* __restrict__ offsets, const I* __restrict__ src,
@@ -229,7 +231,7 @@ ffi::Error EfeatBwdDstCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuf
 // jgo_update_efeat_bwd_edge: grad[e] = G[e, col : col + width] for the real edges, 0 at the padding edges, the
 // forward's way (kInFlight edges' loads before their stores)
 
-// gpu-model: engine mlp>=8
+// gpu-model: engine mlp>=8 vector-if kVector
 template <typename T, typename I, bool kVector>
 __global__ void __launch_bounds__(kBlock, 1) EfeatBwdEdgeKernel(EdgeRowsWalk a, EfeatBwdArgs args,
                                                                 const I* __restrict__ offsets, const T* __restrict__ G,

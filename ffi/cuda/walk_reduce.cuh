@@ -140,7 +140,10 @@ __device__ __forceinline__ void StoreFeatures(X* __restrict__ row, const LaneFea
 }
 
 // kByPosition: position k reads node row k (pool; no neighbour array).
-// gpu-model: engine mlp>=8
+// MLP floor 6, measured (nvcc 13.0, sm_90, 2026-11-29; 8-16 in most instantiations): the unmasked copy
+// sums' gather loop (a lane stages its 8 ids with 8 scalar loads, then 8 128-bit gathers) keeps 7 in
+// flight, float32 and float64, and pool's by-position walk 6 in float32. 8 there is open work (issue 32).
+// gpu-model: engine mlp>=6 vector-if kVector
 template <typename T, typename I, Op op, Reduce R, Mask M, bool kVector, bool kStagedEdge, bool kByPosition = false>
 __global__ void __launch_bounds__(kBlock, 1) ReduceKernel(ReduceWalk a, const I* __restrict__ offsets,
                                                           const I* __restrict__ nbr, const I* __restrict__ eid,
