@@ -328,6 +328,32 @@ def test_engine_check_on_compiled_kernels(tmp_path):
     assert wide.waits(lambda line: 1.0)[("engine.cu", gather_line)] > 0  # its waits are charged to the gather
 
 
+@pytest.mark.skipif(shutil.which("nvcc") is None or _nvdisasm() is None,
+                    reason="needs nvcc and nvdisasm (pip install nvidia-cuda-nvdisasm)")
+@pytest.mark.exhaustive  # CI's reuse of the plugin's build, end to end
+def test_cards_from_the_plugin_builds_object(tmp_path):
+    """tools/ptxas_reports.py, as the plugin build's launcher, keeps each cubin of the object it compiles (``nvcc
+    -c``, sm_80 and sm_90); the cards of the kept sm_90 cubin have the instructions, load widths and loads in
+    flight of the ``-cubin -lineinfo`` compile's, without source lines (two nvcc, ~10 s)."""
+    source, reports = FIXTURE / "cuda" / "engine.cu", tmp_path / "reports"
+    flags = gpu_resources.nvcc_command(source, tmp_path / "engine.o", str(gpu_resources.XLA_FFI), FIXTURE)
+    compile_object = ["-c" if f == "-fatbin" else f for f in flags if f not in ("-Xptxas", "-v")]
+    launcher = [sys.executable, str(ROOT / "tools" / "ptxas_reports.py"), str(reports)]
+    subprocess.run([*launcher, *compile_object], check=True, capture_output=True)
+    assert sorted(p.name for p in reports.iterdir()) == ["engine.ptxas", "engine.sm_80.cubin", "engine.sm_90.cubin"]
+    kept = {k.name: k for k in cards.build_cards(sass.prebuilt_sources(FIXTURE, reports), FIXTURE, block=256)}
+    compiled = sass.compile_sources(FIXTURE, tmp_path / "cubins", jobs=1, log=lambda *a: None)
+    own = {k.name: k for k in cards.build_cards(compiled, FIXTURE, block=256)}
+    assert sorted(kept) == sorted(own)
+
+    def figures(k):
+        return k.registers, k.gather.instructions, k.gather.load_bits, k.gather.mlp, k.engine_vector
+    assert {n: figures(k) for n, k in kept.items()} == {n: figures(k) for n, k in own.items()}
+    assert not kept["GatherRows128"].region_of and own["GatherRows128"].region_of  # no source lines
+    with pytest.raises(SystemExit, match=r"no sm_90 cubin or ptxas report in .* for engine\.cu"):
+        sass.prebuilt_sources(FIXTURE, tmp_path)
+
+
 def _has_emulation() -> bool:
     code = "import jaxgraphops._ext as e; assert e.with_cuda_emulation"
     return subprocess.run([sys.executable, "-c", code], cwd="/", capture_output=True).returncode == 0

@@ -6,7 +6,8 @@
   path, the floor of the GPU note's section 4 and the XLA time measured on the H100;
 - ``--cards``: the SASS cost cards of every kernel instantiation (``--check``: exit 1 when an engine kernel
   lost its 128-bit loads or its declared memory-level parallelism; ``--engine``: the engine kernels' cards
-  alone, compiling only the files that declare one, which CI runs);
+  alone, compiling only the files that declare one; ``--cubins DIR``: no compile, the plugin build's cubins
+  that ``tools/ptxas_reports.py`` kept in DIR, which CI reads);
 - ``--retro``: the first GPU run's 22 rows modelled on the code they measured (edecaa7, built beside this
   checkout), modelled vs measured (``--fit``: fit the parameters on :data:`.retro.FIT_ROWS` first).
 
@@ -59,13 +60,17 @@ def _params_line(p: model.Params) -> str:
 def run_cards(args, command) -> int:
     started = time.perf_counter()
     tree = pipeline.current_tree(Path(args.build))
-    cards = sorted(pipeline.cards_of(tree, args.jobs, engine=args.engine).values(), key=lambda k: (k.file, k.name))
+    prebuilt = Path(args.cubins) if args.cubins else None
+    cards = sorted(pipeline.cards_of(tree, args.jobs, engine=args.engine, prebuilt=prebuilt).values(),
+                   key=lambda k: (k.file, k.name))
     if args.engine and not cards:
         print("gpu_model: no engine kernel is declared in ffi/cuda (`// gpu-model: engine mlp>=N`): nothing to check")
         return 0
     stamp = datetime.date.today().isoformat()
     preamble = (f"## SASS cost cards (sm_90), {stamp}, commit {_commit()}\n\nCommand: `{command}`; {len(cards)} "
-                f"kernel instantiations of `ffi/cuda` compiled by nvcc for sm_90 (the plugin's flags, `-lineinfo`) "
+                f"kernel instantiations of `ffi/cuda` "
+                + (f"as the plugin's build compiled them for sm_90 (`{args.cubins}`, no line information) "
+                   if prebuilt else "compiled by nvcc for sm_90 (the plugin's flags, `-lineinfo`) ") +
                 f"and read with nvdisasm ({time.perf_counter() - started:.0f} s).")
     body = render.cards_section(cards, preamble)
     print(body if args.all else body.split("<details>")[0])
@@ -198,6 +203,9 @@ def main(argv=None) -> int:
     parser.add_argument("--check", action="store_true", help="with --cards: exit 1 on an engine kernel's failure")
     parser.add_argument("--engine", action="store_true",
                         help="with --cards: the engine kernels only, compiling only their files (CI's check)")
+    parser.add_argument("--cubins", metavar="DIR",
+                        help="with --cards: the sm_90 cubins and ptxas reports the plugin's build kept in DIR "
+                             "(tools/ptxas_reports.py as its CUDA compiler launcher) instead of compiling (CI)")
     parser.add_argument("--retro", action="store_true", help="the first GPU run's rows on the code at edecaa7")
     parser.add_argument("--fit", action="store_true", help="with --retro: fit the parameters on FIT_ROWS first")
     parser.add_argument("--extrapolation-check", action="store_true",
@@ -209,6 +217,8 @@ def main(argv=None) -> int:
     parser.add_argument("--build", default=str(pipeline.ROOT / "build" / "gpu_model"), metavar="DIR",
                         help="where the cubins, recordings and traces are cached (build/gpu_model)")
     args = parser.parse_args(argv)
+    if args.cubins and not args.cards:
+        parser.error("--cubins goes with --cards")
     if args.engine and (args.markdown or not args.cards):
         parser.error("--engine goes with --cards, without --markdown (the section holds every kernel)")
     command = shlex.join(["python", "-m", "benchmarks.gpu_model", *(sys.argv[1:] if argv is None else argv)])

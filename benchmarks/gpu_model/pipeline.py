@@ -66,12 +66,19 @@ def current_tree(cache: Path = ROOT / "build" / "gpu_model") -> Tree:
     return Tree("current", ROOT, sys.executable, "model", cache / "current")
 
 
-def cards_of(tree: Tree, jobs: int = 2, log=print, engine: bool = False):
+def cards_of(tree: Tree, jobs: int = 2, log=print, engine: bool = False, prebuilt: Path | None = None):
     """``{(file, Card.raw_name): Card}``: the tree's cost cards, cached beside its cubins (``engine``: only those
-    of the kernels with an engine marker, compiling only the files that hold one)."""
+    of the kernels with an engine marker, compiling only the files that hold one; ``prebuilt``: the plugin
+    build's cubins in that directory, :func:`sass.prebuilt_sources`, instead of compiling)."""
     select = (lambda source: cards_module.declares_engine(source, tree.ffi)) if engine else (lambda source: True)
-    compiled = sass.compile_sources(tree.ffi, tree.cache / "cubins", jobs, log=log, select=select)
-    key = hashlib.sha256("".join(sorted(c.cubin.name for c in compiled)).encode())
+    if prebuilt is None:
+        compiled = sass.compile_sources(tree.ffi, tree.cache / "cubins", jobs, log=log, select=select)
+    else:
+        compiled = sass.prebuilt_sources(tree.ffi, prebuilt, select)
+    (tree.cache / "cubins").mkdir(parents=True, exist_ok=True)
+    key = hashlib.sha256()
+    for c in compiled:
+        key.update(c.source.name.encode() + hashlib.sha256(c.cubin.read_bytes()).digest())
     for module in (cards_module, sass):
         key.update(Path(module.__file__).read_bytes())
     key.update(b"engine kernels only" if engine else b"")

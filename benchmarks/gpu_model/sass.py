@@ -100,6 +100,18 @@ def compile_sources(ffi: Path, cache: Path, jobs: int = 2, nvcc: str = "nvcc", l
     return [done[s] for s in sources]
 
 
+def prebuilt_sources(ffi: Path, directory: Path, select=lambda source: True) -> list[Compiled]:
+    """Every ``ffi/cuda/*.cu`` (those ``select`` keeps) as the plugin's build compiled it: the sm_90 cubin and
+    ptxas's report that ``tools/ptxas_reports.py`` kept in ``directory`` (``NAME.sm_90.cubin``,
+    ``NAME.ptxas``). The plugin's flags without ``-lineinfo``: the same instructions, no source lines."""
+    sources = [s for s in sorted((ffi / "cuda").glob("*.cu")) if select(s)]
+    files = {s: (directory / f"{s.stem}.{ARCH}.cubin", directory / f"{s.stem}.ptxas") for s in sources}
+    if missing := [s.name for s, pair in files.items() if not all(p.is_file() for p in pair)]:
+        raise SystemExit(f"gpu_model: no {ARCH} cubin or ptxas report in {directory} for {', '.join(missing)} "
+                         "(build the plugin with tools/ptxas_reports.py as its CUDA compiler launcher)")
+    return [Compiled(s, cubin, report.read_text()) for s, (cubin, report) in files.items()]
+
+
 def disassembler() -> list[str]:
     """``nvdisasm`` with line information (PATH, or the nvidia-cuda-nvdisasm wheel), else ``cuobjdump``."""
     candidates = [shutil.which("nvdisasm")]
@@ -114,9 +126,9 @@ def disassembler() -> list[str]:
 
 
 def disassemble(cubin: Path) -> str:
-    """The SASS text of a cubin (cached beside it)."""
+    """The SASS text of a cubin (cached beside it while the cubin is older)."""
     out = cubin.with_suffix(".sass")
-    if not out.is_file():
+    if not out.is_file() or out.stat().st_mtime < cubin.stat().st_mtime:
         done = subprocess.run([*disassembler(), str(cubin)], capture_output=True, text=True)
         if done.returncode:
             raise SystemExit(f"gpu_model: disassembling {cubin} failed:\n{done.stderr}")
