@@ -41,6 +41,7 @@ MP, GAT, V2, SIMPLE = "tests/test_gspmm.py", "tests/test_gat.py", "tests/test_ga
     "tests/test_mha_simple.py"
 GNO, DIMENET, SDDMM = "tests/test_gno.py", "tests/test_dimenet.py", "tests/test_gsddmm_softmax.py"
 ENGINE = "tests/test_chunk_walk.py"
+WALK, FOLD = "ffi/cuda/walk_reduce.cuh", "const int64_t at = (slot - c.index + q) * a.F;"  # a split row's fold
 
 MUTANTS = (
     Mutant("row-off-by-one", "engine: a row ends one edge early (off-by-one in a chunk's row bounds)",
@@ -81,14 +82,12 @@ MUTANTS = (
            "ffi/cuda/chunk_walk.cuh", "    out.j = fits ? static_cast<int>(raw) : 0;\n    ok = ok && fits;\n",
            "    out.j = fits ? static_cast<int>(raw) : 0;\n", (MP,)),
     Mutant("combine-out-of-order", "engine: a split row's partials folded from its last chunk back (max/min: the "
-           "later tie wins)", "ffi/cuda/walk_reduce.cuh", "const int64_t at = (slot - c.index + q) * a.F;",
-           "const int64_t at = (slot - c.index + (c.count - 1 - q)) * a.F;", (ENGINE,)),
+           "later tie wins)", WALK, FOLD, FOLD.replace("+ q)", "+ (c.count - 1 - q))"), (ENGINE,)),
     Mutant("combine-in-arrival-order", "engine: the folding walker's own partial folded last (the order follows "
-           "who arrives last)", "ffi/cuda/walk_reduce.cuh", "const int64_t at = (slot - c.index + q) * a.F;",
-           "const int64_t at = (slot - c.index + (q + c.index + 1) % c.count) * a.F;", (ENGINE,)),
-    Mutant("dropped-partial", "engine: a split row's last chunk's partial is not folded",
-           "ffi/cuda/walk_reduce.cuh", "        for (int q = 0; q < c.count; ++q) {  // the row's partials",
-           "        for (int q = 0; q < c.count - 1; ++q) {  // the row's partials", (ENGINE,)),
+           "who arrives last)", WALK, FOLD, FOLD.replace("+ q)", "+ (q + c.index + 1) % c.count)"), (ENGINE,)),
+    Mutant("dropped-partial", "engine: a split row's last chunk's partial is not folded", WALK,
+           "for (int q = 0; q < c.count; ++q) {  // the row's partials",
+           "for (int q = 0; q < c.count - 1; ++q) {  // the row's partials", (ENGINE,)),
     Mutant("stale-index-stage", "engine: a chunk's indices staged once, its later blocks of G edges reusing the "
            "first block's", "ffi/cuda/chunk_walk.cuh", "(p, kb + w.lane, kb + w.lane < hi, mine)",
            "(p, lo + w.lane, kb + w.lane < hi, mine)", (ENGINE,)),

@@ -41,18 +41,7 @@ ffi::Error SpmmTyped(cudaStream_t stream, CudaScratch& scratch, const SpmmArgs& 
   p.mask_arg = a.mask == Mask::kNone ? nullptr : mask_arg.typed_data<I>();
   p.out = out.typed_data<T>();
   p.arg_out = (a.reduce == Reduce::kMax || a.reduce == Reduce::kMin) ? arg_out.typed_data<I>() : nullptr;
-  p.op = a.op;
-  p.reduce = a.reduce;
-  p.mask = a.mask;
-  p.dims = a.dims;
-  p.node_strides = a.node_strides;
-  p.edge_strides = a.edge_strides;
-  p.n_rows = a.n_rows;
-  p.n_edges = a.n_edges;
-  p.nbr_bound = a.nbr_bound;
-  p.node_rows = a.node_rows;
-  p.node_len = a.node_len;
-  p.edge_len = a.edge_len;
+  static_cast<SpmmArgs&>(p) = a;  // the operation and its shape
   constexpr const char* kName = "jgo_spmm";
   bool ran = false;
   if (auto err = MaybeCusparse(kName, stream, scratch, p, checked, ran); err.failure() || ran) return err;

@@ -17,6 +17,7 @@
 
 #include "cuda/chunk_walk.cuh"
 #include "cuda/launch.cuh"
+#include "jgo/args.h"
 #include "jgo/math.h"
 
 namespace jgo {
@@ -293,7 +294,7 @@ inline bool Aligned(const void* data) { return reinterpret_cast<uintptr_t>(data)
 // copy_u sum or mean without mask),
 // the operands with their row lengths and strides over dims, an optional mask (jgo/math.h), the outputs.
 template <typename T, typename I>
-struct ReduceProblem {
+struct ReduceProblem : SpmmArgs {  // the operation and its shape, and the device pointers
   const I* offsets = nullptr;
   const I* nbr = nullptr;
   const I* eid = nullptr;
@@ -302,12 +303,6 @@ struct ReduceProblem {
   const I* mask_arg = nullptr;
   T* out = nullptr;
   I* arg_out = nullptr;  // max/min: the winning edge ids
-  Op op = Op::kCopyNode;
-  Reduce reduce = Reduce::kSum;
-  Mask mask = Mask::kNone;
-  Dims3 dims{1, 1, 0};
-  Strides3 node_strides{0, 0, 0}, edge_strides{0, 0, 0};
-  int64_t n_rows = 0, n_edges = 0, nbr_bound = 0, node_rows = 0, node_len = 0, edge_len = 0;
 };
 
 // The strides of a row of F contiguous features viewed as dims [1, 1, F].

@@ -211,15 +211,15 @@ ffi::Error CheckMaskArg(const std::string& fn, Args& a, const ffi::AnyBuffer& ma
 
 // jgo_spmm: out[r, f] = reduce over k in row r of op(node[nbr[k], .], edge[eid[k], .]).
 struct SpmmArgs {
-  Op op;
-  Reduce reduce;
-  Mask mask;
-  Dims3 dims;
-  Strides3 node_strides, edge_strides;
-  int64_t n_rows, n_edges, node_rows, node_len, edge_len;
-  int64_t nbr_bound;  // neighbour ids must lie in [0, nbr_bound) (node rows and/or mask rows)
-  bool reads_nbr;     // whether the kernel reads anything through the neighbour id
-  bool reads_eid;     // whether it reads edge data or records edge ids (arg outputs, masks)
+  Op op = Op::kCopyNode;
+  Reduce reduce = Reduce::kSum;
+  Mask mask = Mask::kNone;
+  Dims3 dims{1, 1, 0};
+  Strides3 node_strides{0, 0, 0}, edge_strides{0, 0, 0};
+  int64_t n_rows = 0, n_edges = 0, node_rows = 0, node_len = 0, edge_len = 0;
+  int64_t nbr_bound = 0;   // neighbour ids must lie in [0, nbr_bound) (node rows and/or mask rows)
+  bool reads_nbr = false;  // whether the kernel reads anything through the neighbour id
+  bool reads_eid = false;  // whether it reads edge data or records edge ids (arg outputs, masks)
 };
 
 inline ffi::ErrorOr<SpmmArgs> CheckSpmm(const ffi::AnyBuffer& offsets, const ffi::AnyBuffer& nbr,

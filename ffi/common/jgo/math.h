@@ -71,20 +71,13 @@ struct Message<Op::kAdd> {
 // a * b rounded on its own, never fused with a following addition (nvcc contracts a * b + c into one
 // fused multiply-add by default): so a CUDA sum of products has the CPU's bits (message_passing.cc is
 // compiled with -ffp-contract=off).
-JGO_HD float MulRn(float a, float b) {
 #ifdef __CUDA_ARCH__
-  return __fmul_rn(a, b);
+JGO_HD float MulRn(float a, float b) { return __fmul_rn(a, b); }
+JGO_HD double MulRn(double a, double b) { return __dmul_rn(a, b); }
 #else
-  return a * b;
+JGO_HD float MulRn(float a, float b) { return a * b; }
+JGO_HD double MulRn(double a, double b) { return a * b; }
 #endif
-}
-JGO_HD double MulRn(double a, double b) {
-#ifdef __CUDA_ARCH__
-  return __dmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
 
 template <>
 struct Message<Op::kMul> {
