@@ -29,7 +29,7 @@ _ARRAY = re.compile(r"\b(pred|[suf]\d+|bf16|c64|c128|token)\[([\d,]*)\]")
 _BITS = {"pred": 8, "bf16": 16, "c64": 64, "c128": 128, "token": 0}
 # jaxgraphops' CPU-only targets (ffi/targets.h, JGO_HOST_TARGETS): custom calls in a CPU program that are XLA's
 # own ops on a GPU, so XLA work here, not kernels.
-HOST_TARGETS = ("jgo_rows_dot", "jgo_pool_sorted", "jgo_pool_sorted_bwd", "jgo_sample_relabel")
+HOST_TARGETS = ("jgo_rows_dot", "jgo_sample_relabel")
 FREE = {"parameter", "constant", "get-tuple-element", "tuple", "bitcast", "after-all", "partition-id",
         "replica-id", "opt-barrier", "add-dependency", "iota"}
 
