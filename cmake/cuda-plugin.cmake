@@ -30,6 +30,10 @@ set_target_properties(jgo_cuda_kernels PROPERTIES POSITION_INDEPENDENT_CODE ON C
                                                   CUDA_VISIBILITY_PRESET hidden)
 jgo_handler_includes(jgo_cuda_kernels)
 target_compile_definitions(jgo_cuda_kernels PRIVATE JGO_WITH_CUDA)
+# Uncompressed GPU images (nvcc compresses large ones by default): the cubins stay readable by nvdisasm and
+# tools/ptxas_reports.py (CI's cost cards read the plugin's own build), the driver loads them without a
+# decompression step, and the wheel's zip compresses them anyway.
+target_compile_options(jgo_cuda_kernels PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-no-compress>)
 
 set(library jgo_cuda${JGO_CUDA_MAJOR})
 add_library(jgo_cuda_plugin SHARED ffi/cuda_plugin.cc $<TARGET_OBJECTS:jgo_cuda_kernels>)

@@ -353,6 +353,12 @@ def test_cards_from_the_plugin_builds_object(tmp_path):
     assert "engine.cu" in {f for f, _, _ in own["GatherRows128"].region_of}
     with pytest.raises(SystemExit, match=r"no sm_90 cubin or ptxas report in .* for engine\.cu"):
         sass.prebuilt_sources(FIXTURE, tmp_path)
+    # A compressed image is no cubin: the launcher says so and keeps the build going (the plugin says -no-compress)
+    squeezed = subprocess.run([*launcher[:2], str(tmp_path / "squeezed"), *compile_object, "-Xfatbin=-compress-all"],
+                              capture_output=True, text=True)
+    assert squeezed.returncode == 0, squeezed.stderr
+    assert "the sm_90 image is compressed" in squeezed.stderr
+    assert sorted(p.name for p in (tmp_path / "squeezed").iterdir()) == ["engine.ptxas"]
 
 
 def _has_emulation() -> bool:
