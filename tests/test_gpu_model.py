@@ -321,12 +321,18 @@ def test_fit_recovers_parameters_and_rank_check():
     measured = {("gspmm_sum", "forward"): 1.0, ("agg_max", "forward"): 2.0, ("gat", "forward"): 3.0}
     tau, wrong = retro.rank_check(times, measured)
     assert tau == pytest.approx(1 / 3) and wrong == [(("agg_max", "forward"), ("gat", "forward"), 1.5)]
+    assert retro.order_summary(times, measured).endswith(
+        "**Not rank-ordered: 1 pair(s) measured more than 1.15x apart are ordered differently**")
+    measured[("gat", "forward")] = 2.2  # 1.1x from agg_max's: a tie, which the model may order either way
+    summary = retro.order_summary(times, measured)
+    assert "1 pair(s) ordered differently, 1 of them a tie" in summary and "(1.10x apart measured, a tie)" in summary
+    assert summary.endswith("**Rank-ordered: every pair measured more than 1.15x apart is ordered as measured**")
 
 
-@pytest.mark.parametrize("module", [sass, cards, xla_ops])
-def test_docstring_examples(module):
-    result = doctest.testmod(module)
-    assert result.attempted > 0 and result.failed == 0
+def test_docstring_examples():
+    for module in (sass, cards, xla_ops, retro):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__
 
 
 def _nvdisasm():
