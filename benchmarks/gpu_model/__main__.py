@@ -81,8 +81,8 @@ def run_model(args, command) -> int:
     started = time.perf_counter()
     tree = pipeline.current_tree(Path(args.build))
     ids = args.cases or list(shapes.DEFAULT)
-    cards = pipeline.cards_of(tree, args.jobs)
     traced = pipeline.traced_passes(tree, ids, args.scale, args.jobs)
+    cards = pipeline.cards_of(tree, args.jobs, files=pipeline.kernel_files(traced))  # those the cases launch
     params = model.Params()
     h100 = pipeline.model_passes(traced, cards, model.H100, params, args.scale)
     h200 = pipeline.model_passes(traced, cards, model.H200, params, args.scale)
