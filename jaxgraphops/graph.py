@@ -427,6 +427,8 @@ def pad(g: Graph, n_src: int, n_dst: int, n_edges: int) -> Graph:
     groupings are appended to, never re-sorted, so this works inside ``jit`` (and on a graph already
     padded). Use :func:`padding_masks` to tell real entries from padding. A batch of graphs is
     padded with :func:`jaxgraphops.pad_batch` instead (one padding graph, graph ids and masks kept).
+    What is defined by the sizes rather than by the edges follows the padded sizes: the GAT layers'
+    self loops on a bipartite graph (``docs/semantics.md``, "Padding").
 
     >>> import numpy as np
     >>> g = Graph.from_edges(np.array([0, 1]), np.array([1, 0]))

@@ -223,6 +223,10 @@ def run(case, fz):
         # reorder relabels a bipartite graph's sources and destinations apart, so a layer's position-based self
         # loops i -> i join other nodes afterwards (documented in jgo.reorder): no oracle on the original graph
         return "xfail", "reorder_bipartite_self_loops: position-based self loops are not relabelled by reorder"
+    if case.padding in ("pad", "convert") and case.n_src < case.n_dst and ("add_self_loops", True) in case.config:
+        # the loops i -> i, i < min(n_src, n_dst), follow the padded sizes: a padding source joins a real destination
+        # (documented in docs/semantics.md, "Padding"; tests/test_padding.py tests the way out)
+        return "xfail", "padded_bipartite_self_loops: position-based self loops follow the padded sizes"
     with jax.enable_x64(case.x64):
         pieces, oracle_graph, valid = build(case, jgo)
         n_oracle = {"src": oracle_graph.n_src, "dst": oracle_graph.n_dst, "edge": oracle_graph.n_edges}

@@ -210,6 +210,37 @@ def test_layers_that_add_self_loops_on_a_padded_batch(layer):
     np.testing.assert_allclose(grad(padded.graph, xp, 10)[:10], grad(bg.graph, x, 10), rtol=1e-4, atol=1e-6)
 
 
+def test_gat_self_loops_on_a_padded_bipartite_graph():
+    """The GAT layers' ``add_self_loops`` on a bipartite graph adds ``i -> i`` for ``i < min(n_src, n_dst)`` of the
+    graph it is given (PyG's rule, by position): padding a graph with fewer sources than destinations gives the real
+    destination ``n_src`` a loop from the first padding source (docs/semantics.md, "Padding"; the long fuzz's seeds
+    28361-28368). The documented way out is exact: the loops in the edge list before padding, and
+    ``add_self_loops=False``."""
+    nn = pytest.importorskip("jaxgraphops.nn.flax", reason="the layers need flax")
+    rng = np.random.default_rng(9)
+    src, dst = rng.integers(0, 4, 9), rng.integers(0, 6, 9)
+    src, dst = src[src != dst], dst[src != dst]  # PyG removes a graph's own loops: none here, to keep the edges
+    g = jgo.Graph.from_edges(src, dst, 4, 6)
+    x_src, x_dst = (rng.normal(size=(n, 3)).astype(np.float32) for n in (4, 6))
+    pad_src = lambda junk: np.concatenate([x_src, junk * np.ones((1, 3), np.float32)])  # noqa: E731
+    pad_dst = np.concatenate([x_dst, np.zeros((1, 3), np.float32)])
+    with_loops, without = nn.GATConv(2, heads=2), nn.GATConv(2, heads=2, add_self_loops=False)
+    variables = with_loops.init(jax.random.key(0), g, (x_src, x_dst))
+    want = np.asarray(with_loops.apply(variables, g, (x_src, x_dst)))
+
+    padded = jgo.pad(g, 5, 7, g.n_edges + 2)
+    first, second = (np.asarray(with_loops.apply(variables, padded, (pad_src(j), pad_dst)))[:6] for j in (-7, 5))
+    np.testing.assert_allclose(first[:4], want[:4], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(first[5:], want[5:], rtol=1e-5, atol=1e-6)
+    assert np.abs(first[4] - second[4]).max() > 1e-3  # destination 4 reads padding source 4 through its loop
+
+    loops = np.arange(4)
+    built = jgo.pad(jgo.Graph.from_edges(np.r_[src, loops], np.r_[dst, loops], 4, 6), 5, 7, g.n_edges + 6)
+    for junk in (-7, 5):
+        got = np.asarray(without.apply(variables, built, (pad_src(junk), pad_dst)))[:6]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 def test_gcn_norm_of_a_padded_graph():
     """gcn_norm's weights follow add_self_loops' order (loops before the padding edges): on the real edges and
     loops they equal the unpadded graph's, with and without edge weights."""

@@ -86,8 +86,8 @@ def run_model(args, command) -> int:
     started = time.perf_counter()
     tree = pipeline.current_tree(Path(args.build))
     ids = args.cases or list(shapes.DEFAULT)
-    cards = pipeline.cards_of(tree, args.jobs)
     traced = pipeline.traced_passes(tree, ids, args.scale, args.jobs)
+    cards = pipeline.cards_of(tree, args.jobs, files=pipeline.kernel_files(traced))  # those the cases launch
     params = model.Params()
     h100 = pipeline.model_passes(traced, cards, model.H100, params, args.scale)
     h200 = pipeline.model_passes(traced, cards, model.H200, params, args.scale)
@@ -142,7 +142,6 @@ def run_retro(args, command) -> int:
         rows.append([op, shape, key[1] + fitted, f"{truth[key]:.2f}", f"**{times[key]:.2f}**", f"{ratio:.2f}",
                      *(render.ms(t[k]) for k in (*model.TERMS, "launch", "xla")), s["binding"],
                      ", ".join(s["close"])])
-    tau, wrong = retro.rank_check(times, truth)
     uniform = retro.uniform_tree(tree)
     case, pass_, kernel_ms = retro.NSIGHT
     u = pipeline.traced_passes(uniform, [case], args.scale, args.jobs)
@@ -154,10 +153,7 @@ def run_retro(args, command) -> int:
             f"Command: `{command}` ({seconds:.0f} s; {_traced(tree, keys, args.scale)}), traced at scale "
             f"{args.scale:g}. Parameters, fitted on "
             f"{', '.join(f'{k} {p}' for k, p in retro.FIT_ROWS)}: {_params_line(params)}. **Within 2x of the "
-            f"measured time on {within} of {len(rows)} rows**; the power-law rows' order: Kendall tau "
-            f"{tau:.2f}, {len(wrong)} pair(s) ordered differently"
-            + ("" if not wrong else ": " + "; ".join(f"{a[0]} {a[1]} / {b[0]} {b[1]} ({r:.2f}x apart measured)"
-                                                    for a, b, r in wrong)) + ".\n\n"
+            f"measured time on {within} of {len(rows)} rows**; {retro.order_summary(times, truth)}.\n\n"
             + render.table(["op", "shape", "pass", "measured ms", "modelled ms", "modelled/measured", *model.TERMS,
                             "launches", "xla", "binding", "within 1.5x"], rows, set(range(3, 12)))
             + f"\nBeyond the 22 rows, the run's Nsight profile: gspmm copy_u sum over a uniform graph "

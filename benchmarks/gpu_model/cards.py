@@ -170,8 +170,14 @@ class Card:
 def _weights(function: sass.Function, regions: list[sass.RegionStats]):
     """Per (file name, line, kind) of the memory instructions the trace sees: the index of the region that
     holds the most of that line's instructions (the steady state: a loop unrolled 4x holds a line's load 4
-    times, its remainder once), and per kind its most frequent region."""
-    best, per_kind = {}, {}
+    times, its remainder once), and per kind its most frequent region.
+
+    Where nvcc kept two copies of a loop, one for a special case of the kernel's arguments (a lane group of
+    one, whose sums need no shuffles, so that its copy unrolls) and one for the rest, a line sits in both and
+    only one runs: copies that cannot reach each other within a pass (:meth:`sass.Function.reaches`). The
+    trace does not say which; the line takes the general copy, the one with the most code (its nested loops
+    included) per instruction of that line, as a special case is the copy nvcc made cheaper."""
+    best, per_kind, holders = {}, {}, {}
     for index, (region, stats) in enumerate(zip(function.regions(), regions)):
         counts = {}
         for ins in region.instructions:
@@ -182,10 +188,23 @@ def _weights(function: sass.Function, regions: list[sass.RegionStats]):
             rank = (n, stats.loop is not None, stats.instructions)
             if key not in best or rank > best[key][0]:
                 best[key] = (rank, index)
+            if stats.loop:
+                holders.setdefault(key, []).append((index, n))
             per_kind.setdefault(key[2], {}).setdefault(index, 0)
             per_kind[key[2]][index] += n
-    return ({k: i for k, (_, i) in best.items()},
-            {kind: max(by_region, key=by_region.get) for kind, by_region in per_kind.items()})
+    chosen = {k: i for k, (_, i) in best.items()}
+    for key, index in chosen.items():
+        loop = regions[index].loop
+        copies = [(i, n) for i, n in holders.get(key, []) if i == index or loop and _alternatives(
+            function, loop, regions[i].loop)]
+        if len(copies) > 1:
+            chosen[key] = max(copies, key=lambda c: (len(function.span(*regions[c[0]].loop)) / c[1], -c[0]))[0]
+    return chosen, {kind: max(by_region, key=by_region.get) for kind, by_region in per_kind.items()}
+
+
+def _alternatives(function: sass.Function, a: tuple[int, int], b: tuple[int, int]) -> bool:
+    """Whether two loops are copies of which only one runs in a pass: neither reaches the other."""
+    return not function.reaches(a, b[0]) and not function.reaches(b, a[0])
 
 
 def build_cards(compiled: list[sass.Compiled], ffi: Path, block: int | None = None, engine: bool = False) -> list[Card]:

@@ -66,11 +66,17 @@ def current_tree(cache: Path = ROOT / "build" / "gpu_model") -> Tree:
     return Tree("current", ROOT, sys.executable, "model", cache / "current")
 
 
-def cards_of(tree: Tree, jobs: int = 2, log=print, engine: bool = False, prebuilt: Path | None = None):
+def cards_of(tree: Tree, jobs: int = 2, log=print, engine: bool = False, files=None, prebuilt: Path | None = None):
     """``{(file, Card.raw_name): Card}``: the tree's cost cards, cached beside its cubins (``engine``: only those
-    of the kernels with an engine marker, compiling only the files that hold one; ``prebuilt``: the plugin
-    build's cubins in that directory, :func:`sass.prebuilt_sources`, instead of compiling)."""
-    select = (lambda source: cards_module.declares_engine(source, tree.ffi)) if engine else (lambda source: True)
+    of the kernels with an engine marker, compiling only the files that hold one; ``files``: only those of
+    these ``ffi/cuda`` file names; ``prebuilt``: the plugin build's cubins in that directory,
+    :func:`sass.prebuilt_sources`, instead of compiling)."""
+    if engine:
+        def select(source):
+            return cards_module.declares_engine(source, tree.ffi)
+    else:
+        def select(source):
+            return files is None or source.name in files
     if prebuilt is None:
         compiled = sass.compile_sources(tree.ffi, tree.cache / "cubins", jobs, log=log, select=select)
     else:
@@ -129,6 +135,12 @@ def trace_seconds(tree: Tree, ids: list[str], scale: float) -> tuple[float, floa
                 recorded += json.loads(case.read_text())["emulated_seconds"] if case.is_file() else 0.0
                 replayed += float(done.read_text()) if done.is_file() else 0.0
     return recorded, replayed
+
+
+def kernel_files(traced) -> set[str]:
+    """The ``ffi/cuda`` file names of the kernels the traced passes launch (at both scales)."""
+    return {launch.kernel_file for launches, _, _, half, _ in traced.values() for launch in [*launches, *(half or [])]
+            if launch.name != "cudaMemsetAsync"}
 
 
 def model_passes(traced, cards, gpu: model.Gpu, params: model.Params, scale: float):

@@ -94,6 +94,13 @@ def fit(evaluate, start: model.Params, rows=FIT_ROWS, truth=None) -> model.Param
     return params(best.x)
 
 
+# Pairs of rows measured closer than this are ties, which the model may order either way. The first GPU run
+# recorded medians of 5 timed runs and no spread (report_gpu.json holds one median per row), with the GPU's
+# clocks left as they were: a latency-bound kernel's time moves with the SM clock, between the sustained
+# 1.755 GHz the model assumes under load and the H100's boost of 1.98 GHz, 1.13x apart; rounded up to 1.15.
+TIE = 1.15
+
+
 def rank_check(times: dict, truth: dict, keys=POWER_LAW) -> tuple[float, list[tuple]]:
     """Kendall's tau between modelled and measured times over the power-law rows, and the pairs ordered
     differently (with their measured ratio)."""
@@ -108,3 +115,31 @@ def rank_check(times: dict, truth: dict, keys=POWER_LAW) -> tuple[float, list[tu
             if s < 0:
                 wrong.append((a, b, max(truth[a], truth[b]) / min(truth[a], truth[b])))
     return (concordant - discordant) / max(1, concordant + discordant), wrong
+
+
+def order_summary(times: dict, truth: dict, keys=POWER_LAW, tie: float = TIE) -> str:
+    """The power-law rows' order in a sentence: tau, every pair ordered differently, which of them are ties
+    (measured within ``tie`` of each other) and whether every other pair is ordered as measured.
+
+    >>> truth = {("gat", "forward"): 10.0, ("gatv2", "forward"): 10.5, ("hg_basis", "forward"): 20.0}
+    >>> print(order_summary({("gat", "forward"): 11.0, ("gatv2", "forward"): 10.0, ("hg_basis", "forward"): 9.0},
+    ...                     truth))  # doctest: +NORMALIZE_WHITESPACE
+    the power-law rows' order (3 rows, 3 pairs): Kendall tau -1.00, 3 pair(s) ordered differently, 1 of them a tie
+    (measured within 1.15x, the first GPU run's unrecorded spread: retro.TIE): gat forward / gatv2 forward
+    (1.05x apart measured, a tie); gat forward / hg_basis forward (2.00x apart measured); gatv2 forward /
+    hg_basis forward (1.90x apart measured). **Not rank-ordered: 2 pair(s) measured more than 1.15x apart are
+    ordered differently**
+    """
+    tau, wrong = rank_check(times, truth, keys)
+    n = sum((k, p) in truth and (k, p) in times for k in keys for p in ("forward", "forward+backward"))
+    ties = [w for w in wrong if w[2] < tie]
+    pairs = "; ".join(f"{a[0]} {a[1]} / {b[0]} {b[1]} ({r:.2f}x apart measured{', a tie' if r < tie else ''})"
+                      for a, b, r in wrong)
+    verdict = (f"**Rank-ordered: every pair measured more than {tie:g}x apart is ordered as measured**"
+               if len(ties) == len(wrong) else
+               f"**Not rank-ordered: {len(wrong) - len(ties)} pair(s) measured more than {tie:g}x apart are "
+               f"ordered differently**")
+    return (f"the power-law rows' order ({n} rows, {n * (n - 1) // 2} pairs): Kendall tau {tau:.2f}, "
+            f"{len(wrong)} pair(s) ordered differently, {len(ties)} of them {'a tie' if len(ties) == 1 else 'ties'} "
+            f"(measured within {tie:g}x, the first GPU run's unrecorded spread: retro.TIE)"
+            + (f": {pairs}" if wrong else "") + f". {verdict}")

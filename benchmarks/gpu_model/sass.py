@@ -179,17 +179,55 @@ class Function:
     instructions: list[Instruction] = field(default_factory=list)
     labels: dict[str, int] = field(default_factory=dict)  # label -> address
 
+    def branch_target(self, ins: Instruction) -> int | None:
+        """The address a branch (``BRA``, ``BRX``, ``JMP``) goes to, when it names one."""
+        if ins.base not in ("BRA", "BRX", "JMP") or not (t := ins.target()):
+            return None
+        return self.labels.get(t, int(t, 16) if t.startswith("0x") else None)
+
     def loops(self) -> list[tuple[int, int]]:
         """``(first, last)`` address ranges of the backward branches' loops, innermost first (a branch to
         itself, the trap after the last EXIT, is none)."""
         found = set()
         for ins in self.instructions:
-            if ins.base not in ("BRA", "BRX", "JMP") or not (t := ins.target()):
-                continue
-            to = self.labels.get(t, int(t, 16) if t.startswith("0x") else None)
+            to = self.branch_target(ins)
             if to is not None and to < ins.address:
                 found.add((to, ins.address))
         return sorted(found, key=lambda r: (r[1] - r[0], r[0]))
+
+    def reaches(self, loop: tuple[int, int], target: int) -> bool:
+        """Whether control in ``loop`` (an address range) gets to ``target`` along forward edges only (the
+        next instruction, unless an unpredicated branch, EXIT or RET comes first; a branch's target when it
+        lies ahead): within one pass of every loop around both. Of two copies of a loop that nvcc made, the
+        one run after the other (an unrolled loop's remainder) is reached from it; the copy of a special case,
+        run instead of the other, is not.
+
+        >>> ins = lambda a, op, *o, p="": Instruction(a, p, op, list(o), "", 0)
+        >>> f = Function("k", [ins(0, "BRA", "`(.L_x_1)", p="@P0"), ins(16, "NOP"),
+        ...                    ins(32, "BRA", "`(.L_x_0)", p="@P1"), ins(48, "BRA", "`(.L_x_2)"), ins(64, "NOP"),
+        ...                    ins(80, "BRA", "`(.L_x_1)", p="@P1"), ins(96, "EXIT")],
+        ...              {".L_x_0": 16, ".L_x_1": 64, ".L_x_2": 96})
+        >>> f.loops(), f.reaches((16, 32), 64), f.reaches((64, 80), 16)  # two copies, one or the other
+        ([(16, 32), (64, 80)], False, False)
+        """
+        position = {ins.address: k for k, ins in enumerate(self.instructions)}
+        todo = [k for k, ins in enumerate(self.instructions) if loop[0] <= ins.address <= loop[1]]
+        seen: set[int] = set()
+        while todo:
+            k = todo.pop()
+            ins = self.instructions[k]
+            if ins.address == target:
+                return True
+            if k in seen or ins.address > target:
+                continue
+            seen.add(k)
+            to = self.branch_target(ins)
+            if to is not None and to > ins.address and to in position:
+                todo.append(position[to])
+            ends = ins.base in ("BRA", "BRX", "JMP", "EXIT", "RET") and not ins.predicate
+            if k + 1 < len(self.instructions) and not ends:
+                todo.append(k + 1)
+        return False
 
     def regions(self) -> list[Region]:
         """The function cut into regions that each run as one: the code in no loop (``loop`` None), then every
@@ -280,20 +318,32 @@ def registers(operand: str, pair: bool = False) -> set[int]:
     return regs
 
 
+def _destinations(ins: Instruction) -> int:
+    """How many leading operands an instruction writes: none (a store, a branch), two for a shuffle (its
+    predicate, then its register: ``SHFL.BFLY PT, R22, R25, R18, R7``), else one."""
+    return 0 if ins.base in _NO_DEST else 2 if ins.base == "SHFL" else 1
+
+
 def written(ins: Instruction) -> set[int]:
-    """Registers an instruction writes (its first operand, unless it has none)."""
-    if ins.base in _NO_DEST or not ins.operands or ins.operands[0].startswith(("P", "UP", "!P", "PT")):
+    """Registers an instruction writes (its destination register, unless it has none).
+
+    >>> written(Instruction(0, "", "SHFL.BFLY", ["PT", "R22", "R25", "R18", "R7"], "", 0))
+    {22}
+    """
+    n = _destinations(ins)
+    if not n or len(ins.operands) < n or ins.operands[n - 1].startswith(("P", "UP", "!P", "PT")):
         return set()
+    dest = ins.operands[n - 1]
     if ins.base in ("LDG", "LDS", "LDL", "LD", "LDC", "ATOMG", "ATOM", "ATOMS", "LDSM"):
-        first = re.findall(r"\bR(\d+)", ins.operands[0])[:1]
+        first = re.findall(r"\bR(\d+)", dest)[:1]
         return {int(m) + k for m in first for k in range(max(1, access_bits(ins) // 32))}
     wide = "WIDE" in ins.opcode or bool(_PAIR_OPS.match(ins.opcode))
-    return registers(ins.operands[0], wide)
+    return registers(dest, wide)
 
 
 def read(ins: Instruction) -> set[int]:
-    """Registers an instruction reads (every operand but the written one)."""
-    ops = ins.operands if ins.base in _NO_DEST or not written(ins) else ins.operands[1:]
+    """Registers an instruction reads (every operand but the written ones)."""
+    ops = ins.operands[_destinations(ins):] if written(ins) else ins.operands
     pair = bool(_PAIR_OPS.match(ins.opcode))
     regs = set()
     for o in ops:
