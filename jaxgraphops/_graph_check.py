@@ -18,12 +18,12 @@ def check_arrays(fn: str, g) -> None:
     """Checks the arrays of the graph ``g`` (structure always, values once where concrete: the result is kept
     on ``g``); raises TypeError/ValueError naming ``fn``."""
     _check_structure(fn, g)
-    if getattr(g, "_checked", False):
+    if getattr(g, "_checked", False) or getattr(g, "_values_checked", False):
         return
     arrays = [getattr(g, n) for n in _GRAPH_ARRAYS]
     if not any(isinstance(a, jax.core.Tracer) for a in arrays):
         _check_values(fn, g, [np.asarray(a) for a in arrays])
-        g._checked = True
+        g._values_checked = True  # not _checked: that one is the graph's structure (Graph.tree_flatten)
 
 
 def _check_structure(fn, g) -> None:

@@ -96,9 +96,12 @@ class Graph:
     - ``csr_offsets [n_src+1]``, ``csr_dst [E]``, ``csr_eid [E]``: the same grouped by source.
 
     ``n_src`` and ``n_dst`` are static (Python ints in the pytree's aux data), and so is whether the
-    graph's values were checked (below): inside ``jit`` the kernels still know it, and the CUDA kernels then
-    write every output row themselves instead of zero-filling their outputs first. Build graphs with
-    :meth:`from_edges` or one of the other ``from_*`` constructors.
+    graph is valid by construction (built by a constructor, which checks concrete arrays, or by the
+    library from such graphs): inside ``jit`` the kernels still know it, and the CUDA kernels then write
+    every output row themselves instead of zero-filling their outputs first. Like the sizes, the flag
+    stays with the graph through ``jit``, ``device_put`` and ``tree_map``; a ``tree_map`` that changes the
+    index values must build a new graph with a constructor. Build graphs with :meth:`from_edges` or one of
+    the other ``from_*`` constructors.
 
     **Padding edges.** The groupings may end before the last edge: ``csc_offsets[-1] ==
     csr_offsets[-1] == R <= E``. The last ``E - R`` edges (input order, and positions ``R:`` of
@@ -129,7 +132,7 @@ class Graph:
         "src", "dst",
         "csc_offsets", "csc_src", "csc_eid",
         "csr_offsets", "csr_dst", "csr_eid",
-        "n_src", "n_dst", "_checked",
+        "n_src", "n_dst", "_checked", "_values_checked",
     )
 
     def __init__(self, src, dst, csc_offsets, csc_src, csc_eid,
@@ -138,9 +141,13 @@ class Graph:
         self.csc_offsets, self.csc_src, self.csc_eid = csc_offsets, csc_src, csc_eid
         self.csr_offsets, self.csr_dst, self.csr_eid = csr_offsets, csr_dst, csr_eid
         self.n_src, self.n_dst = n_src, n_dst
-        self._checked = False  # the values were checked (here, or by the first op: check_graph)
+        # _checked: valid by construction (checked here, or built by the library from checked graphs): static, in
+        # the pytree's aux data, fixed for the graph's life. _values_checked: a later check by an op (check_graph),
+        # which skips the next ones but changes no structure (a jit or an AOT-compiled function sees one treedef).
+        self._checked = self._values_checked = False
         if validate and not any(isinstance(x, jax.core.Tracer) for x in self.tree_flatten()[0]):
             check_graph("Graph", self)
+            self._checked = True
 
     # -- pytree ---------------------------------------------------------------------------
 
@@ -153,9 +160,11 @@ class Graph:
     def tree_unflatten(cls, aux, children):
         n_src, n_dst, checked = aux
         g = cls(*children, n_src, n_dst, validate=False)  # leaves may be anything (specs, shapes, sentinels)
-        # The check survives a trace (jit, vmap, grad: tracer leaves), so that the kernels know a checked graph
-        # there too; a graph rebuilt from concrete arrays (tree_map, device_put) is checked again by its first op.
-        g._checked = checked and any(isinstance(x, jax.core.Tracer) for x in children)
+        # The flag is structure, like the sizes: a rebuilt graph (jit's tracers, device_put, tree_map, JAX's own
+        # lowering) keeps it, so that unflatten(flatten(g)) has g's treedef (an AOT-compiled function is called
+        # with the treedef it was lowered with). A tree_map that changes the index values must rebuild the graph
+        # with a constructor instead (Graph(...), from_edges).
+        g._checked = checked
         return g
 
     # -- basic properties -----------------------------------------------------------------

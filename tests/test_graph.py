@@ -381,6 +381,21 @@ BAD_VALUES = [
 ]
 
 
+@pytest.mark.parametrize("validate", [True, False])
+def test_an_aot_compiled_function_takes_the_graph_it_was_lowered_with(validate):
+    """``jit(f).lower(g, x).compile()`` then called with ``g``: JAX's lowering rebuilds the arguments from their
+    leaves, so a graph's static flag must survive unflatten (the engine branch's first CI: benchmarks' AOT runners
+    raised 'Function compiled with input pytree does not match'); also after an op checked an unchecked graph."""
+    g = Graph.from_edges(np.array(SRC), np.array(DST), 5)
+    if not validate:
+        g = Graph(*g.tree_flatten()[0], 5, 5, validate=False)
+    x = jnp.arange(10.0).reshape(5, 2)
+    compiled = jax.jit(lambda g, x: jgo.gspmm(g, x)).lower(g, x).compile()
+    want = jgo.reference.gspmm(g, x)
+    np.testing.assert_array_equal(compiled(g, x), want)
+    np.testing.assert_array_equal(compiled(g, x), want)  # after the eager reference checked an unchecked g
+
+
 @pytest.mark.parametrize("changes, message", BAD_VALUES)
 @pytest.mark.parametrize("impl", [None, "xla"])
 def test_ops_check_the_values_of_a_concrete_hand_built_graph(changes, message, impl):
@@ -403,11 +418,13 @@ def test_ops_check_the_values_of_a_concrete_hand_built_graph(changes, message, i
 def test_a_valid_hand_built_graph_is_accepted_and_checked_once():
     g = Graph.from_edges(np.array(SRC), np.array(DST), 5)
     assert g._checked  # from_edges: valid by construction
-    rebuilt = jax.tree_util.tree_map(lambda a: a, g)  # a new Graph from the same arrays
-    assert not rebuilt._checked
+    assert jax.tree_util.tree_map(lambda a: a, g)._checked  # the flag is structure: a rebuilt graph keeps it
+    unchecked = Graph(*g.tree_flatten()[0], 5, 5, validate=False)
+    treedef = jax.tree_util.tree_structure(unchecked)
     x = jnp.arange(10.0).reshape(5, 2)
-    np.testing.assert_array_equal(jgo.gspmm(rebuilt, x), jgo.gspmm(g, x))
-    assert rebuilt._checked
+    np.testing.assert_array_equal(jgo.gspmm(unchecked, x), jgo.gspmm(g, x))
+    assert unchecked._values_checked and not unchecked._checked  # checked once, its structure unchanged
+    assert jax.tree_util.tree_structure(unchecked) == treedef
     union = jgo.batch([g, g]).graph
     padded = jgo.pad_batch(jgo.batch([g, g]), 12, 16, 3).graph
     assert union._checked and padded._checked
