@@ -453,3 +453,23 @@ def test_small_traced_run_against_numpy(tmp_path):
     assert sum(s.dram_read[1] for s in gathers) == x_sectors
     assert sum(s.dram_read[0] for s in gathers) == sum(s.sectors for s in gathers)  # a one-line L2 misses all
     assert launches[1].blocks >= 1 and (dst == 7).sum() > 256
+
+
+def test_a_kernel_defined_in_a_header_has_the_cards_of_the_files_that_include_it(tmp_path):
+    """The engine's kernels are templates in headers (walk_reduce.cuh): the traced launch names the header, the
+    cards the ``.cu`` files that compile it; the default run selects those files and takes the first one's card
+    (the default run on the engine raised 'no cost card for ReduceKernel<...> in walk_reduce.cuh')."""
+    from types import SimpleNamespace
+
+    from benchmarks.gpu_model import model, pipeline
+
+    for name, text in {"a.cu": '#include "walk.cuh"\n', "walk.cuh": '#include "chunk.cuh"\n', "chunk.cuh": "",
+                       "b.cu": '#include "other.cuh"\n', "other.cuh": ""}.items():
+        (tmp_path / name).write_text(text)
+    launch = SimpleNamespace(kernel_file="chunk.cuh", name="jgo_spmm", kernel="K<float>")
+    traced = {("case", "forward"): ([launch], None, None, None, None)}
+    assert pipeline.kernel_files(traced, tmp_path) == {"chunk.cuh", "walk.cuh", "a.cu"}
+    raw = gpu_resources.shorten("K<float>")
+    assert model.card_for(launch, {("z.cu", raw): "z", ("a.cu", raw): "a"}) == "a"
+    with pytest.raises(KeyError, match="no cost card for"):
+        model.card_for(SimpleNamespace(kernel_file="b.cu", kernel="K<float>"), {("a.cu", raw): "a"})

@@ -87,7 +87,7 @@ def run_model(args, command) -> int:
     tree = pipeline.current_tree(Path(args.build))
     ids = args.cases or list(shapes.DEFAULT)
     traced = pipeline.traced_passes(tree, ids, args.scale, args.jobs)
-    cards = pipeline.cards_of(tree, args.jobs, files=pipeline.kernel_files(traced))  # those the cases launch
+    cards = pipeline.cards_of(tree, args.jobs, files=pipeline.kernel_files(traced, tree.ffi / "cuda"))  # launched
     params = model.Params()
     h100 = pipeline.model_passes(traced, cards, model.H100, params, args.scale)
     h200 = pipeline.model_passes(traced, cards, model.H200, params, args.scale)

@@ -141,11 +141,15 @@ def interpolate_dram(site_values: np.ndarray, sizes, l2_mb: float) -> float:
 
 def card_for(launch: Launch, cards: dict[tuple[str, str], Card]) -> Card:
     """The card of the launch's kernel: ``cards`` is keyed by (file, ``Card.raw_name``), the host compiler's
-    demangled name of the kernel shortened alike."""
+    demangled name of the kernel shortened alike. A kernel defined in a header (the engine's) has its cards under
+    the ``.cu`` files that compile it, one build of the same template each: the first by file name."""
     key = (launch.kernel_file, gpu_resources.shorten(launch.kernel))
-    if key not in cards:
+    if key in cards:
+        return cards[key]
+    compiled = sorted(file for file, raw in cards if raw == key[1])
+    if not compiled or not launch.kernel_file.endswith(".cuh"):
         raise KeyError(f"gpu_model: no cost card for {key[1]} in {key[0]} (traced as {launch.kernel})")
-    return cards[key]
+    return cards[(compiled[0], key[1])]
 
 
 def makespan(durations: np.ndarray, slots: int, slowdown) -> float:

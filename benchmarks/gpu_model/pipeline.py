@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import pickle
+import re
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -137,10 +138,18 @@ def trace_seconds(tree: Tree, ids: list[str], scale: float) -> tuple[float, floa
     return recorded, replayed
 
 
-def kernel_files(traced) -> set[str]:
-    """The ``ffi/cuda`` file names of the kernels the traced passes launch (at both scales)."""
-    return {launch.kernel_file for launches, _, _, half, _ in traced.values() for launch in [*launches, *(half or [])]
-            if launch.name != "cudaMemsetAsync"}
+def kernel_files(traced, cuda: Path) -> set[str]:
+    """The ``ffi/cuda`` file names (in the directory ``cuda``) that compile the kernels the traced passes launch
+    (at both scales): a kernel defined in a header (the engine's ``walk_reduce.cuh``) by every ``.cu`` file that
+    includes it, directly or through other headers."""
+    files = {launch.kernel_file for launches, _, _, half, _ in traced.values()
+             for launch in [*launches, *(half or [])] if launch.name != "cudaMemsetAsync"}
+    includes = {p.name: set(re.findall(r'#include "([^"]+)"', p.read_text())) for p in cuda.glob("*.cu*")}
+    while True:
+        more = {name for name, inc in includes.items() if inc & files} - files
+        if not more:
+            return files
+        files |= more
 
 
 def model_passes(traced, cards, gpu: model.Gpu, params: model.Params, scale: float):
