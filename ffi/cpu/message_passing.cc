@@ -535,8 +535,8 @@ ffi::Error SddmmCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer
 // first pass (the maximum) is the first touch of the row's logits and outputs, prefetched ahead across
 // rows; the weights (CpuExp: vectorised over the heads) are computed for the sum and again for the
 // output, which is written once.
-template <typename T, typename I, int kH>
-JGO_INLINE void SoftmaxHeads(const I* offsets, const I* eid, const T* logits, T* out, int64_t heads, int64_t h0,
+template <typename T, int kH>
+JGO_INLINE void SoftmaxHeads(Indices offsets, Indices eid, const T* logits, T* out, int64_t heads, int64_t h0,
                              int64_t r0, int64_t r1) {
   const int64_t last = offsets[r1];
   for (int64_t r = r0; r < r1; ++r) {
@@ -569,46 +569,48 @@ JGO_INLINE void SoftmaxHeads(const I* offsets, const I* eid, const T* logits, T*
 
 // Every head of rows r0..r1: groups of 16, 8, 4, 2 and 1 heads. (No lambdas in code compiled per ISA: a
 // lambda is a function of its own, compiled for the baseline.)
-template <typename T, typename I>
-JGO_INLINE void SoftmaxRowsAnyIsa(const I* offsets, const I* eid, const T* logits, T* out, int64_t heads, int64_t r0,
+template <typename T>
+JGO_INLINE void SoftmaxRowsAnyIsa(Indices offsets, Indices eid, const T* logits, T* out, int64_t heads, int64_t r0,
                                   int64_t r1) {
   int64_t h0 = 0;
-  for (; h0 + 16 <= heads; h0 += 16) SoftmaxHeads<T, I, 16>(offsets, eid, logits, out, heads, h0, r0, r1);
+  for (; h0 + 16 <= heads; h0 += 16) SoftmaxHeads<T, 16>(offsets, eid, logits, out, heads, h0, r0, r1);
   if (h0 + 8 <= heads) {
-    SoftmaxHeads<T, I, 8>(offsets, eid, logits, out, heads, h0, r0, r1);
+    SoftmaxHeads<T, 8>(offsets, eid, logits, out, heads, h0, r0, r1);
     h0 += 8;
   }
   if (h0 + 4 <= heads) {
-    SoftmaxHeads<T, I, 4>(offsets, eid, logits, out, heads, h0, r0, r1);
+    SoftmaxHeads<T, 4>(offsets, eid, logits, out, heads, h0, r0, r1);
     h0 += 4;
   }
   if (h0 + 2 <= heads) {
-    SoftmaxHeads<T, I, 2>(offsets, eid, logits, out, heads, h0, r0, r1);
+    SoftmaxHeads<T, 2>(offsets, eid, logits, out, heads, h0, r0, r1);
     h0 += 2;
   }
-  if (h0 < heads) SoftmaxHeads<T, I, 1>(offsets, eid, logits, out, heads, h0, r0, r1);
+  if (h0 < heads) SoftmaxHeads<T, 1>(offsets, eid, logits, out, heads, h0, r0, r1);
 }
 
 #ifdef JGO_AVX2_CLONES
-template <typename T, typename I>
-JGO_AVX512_TARGET void SoftmaxRowsAvx512(const I* offsets, const I* eid, const T* logits, T* out, int64_t heads,
+template <typename T>
+JGO_AVX512_TARGET void SoftmaxRowsAvx512(Indices offsets, Indices eid, const T* logits, T* out, int64_t heads,
                                          int64_t r0, int64_t r1) {
-  SoftmaxRowsAnyIsa<T, I>(offsets, eid, logits, out, heads, r0, r1);
+  SoftmaxRowsAnyIsa<T>(offsets, eid, logits, out, heads, r0, r1);
 }
-template <typename T, typename I>
-JGO_AVX2_TARGET void SoftmaxRowsAvx2(const I* offsets, const I* eid, const T* logits, T* out, int64_t heads,
-                                     int64_t r0, int64_t r1) {
-  SoftmaxRowsAnyIsa<T, I>(offsets, eid, logits, out, heads, r0, r1);
+template <typename T>
+JGO_AVX2_TARGET void SoftmaxRowsAvx2(Indices offsets, Indices eid, const T* logits, T* out, int64_t heads, int64_t r0,
+                                     int64_t r1) {
+  SoftmaxRowsAnyIsa<T>(offsets, eid, logits, out, heads, r0, r1);
 }
 #endif
 
-template <typename T, typename I>
-void SoftmaxRows(const I* offsets, const I* eid, const T* logits, T* out, int64_t heads, int64_t r0, int64_t r1) {
+// The row walk for the CPU it runs on, compiled once for both index types (Indices: a branch per index read
+// against the exps of an edge's heads).
+template <typename T>
+void SoftmaxRows(Indices offsets, Indices eid, const T* logits, T* out, int64_t heads, int64_t r0, int64_t r1) {
 #ifdef JGO_AVX2_CLONES
-  if (HasAvx512()) return SoftmaxRowsAvx512<T, I>(offsets, eid, logits, out, heads, r0, r1);
-  if (HasAvx2Fma()) return SoftmaxRowsAvx2<T, I>(offsets, eid, logits, out, heads, r0, r1);
+  if (HasAvx512()) return SoftmaxRowsAvx512<T>(offsets, eid, logits, out, heads, r0, r1);
+  if (HasAvx2Fma()) return SoftmaxRowsAvx2<T>(offsets, eid, logits, out, heads, r0, r1);
 #endif
-  SoftmaxRowsAnyIsa<T, I>(offsets, eid, logits, out, heads, r0, r1);
+  SoftmaxRowsAnyIsa<T>(offsets, eid, logits, out, heads, r0, r1);
 }
 
 template <typename T, typename I>
@@ -624,7 +626,7 @@ ffi::Error SoftmaxTyped(ffi::ThreadPool& pool, ffi::AnyBuffer offsets, ffi::AnyB
   const T* x = logits.typed_data<T>();
   T* y = out.typed_data<T>();
   ForRowChunks(pool, o, n_rows, heads, [&](int64_t r0, int64_t r1) {
-    SoftmaxRows<T, I>(o, e, x, y, heads, r0, r1);
+    SoftmaxRows<T>(o, e, x, y, heads, r0, r1);
   });
   ZeroPaddingEdges(o, e, n_rows, n_edges, heads, y);
   return ffi::Error::Success();

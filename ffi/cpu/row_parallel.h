@@ -34,7 +34,7 @@ constexpr int64_t kMaxPrefetchBytes = 1024;  // longer rows are streamed by the 
 // An int32 or int64 index array read as int64, its width a run-time choice. For row walks whose work per
 // index dwarfs a perfectly predicted branch (an attention edge's heads): compiled once instead of once per
 // index type, which halves their share of the build. (Not DimeNet++'s triplet walks: their backward ran
-// 20-30% slower through it in an alternating A/B, so they keep a compiled walk per index type.)
+// 20-30% slower through it in an alternating A/B; they read int32 indices, Int32Indices below.)
 class Indices {
  public:
   Indices() = default;
