@@ -26,10 +26,6 @@ set_source_files_properties(ffi/cpu/gat.cc ffi/cpu/gatv2.cc ffi/cpu/mha_simple.c
 # contracting w * x + acc into fused multiply-adds, each clone computes the bits of the baseline. Without
 # trapping math, edge_softmax's per-head loops vectorise (with it, each exp stays behind its -inf test's
 # branch: 3.7x slower at 8 heads).
-# The GNO kernels' walks are blocks of explicit vector code (cpu/small_gemm.h): at -O2 (with the vectoriser's
-# -O3 cost model) they compile in four fifths of the time, with the same bits and speed (BENCHMARKS.md, "Build time
-# of the core").
-set_source_files_properties(ffi/cpu/gno.cc PROPERTIES COMPILE_OPTIONS "-O2;-ftree-vectorize;-fvect-cost-model=dynamic")
 set_source_files_properties(ffi/cpu/message_passing.cc PROPERTIES COMPILE_OPTIONS "-ffp-contract=off;-fno-trapping-math")
 
 # The module, on the plain CPython C API (no binding library to compile). For the stable-ABI wheel
