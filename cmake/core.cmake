@@ -12,6 +12,12 @@ add_library(jgo_cpu STATIC ${JGO_CPU_SOURCES})
 set_target_properties(jgo_cpu PROPERTIES POSITION_INDEPENDENT_CODE ON CXX_VISIBILITY_PRESET hidden)
 jgo_handler_includes(jgo_cpu)
 target_compile_options(jgo_cpu PRIVATE -O3 -Wall -Wextra -Wno-unused-parameter)
+# The headers every kernel file includes, parsed once into a precompiled header (about 0.5 s CPU less per file).
+# Not under ccache, which would refuse to cache a compile that uses one (unless told pch_defines,time_macros).
+if(NOT CMAKE_CXX_COMPILER_LAUNCHER MATCHES "ccache")
+  target_precompile_headers(jgo_cpu PRIVATE <algorithm> <cstdint> <string> <vector> ffi/cpu/handler.h
+                            ffi/cpu/row_parallel.h ffi/handlers.h ffi/common/jgo/args.h)
+endif()
 # The attention kernels' per-head loops (branch-free online softmax, LeakyReLU) vectorise only
 # when floating-point traps may be ignored; results are unchanged.
 set_source_files_properties(ffi/cpu/gat.cc ffi/cpu/gatv2.cc ffi/cpu/mha_simple.cc PROPERTIES COMPILE_OPTIONS

@@ -85,7 +85,7 @@ def main(argv=None) -> int:
     log = args.build_dir / ".ninja_log"
     if not log.is_file():
         parser.error(f"{log} not found: not a ninja build directory")
-    steps = [s for s in read_log(log.read_text()) if s.output.endswith(".o")]
+    steps = [s for s in read_log(log.read_text()) if s.output.endswith((".o", ".gch"))]  # objects, precompiled headers
     if not steps:
         parser.error(f"{log} lists no compile step")
     cpu_log = args.cpu_log or args.build_dir / CPU_LOG

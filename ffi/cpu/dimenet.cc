@@ -277,10 +277,14 @@ void OutRowsDispatch(Args... args) {
   OutRows<T, I, kM>(args...);
 }
 
-template <typename T, typename I>
-ffi::Error InTyped(ffi::ThreadPool& pool, const DimenetArgs& a, const I* offsets, const I* nbr, const I* pos,
-                   const ffi::AnyBuffer* ops, ffi::AnyBuffer* res) {
-  if (auto err = CheckGrouping("jgo_dimenet_in", offsets, nbr, pos, a.E, a.T); err.failure()) return err;
+// The row walks read int32 indices (Int32Indices: an int64 grouping is narrowed to an int32 copy, a pass over
+// 2 T + E indices against the walks' C x M work per triplet).
+using Index = int32_t;
+
+template <typename T>
+ffi::Error InTyped(ffi::ThreadPool& pool, const DimenetArgs& a, const Index* offsets, const Index* nbr,
+                   const Index* pos, const ffi::AnyBuffer* ops, ffi::AnyBuffer* res) {
+  using I = Index;
   const DimenetOperands<T> o = OperandsOf<T>(ops, a);
   const DimenetPlan p = MakePlan(o);
   const std::vector<EdgeDir<T>> dirs = Directions(pool, o.vec, a.E);
@@ -310,10 +314,10 @@ ffi::Error InTyped(ffi::ThreadPool& pool, const DimenetArgs& a, const I* offsets
   return ffi::Error::Success();
 }
 
-template <typename T, typename I>
-ffi::Error OutTyped(ffi::ThreadPool& pool, const DimenetArgs& a, const I* offsets, const I* nbr,
+template <typename T>
+ffi::Error OutTyped(ffi::ThreadPool& pool, const DimenetArgs& a, const Index* offsets, const Index* nbr,
                     const ffi::AnyBuffer* ops, const T* coef, T* gout, T* gvec) {
-  if (auto err = CheckGrouping<I>("jgo_dimenet_out", offsets, nbr, nullptr, a.E, a.T); err.failure()) return err;
+  using I = Index;
   const DimenetOperands<T> o = OperandsOf<T>(ops, a);
   const DimenetPlan p = MakePlan(o);
   const std::vector<EdgeDir<T>> dirs = Directions(pool, o.vec, a.E);
@@ -338,8 +342,11 @@ ffi::Error DimenetInCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBu
   if (auto err = CheckDimenetIn(a, offsets, pos, vec, res); err.failure()) return err;
   return DispatchTypes(vec.element_type(), offsets.element_type(), [&](auto t, auto i) {
     using I = decltype(i);
-    return InTyped<decltype(t), I>(pool, a, offsets.typed_data<I>(), nbr.typed_data<I>(), pos.typed_data<I>(), ops,
-                                   res);
+    const I *o = offsets.typed_data<I>(), *n = nbr.typed_data<I>(), *q = pos.typed_data<I>();
+    if (auto err = CheckGrouping("jgo_dimenet_in", o, n, q, a.E, a.T); err.failure()) return err;
+    if (auto err = Int32Indices::Fit("jgo_dimenet_in", std::max(a.E, a.T)); err.failure()) return err;
+    Int32Indices narrow;
+    return InTyped<decltype(t)>(pool, a, narrow(o, a.E + 1), narrow(n, a.T), narrow(q, a.T), ops, res);
   });
 }
 
@@ -357,9 +364,12 @@ ffi::Error DimenetOutCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyB
   return DispatchTypes(vec.element_type(), offsets.element_type(), [&](auto t, auto i) {
     using T = decltype(t);
     using I = decltype(i);
-    return OutTyped<T, I>(pool, a, offsets.typed_data<I>(), nbr.typed_data<I>(), ops,
-                          want_vec ? coef.typed_data<T>() : nullptr, want_grad ? r_grad->typed_data<T>() : nullptr,
-                          want_vec ? r_vec->typed_data<T>() : nullptr);
+    const I *o = offsets.typed_data<I>(), *n = nbr.typed_data<I>();
+    if (auto err = CheckGrouping<I>("jgo_dimenet_out", o, n, nullptr, a.E, a.T); err.failure()) return err;
+    if (auto err = Int32Indices::Fit("jgo_dimenet_out", std::max(a.E, a.T)); err.failure()) return err;
+    Int32Indices narrow;
+    return OutTyped<T>(pool, a, narrow(o, a.E + 1), narrow(n, a.T), ops, want_vec ? coef.typed_data<T>() : nullptr,
+                       want_grad ? r_grad->typed_data<T>() : nullptr, want_vec ? r_vec->typed_data<T>() : nullptr);
   });
 }
 

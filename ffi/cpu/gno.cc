@@ -234,6 +234,10 @@ void DispatchDiagonal(bool diagonal, Fn&& fn) {
   if (diagonal) fn(std::true_type{}); else fn(std::false_type{});
 }
 
+// The row walks read int32 indices (Int32Indices: an int64 structure is narrowed to an int32 copy, a pass over
+// 2 E + n_rows indices against the walks' GEMMs per edge).
+using Index = int32_t;
+
 template <typename T, typename I>
 ffi::Error GnoFwdTyped(ffi::ThreadPool& pool, const GnoArgs& a, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr,
                        ffi::AnyBuffer eid, ffi::AnyBuffer f, ffi::AnyBuffer dx, ffi::AnyBuffer U, ffi::AnyBuffer b_u,
@@ -243,13 +247,17 @@ ffi::Error GnoFwdTyped(ffi::ThreadPool& pool, const GnoArgs& a, ffi::AnyBuffer o
   const I* e = eid.typed_data<I>();
   if (auto err = CheckCompressed(pool, o, n, e, a.n_rows, a.n_edges, a.nbr_bound, true, "jgo_gno_fwd");
       err.failure()) return err;
+  if (auto err = Int32Indices::Fit("jgo_gno_fwd", std::max({a.n_edges, a.n_rows, a.nbr_bound})); err.failure())
+    return err;
+  Int32Indices narrow;
+  const Index *o32 = narrow(o, a.n_rows + 1), *n32 = narrow(n, a.n_edges), *e32 = narrow(e, a.n_edges);
   const T *fd = f.typed_data<T>(), *xd = dx.typed_data<T>();
   const T* wd = a.has_weight ? w.typed_data<T>() : nullptr;
   T* od = out.typed_data<T>();
   const Packed<T> p = Pack(a, GnoPass::kFwd, U.typed_data<T>(), b_u.typed_data<T>(), Vb.typed_data<T>());
   ForRowChunks(pool, o, a.n_rows, a.c_in * a.units(), [&](int64_t r0, int64_t r1) {
     DispatchDiagonal(a.diagonal, [&](auto diag) {
-      RunRows<FwdRows, T, I, decltype(diag)::value>(&a, &p, o, n, e, fd, xd, wd, od, r0, r1);
+      RunRows<FwdRows, T, Index, decltype(diag)::value>(&a, &p, o32, n32, e32, fd, xd, wd, od, r0, r1);
     });
   });
   return ffi::Error::Success();
@@ -392,6 +400,12 @@ ffi::Error GnoBwdTyped(ffi::ThreadPool& pool, const GnoArgs& a, bool by_src, ffi
                                  by_src ? "jgo_gno_bwd_src" : "jgo_gno_bwd_dst");
       err.failure())
     return err;
+  if (auto err = Int32Indices::Fit(by_src ? "jgo_gno_bwd_src" : "jgo_gno_bwd_dst",
+                                   std::max({a.n_edges, a.n_rows, a.nbr_bound}));
+      err.failure())
+    return err;
+  Int32Indices narrow;
+  const Index *o32 = narrow(o, a.n_rows + 1), *n32 = narrow(n, a.n_edges), *e32 = narrow(e, a.n_edges);
   const T *fd = f.typed_data<T>(), *xd = dx.typed_data<T>(), *gd = G.typed_data<T>();
   const T* wd = a.has_weight ? w.typed_data<T>() : nullptr;
   const Packed<T> p = Pack(a, by_src ? GnoPass::kBwdSrc : GnoPass::kBwdDst, U.typed_data<T>(), b_u.typed_data<T>(),
@@ -407,18 +421,18 @@ ffi::Error GnoBwdTyped(ffi::ThreadPool& pool, const GnoArgs& a, bool by_src, ffi
     if (by_src) {
       T* gf = results[0].typed_data<T>();
       DispatchDiagonal(a.diagonal, [&](auto diag) {
-        RunRows<BwdSrcRows, T, I, decltype(diag)::value>(&a, &p, o, n, e, fd, xd, wd, gd, gf, part, r0, r1);
+        RunRows<BwdSrcRows, T, Index, decltype(diag)::value>(&a, &p, o32, n32, e32, fd, xd, wd, gd, gf, part, r0, r1);
       });
     } else {
       T* gdx = results[0].typed_data<T>();
       T* gw = a.has_weight ? results[3].typed_data<T>() : nullptr;
       DispatchDiagonal(a.diagonal, [&](auto diag) {
         if (a.has_weight) {
-          RunRows<BwdDstRows<true>, T, I, decltype(diag)::value>(&a, &p, o, n, e, fd, xd, wd, gd, gdx, part, gw, r0,
-                                                                 r1);
+          RunRows<BwdDstRows<true>, T, Index, decltype(diag)::value>(&a, &p, o32, n32, e32, fd, xd, wd, gd, gdx, part,
+                                                                     gw, r0, r1);
         } else {
-          RunRows<BwdDstRows<false>, T, I, decltype(diag)::value>(&a, &p, o, n, e, fd, xd, wd, gd, gdx, part, gw, r0,
-                                                                  r1);
+          RunRows<BwdDstRows<false>, T, Index, decltype(diag)::value>(&a, &p, o32, n32, e32, fd, xd, wd, gd, gdx,
+                                                                      part, gw, r0, r1);
         }
       });
     }

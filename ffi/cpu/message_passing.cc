@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "cpu/handler.h"
@@ -25,10 +26,12 @@ namespace {
 // ---------------------------------------------------------------------------------------
 // jgo_spmm
 
-// mean (with R = kSum): the sums divided by the row's edge count (one compiled walk for both).
-template <typename T, typename I, Op op, Reduce R, Mask M>
+// mean (with R = kSum): the sums divided by the row's edge count (one compiled walk for both). kMasked (sums
+// only): a message element counts where the mask row holds the edge's id; the mask row is the row's (mask_nbr
+// null: Mask::kByRow) or that of the neighbour id mask_nbr[k] (Mask::kByNbr), chosen per edge at run time.
+template <typename T, typename I, Op op, Reduce R, bool kMasked>
 void SpmmRows(const SpmmArgs& a, const I* offsets, const I* nbr, const I* eid, const T* node, const T* edge,
-              const I* mask_arg, T* out, I* arg_out, bool mean, int64_t r0, int64_t r1) {
+              const I* mask_arg, const I* mask_nbr, T* out, I* arg_out, bool mean, int64_t r0, int64_t r1) {
   using Red = Reducer<T, R>;
   using Msg = Message<op>;
   const Dims3 d = a.dims;
@@ -47,14 +50,12 @@ void SpmmRows(const SpmmArgs& a, const I* offsets, const I* nbr, const I* eid, c
         const int64_t j = nbr[k + kPrefetchDistance];
         if (Msg::kNode) PrefetchRow(node + j * a.node_len, a.node_len);
         if (Msg::kEdge) PrefetchRow(edge + static_cast<int64_t>(eid[k + kPrefetchDistance]) * a.edge_len, a.edge_len);
-        if (M == Mask::kByNbr) PrefetchRow(mask_arg + j * F, F);
+        if (kMasked && mask_nbr) PrefetchRow(mask_arg + static_cast<int64_t>(mask_nbr[k + kPrefetchDistance]) * F, F);
       }
       const I e = eid[k];
       const T* node_row = node + static_cast<int64_t>(nbr[k]) * a.node_len;
       const T* edge_row = edge + static_cast<int64_t>(e) * a.edge_len;
-      const I* mask_row = M == Mask::kByRow ? mask_arg + r * F
-                          : M == Mask::kByNbr ? mask_arg + static_cast<int64_t>(nbr[k]) * F
-                                              : nullptr;
+      const I* mask_row = kMasked ? mask_arg + (mask_nbr ? static_cast<int64_t>(mask_nbr[k]) : r) * F : nullptr;
       int64_t f = 0;
       for (int64_t i0 = 0; i0 < d.d0; ++i0) {
         for (int64_t i1 = 0; i1 < d.d1; ++i1, f += d.d2) {
@@ -65,15 +66,15 @@ void SpmmRows(const SpmmArgs& a, const I* offsets, const I* nbr, const I* eid, c
           auto accumulate = [&](auto message_at) {
             for (int64_t i2 = 0; i2 < d.d2; ++i2) {
               T v = message_at(i2);
-              if constexpr (M != Mask::kNone) v = mask_row[f + i2] == e ? v : T(0);  // masks come with sums
+              if constexpr (kMasked) v = mask_row[f + i2] == e ? v : T(0);  // masks come with sums
               if constexpr (Red::kArg) Red::update(ap[i2], gp[i2], v, e); else Red::update(ap[i2], unused_arg, v, e);
             }
           };
-          // The common layouts get a loop the compiler can vectorise.
-          if (ns.s2 == 1 && es.s2 == 0) {
+          // The common layouts get a loop the compiler can vectorise (one for a message that reads no edge).
+          if (ns.s2 == 1 && (es.s2 == 0 || !Msg::kEdge)) {
             const T eb = Msg::kEdge ? ep[0] : T(0);
             accumulate([&](int64_t i2) { return Msg::apply(Msg::kNode ? np[i2] : T(0), eb); });
-          } else if (ns.s2 == 1 && es.s2 == 1) {
+          } else if (Msg::kEdge && ns.s2 == 1 && es.s2 == 1) {
             accumulate([&](int64_t i2) { return Msg::apply(Msg::kNode ? np[i2] : T(0), Msg::kEdge ? ep[i2] : T(0)); });
           } else {
             accumulate([&](int64_t i2) { return MessageAt<op, T>(np, ep, i2 * ns.s2, i2 * es.s2); });
@@ -93,8 +94,9 @@ void SpmmRows(const SpmmArgs& a, const I* offsets, const I* nbr, const I* eid, c
 // contiguous rows (node features, edge features, or a node row times one weight per edge), reduced in
 // blocks of features, each block summed over the row's edges in CSC order: the generic walk's sums, bit
 // for bit (w * x + acc is not contracted into a fused multiply-add: cmake/core.cmake).
-// kConsecutiveNodes: the rows of a row are consecutive node rows, [offsets[r], offsets[r + 1]) (pool).
-enum class RowForm { kGeneric, kNode, kEdge, kNodeTimesWeight, kNodeTimesEdge, kConsecutiveNodes };
+// kConsecutiveNodes: the rows of a row are consecutive node rows, [offsets[r], offsets[r + 1]) (pool). (Edge
+// rows are summed as node rows: SpmmTyped passes copy_e as copy_u of the edge array through the edge ids.)
+enum class RowForm { kGeneric, kNode, kNodeTimesWeight, kNodeTimesEdge, kConsecutiveNodes };
 
 inline bool IsContiguous(const Strides3& s, const Dims3& d) {
   return (d.d2 == 1 || s.s2 == 1) && (d.d1 == 1 || s.s1 == d.d2) && (d.d0 == 1 || s.s0 == d.d1 * d.d2);
@@ -107,7 +109,6 @@ RowForm FormOf(const SpmmArgs& a) {
   const bool edge = a.edge_len == d.size() && IsContiguous(a.edge_strides, d);
   const bool weight = a.edge_len == 1;
   if (op == Op::kCopyNode && node) return RowForm::kNode;
-  if (op == Op::kCopyEdge && edge) return RowForm::kEdge;
   if (op == Op::kMul && node && weight) return RowForm::kNodeTimesWeight;
   if (op == Op::kMul && node && edge) return RowForm::kNodeTimesEdge;
   return RowForm::kGeneric;
@@ -130,24 +131,20 @@ JGO_INLINE void SumBlock(const I* offsets, const I* nbr, const I* eid, const T* 
     for (int64_t k = begin; k < end; ++k) {
       if (K != RowForm::kConsecutiveNodes && k + kPrefetchDistance < last) {  // consecutive rows stream
         const int64_t p = k + kPrefetchDistance;
-        if constexpr (K != RowForm::kEdge) PrefetchRow(node + static_cast<int64_t>(nbr[p]) * F + f0, kF);
-        if constexpr (K == RowForm::kEdge || K == RowForm::kNodeTimesEdge)
-          PrefetchRow(edge + static_cast<int64_t>(eid[p]) * F + f0, kF);
+        PrefetchRow(node + static_cast<int64_t>(nbr[p]) * F + f0, kF);
+        if constexpr (K == RowForm::kNodeTimesEdge) PrefetchRow(edge + static_cast<int64_t>(eid[p]) * F + f0, kF);
         if constexpr (K == RowForm::kNodeTimesWeight)  // a weight per edge, in input order: a gather too
           __builtin_prefetch(edge + eid[p], 0, 1);
       }
-      const T* x = K == RowForm::kEdge               ? nullptr
-                   : K == RowForm::kConsecutiveNodes ? node + k * F + f0
-                                                     : node + static_cast<int64_t>(nbr[k]) * F + f0;
+      const T* x = K == RowForm::kConsecutiveNodes ? node + k * F + f0 : node + static_cast<int64_t>(nbr[k]) * F + f0;
       const T* y = K == RowForm::kNode || K == RowForm::kConsecutiveNodes ? nullptr
                    : K == RowForm::kNodeTimesWeight ? edge + static_cast<int64_t>(eid[k])
                                                     : edge + static_cast<int64_t>(eid[k]) * F + f0;
       for (int q = 0; q < kRegs; ++q) {
         V a, b;
-        if constexpr (K != RowForm::kEdge) std::memcpy(&a, x + q * kLanes, sizeof(V));
-        if constexpr (K == RowForm::kEdge || K == RowForm::kNodeTimesEdge) std::memcpy(&b, y + q * kLanes, sizeof(V));
+        std::memcpy(&a, x + q * kLanes, sizeof(V));
+        if constexpr (K == RowForm::kNodeTimesEdge) std::memcpy(&b, y + q * kLanes, sizeof(V));
         if constexpr (K == RowForm::kNode || K == RowForm::kConsecutiveNodes) acc[q] += a;
-        else if constexpr (K == RowForm::kEdge) acc[q] += b;
         else if constexpr (K == RowForm::kNodeTimesWeight) acc[q] += a * y[0];
         else acc[q] += a * b;
       }
@@ -237,12 +234,12 @@ void SumRows(const I* offsets, const I* nbr, const I* eid, const T* node, const 
   SumRowsBaseline<T, I, K>(offsets, nbr, eid, node, edge, out, F, mean, stream, r0, r1);
 }
 
-// mean (with R = kSum): the sums divided by the row's edge count.
-template <typename T, typename I, Op op, Reduce R, Mask M>
+// mean (with R = kSum): the sums divided by the row's edge count. kMasked, mask_nbr: SpmmRows.
+template <typename T, typename I, Op op, Reduce R, bool kMasked>
 void SpmmParallel(ffi::ThreadPool& pool, const SpmmArgs& a, const I* offsets, const I* nbr, const I* eid,
-                  const T* node, const T* edge, const I* mask_arg, T* out, I* arg_out, bool mean) {
+                  const T* node, const T* edge, const I* mask_arg, const I* mask_nbr, T* out, I* arg_out, bool mean) {
   const int64_t F = a.dims.size();
-  if constexpr (M == Mask::kNone && R == Reduce::kSum && op != Op::kAdd) {
+  if constexpr (!kMasked && R == Reduce::kSum && op != Op::kAdd) {
     const RowForm form = FormOf<op>(a);
     const bool stream = StreamRows(out, a.n_rows, F * static_cast<int64_t>(sizeof(T)));
     auto sum = [&](auto k) {
@@ -253,32 +250,32 @@ void SpmmParallel(ffi::ThreadPool& pool, const SpmmArgs& a, const I* offsets, co
     };
     switch (form) {
       case RowForm::kNode: return sum(std::integral_constant<RowForm, RowForm::kNode>{});
-      case RowForm::kEdge: return sum(std::integral_constant<RowForm, RowForm::kEdge>{});
       case RowForm::kNodeTimesWeight: return sum(std::integral_constant<RowForm, RowForm::kNodeTimesWeight>{});
       case RowForm::kNodeTimesEdge: return sum(std::integral_constant<RowForm, RowForm::kNodeTimesEdge>{});
       case RowForm::kGeneric: case RowForm::kConsecutiveNodes: break;
     }
   }
   ForRowChunks(pool, offsets, a.n_rows, F, [&](int64_t r0, int64_t r1) {
-    SpmmRows<T, I, op, R, M>(a, offsets, nbr, eid, node, edge, mask_arg, out, arg_out, mean, r0, r1);
+    SpmmRows<T, I, op, R, kMasked>(a, offsets, nbr, eid, node, edge, mask_arg, mask_nbr, out, arg_out, mean, r0, r1);
   });
 }
 
+// mask_nbr: the neighbour ids of Mask::kByNbr's mask rows (null for Mask::kByRow and Mask::kNone).
 template <typename T, typename I, Op op>
 ffi::Error SpmmDispatchReduce(ffi::ThreadPool& pool, const SpmmArgs& a, const I* offsets, const I* nbr,
-                              const I* eid, const T* node, const T* edge, const I* mask_arg, T* out, I* arg_out) {
-#define JGO_SPMM(R, M, mean) \
-  SpmmParallel<T, I, op, R, M>(pool, a, offsets, nbr, eid, node, edge, mask_arg, out, arg_out, mean)
-  switch (a.mask) {
-    case Mask::kByRow: JGO_SPMM(Reduce::kSum, Mask::kByRow, false); return ffi::Error::Success();
-    case Mask::kByNbr: JGO_SPMM(Reduce::kSum, Mask::kByNbr, false); return ffi::Error::Success();
-    case Mask::kNone: break;
+                              const I* eid, const T* node, const T* edge, const I* mask_arg, const I* mask_nbr, T* out,
+                              I* arg_out) {
+#define JGO_SPMM(R, masked, mean) \
+  SpmmParallel<T, I, op, R, masked>(pool, a, offsets, nbr, eid, node, edge, mask_arg, mask_nbr, out, arg_out, mean)
+  if (a.mask != Mask::kNone) {  // masks come with sums
+    JGO_SPMM(Reduce::kSum, true, false);
+    return ffi::Error::Success();
   }
   switch (a.reduce) {  // a mean is a sum divided at the end: the same compiled walks
-    case Reduce::kSum: JGO_SPMM(Reduce::kSum, Mask::kNone, false); break;
-    case Reduce::kMean: JGO_SPMM(Reduce::kSum, Mask::kNone, true); break;
-    case Reduce::kMax: JGO_SPMM(Reduce::kMax, Mask::kNone, false); break;
-    case Reduce::kMin: JGO_SPMM(Reduce::kMin, Mask::kNone, false); break;
+    case Reduce::kSum: JGO_SPMM(Reduce::kSum, false, false); break;
+    case Reduce::kMean: JGO_SPMM(Reduce::kSum, false, true); break;
+    case Reduce::kMax: JGO_SPMM(Reduce::kMax, false, false); break;
+    case Reduce::kMin: JGO_SPMM(Reduce::kMin, false, false); break;
   }
 #undef JGO_SPMM
   return ffi::Error::Success();
@@ -299,11 +296,17 @@ ffi::Error SpmmTyped(ffi::ThreadPool& pool, const SpmmArgs& a, ffi::AnyBuffer of
   const T* nd = node.typed_data<T>();
   const T* ed = edge.typed_data<T>();
   T* od = out.typed_data<T>();
+  const I* mn = a.mask == Mask::kByNbr ? n : nullptr;
   switch (a.op) {
-    case Op::kCopyNode: return SpmmDispatchReduce<T, I, Op::kCopyNode>(pool, a, o, n, e, nd, ed, m, od, arg);
-    case Op::kCopyEdge: return SpmmDispatchReduce<T, I, Op::kCopyEdge>(pool, a, o, n, e, nd, ed, m, od, arg);
-    case Op::kAdd: return SpmmDispatchReduce<T, I, Op::kAdd>(pool, a, o, n, e, nd, ed, m, od, arg);
-    case Op::kMul: return SpmmDispatchReduce<T, I, Op::kMul>(pool, a, o, n, e, nd, ed, m, od, arg);
+    case Op::kCopyNode: return SpmmDispatchReduce<T, I, Op::kCopyNode>(pool, a, o, n, e, nd, ed, m, mn, od, arg);
+    case Op::kCopyEdge: {  // the edge rows, walked as node rows whose neighbour ids are the edge ids
+      SpmmArgs b = a;
+      b.node_strides = a.edge_strides;
+      b.node_len = a.edge_len;
+      return SpmmDispatchReduce<T, I, Op::kCopyNode>(pool, b, o, e, e, ed, ed, m, mn, od, arg);
+    }
+    case Op::kAdd: return SpmmDispatchReduce<T, I, Op::kAdd>(pool, a, o, n, e, nd, ed, m, mn, od, arg);
+    case Op::kMul: return SpmmDispatchReduce<T, I, Op::kMul>(pool, a, o, n, e, nd, ed, m, mn, od, arg);
   }
   return InvalidArgument("jgo_spmm: unknown op");
 }
@@ -417,9 +420,10 @@ ffi::Error PoolSortedBwdCpu(ffi::ThreadPool pool, ffi::AnyBuffer ct, ffi::AnyBuf
 // ---------------------------------------------------------------------------------------
 // jgo_sddmm
 
-template <typename T, typename I, Op op, bool kDot, Mask M>
+// kMasked: an element is kept where the mask row, the row's or (mask_by_nbr) the neighbour's, holds the edge's id.
+template <typename T, typename I, Op op, bool kDot, bool kMasked>
 void SddmmRows(const SddmmArgs& s, const I* offsets, const I* nbr, const I* eid, const T* lhs, const T* rhs,
-               const I* mask_arg, T* out, int64_t r0, int64_t r1) {
+               const I* mask_arg, bool mask_by_nbr, T* out, int64_t r0, int64_t r1) {
   using Msg = Message<op>;
   const Dims3 d = s.dims;
   const int64_t F = d.size(), F01 = d.d0 * d.d1;
@@ -431,24 +435,24 @@ void SddmmRows(const SddmmArgs& s, const I* offsets, const I* nbr, const I* eid,
         const int64_t p = k + kPrefetchDistance, j = nbr[p], e = eid[p];
         if (Msg::kNode && s.a_target != Target::kRow) PrefetchRow(OperandRow(lhs, s.a_len, s.a_target, r, j, e), s.a_len);
         if (Msg::kEdge && s.b_target != Target::kRow) PrefetchRow(OperandRow(rhs, s.b_len, s.b_target, r, j, e), s.b_len);
-        if (M == Mask::kByNbr) PrefetchRow(mask_arg + j * F, F);
+        if (kMasked && mask_by_nbr) PrefetchRow(mask_arg + j * F, F);
       }
       const int64_t j = nbr[k], e = eid[k];
       const T* a_row = OperandRow(lhs, s.a_len, s.a_target, r, j, e);
       const T* b_row = OperandRow(rhs, s.b_len, s.b_target, r, j, e);
-      const I* mask_row = M == Mask::kByRow ? mask_arg + r * F : M == Mask::kByNbr ? mask_arg + j * F : nullptr;
+      const I* mask_row = kMasked ? mask_arg + (mask_by_nbr ? j : r) * F : nullptr;
       for (int64_t f01 = 0; f01 < F01; ++f01) {
         if (kDot) {
           T acc = T(0);
           for (int64_t i2 = 0; i2 < d.d2; ++i2) {
             const T v = EdgeElement<op, T, T>(a_row, b_row, s.a_strides, s.b_strides, d, f01, i2);
-            acc += (M == Mask::kNone || mask_row[f01 * d.d2 + i2] == e) ? v : T(0);
+            acc += (!kMasked || mask_row[f01 * d.d2 + i2] == e) ? v : T(0);
           }
           out[e * F01 + f01] = acc;
         } else {
           T* o = out + e * F + f01 * d.d2;
           for (int64_t i2 = 0; i2 < d.d2; ++i2) {
-            const bool keep = M == Mask::kNone || mask_row[f01 * d.d2 + i2] == e;
+            const bool keep = !kMasked || mask_row[f01 * d.d2 + i2] == e;
             o[i2] = keep ? EdgeElement<op, T, T>(a_row, b_row, s.a_strides, s.b_strides, d, f01, i2) : T(0);
           }
         }
@@ -457,25 +461,33 @@ void SddmmRows(const SddmmArgs& s, const I* offsets, const I* nbr, const I* eid,
   }
 }
 
-template <typename T, typename I, Op op, bool kDot, Mask M>
+template <typename T, typename I, Op op, bool kDot, bool kMasked>
 void SddmmParallel(ffi::ThreadPool& pool, const SddmmArgs& s, const I* offsets, const I* nbr, const I* eid,
                    const T* lhs, const T* rhs, const I* mask_arg, T* out) {
+  const bool by_nbr = s.mask == Mask::kByNbr;
   ForRowChunks(pool, offsets, s.n_rows, s.dims.size(), [&](int64_t r0, int64_t r1) {
-    SddmmRows<T, I, op, kDot, M>(s, offsets, nbr, eid, lhs, rhs, mask_arg, out, r0, r1);
+    SddmmRows<T, I, op, kDot, kMasked>(s, offsets, nbr, eid, lhs, rhs, mask_arg, by_nbr, out, r0, r1);
   });
 }
 
-template <typename T, typename I, Mask M>
+template <typename T, typename I, bool kMasked>
 void SddmmDispatchOp(ffi::ThreadPool& pool, const SddmmArgs& s, const I* offsets, const I* nbr, const I* eid,
                      const T* lhs, const T* rhs, const I* mask_arg, T* out) {
-#define JGO_SDDMM(OP, DOT) SddmmParallel<T, I, OP, DOT, M>(pool, s, offsets, nbr, eid, lhs, rhs, mask_arg, out)
+#define JGO_SDDMM(OP, DOT) SddmmParallel<T, I, OP, DOT, kMasked>(pool, s, offsets, nbr, eid, lhs, rhs, mask_arg, out)
   if (s.dot) {
     JGO_SDDMM(Op::kMul, true);
     return;
   }
   switch (s.op) {
     case Op::kCopyNode: JGO_SDDMM(Op::kCopyNode, false); break;
-    case Op::kCopyEdge: JGO_SDDMM(Op::kCopyEdge, false); break;
+    case Op::kCopyEdge: {  // the right operand, as the left one of copy_lhs
+      SddmmArgs b = s;
+      std::swap(b.a_target, b.b_target);
+      std::swap(b.a_strides, b.b_strides);
+      std::swap(b.a_len, b.b_len);
+      SddmmParallel<T, I, Op::kCopyNode, false, kMasked>(pool, b, offsets, nbr, eid, rhs, lhs, mask_arg, out);
+      break;
+    }
     case Op::kAdd: JGO_SDDMM(Op::kAdd, false); break;
     case Op::kMul: JGO_SDDMM(Op::kMul, false); break;
   }
@@ -496,11 +508,8 @@ ffi::Error SddmmTyped(ffi::ThreadPool& pool, const SddmmArgs& s, ffi::AnyBuffer 
   const T* b = rhs.typed_data<T>();
   const I* m = s.mask == Mask::kNone ? nullptr : mask_arg.typed_data<I>();
   T* od = out.typed_data<T>();
-  switch (s.mask) {
-    case Mask::kNone: SddmmDispatchOp<T, I, Mask::kNone>(pool, s, o, n, e, a, b, m, od); break;
-    case Mask::kByRow: SddmmDispatchOp<T, I, Mask::kByRow>(pool, s, o, n, e, a, b, m, od); break;
-    case Mask::kByNbr: SddmmDispatchOp<T, I, Mask::kByNbr>(pool, s, o, n, e, a, b, m, od); break;
-  }
+  if (s.mask == Mask::kNone) SddmmDispatchOp<T, I, false>(pool, s, o, n, e, a, b, m, od);
+  else SddmmDispatchOp<T, I, true>(pool, s, o, n, e, a, b, m, od);
   ZeroPaddingEdges(o, e, s.n_rows, s.n_edges, s.dot ? s.dims.d0 * s.dims.d1 : s.dims.size(), od);
   return ffi::Error::Success();
 }
@@ -526,8 +535,8 @@ ffi::Error SddmmCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::AnyBuffer
 // first pass (the maximum) is the first touch of the row's logits and outputs, prefetched ahead across
 // rows; the weights (CpuExp: vectorised over the heads) are computed for the sum and again for the
 // output, which is written once.
-template <typename T, typename I, int kH>
-JGO_INLINE void SoftmaxHeads(const I* offsets, const I* eid, const T* logits, T* out, int64_t heads, int64_t h0,
+template <typename T, int kH>
+JGO_INLINE void SoftmaxHeads(Indices offsets, Indices eid, const T* logits, T* out, int64_t heads, int64_t h0,
                              int64_t r0, int64_t r1) {
   const int64_t last = offsets[r1];
   for (int64_t r = r0; r < r1; ++r) {
@@ -560,46 +569,48 @@ JGO_INLINE void SoftmaxHeads(const I* offsets, const I* eid, const T* logits, T*
 
 // Every head of rows r0..r1: groups of 16, 8, 4, 2 and 1 heads. (No lambdas in code compiled per ISA: a
 // lambda is a function of its own, compiled for the baseline.)
-template <typename T, typename I>
-JGO_INLINE void SoftmaxRowsAnyIsa(const I* offsets, const I* eid, const T* logits, T* out, int64_t heads, int64_t r0,
+template <typename T>
+JGO_INLINE void SoftmaxRowsAnyIsa(Indices offsets, Indices eid, const T* logits, T* out, int64_t heads, int64_t r0,
                                   int64_t r1) {
   int64_t h0 = 0;
-  for (; h0 + 16 <= heads; h0 += 16) SoftmaxHeads<T, I, 16>(offsets, eid, logits, out, heads, h0, r0, r1);
+  for (; h0 + 16 <= heads; h0 += 16) SoftmaxHeads<T, 16>(offsets, eid, logits, out, heads, h0, r0, r1);
   if (h0 + 8 <= heads) {
-    SoftmaxHeads<T, I, 8>(offsets, eid, logits, out, heads, h0, r0, r1);
+    SoftmaxHeads<T, 8>(offsets, eid, logits, out, heads, h0, r0, r1);
     h0 += 8;
   }
   if (h0 + 4 <= heads) {
-    SoftmaxHeads<T, I, 4>(offsets, eid, logits, out, heads, h0, r0, r1);
+    SoftmaxHeads<T, 4>(offsets, eid, logits, out, heads, h0, r0, r1);
     h0 += 4;
   }
   if (h0 + 2 <= heads) {
-    SoftmaxHeads<T, I, 2>(offsets, eid, logits, out, heads, h0, r0, r1);
+    SoftmaxHeads<T, 2>(offsets, eid, logits, out, heads, h0, r0, r1);
     h0 += 2;
   }
-  if (h0 < heads) SoftmaxHeads<T, I, 1>(offsets, eid, logits, out, heads, h0, r0, r1);
+  if (h0 < heads) SoftmaxHeads<T, 1>(offsets, eid, logits, out, heads, h0, r0, r1);
 }
 
 #ifdef JGO_AVX2_CLONES
-template <typename T, typename I>
-JGO_AVX512_TARGET void SoftmaxRowsAvx512(const I* offsets, const I* eid, const T* logits, T* out, int64_t heads,
+template <typename T>
+JGO_AVX512_TARGET void SoftmaxRowsAvx512(Indices offsets, Indices eid, const T* logits, T* out, int64_t heads,
                                          int64_t r0, int64_t r1) {
-  SoftmaxRowsAnyIsa<T, I>(offsets, eid, logits, out, heads, r0, r1);
+  SoftmaxRowsAnyIsa<T>(offsets, eid, logits, out, heads, r0, r1);
 }
-template <typename T, typename I>
-JGO_AVX2_TARGET void SoftmaxRowsAvx2(const I* offsets, const I* eid, const T* logits, T* out, int64_t heads,
-                                     int64_t r0, int64_t r1) {
-  SoftmaxRowsAnyIsa<T, I>(offsets, eid, logits, out, heads, r0, r1);
+template <typename T>
+JGO_AVX2_TARGET void SoftmaxRowsAvx2(Indices offsets, Indices eid, const T* logits, T* out, int64_t heads, int64_t r0,
+                                     int64_t r1) {
+  SoftmaxRowsAnyIsa<T>(offsets, eid, logits, out, heads, r0, r1);
 }
 #endif
 
-template <typename T, typename I>
-void SoftmaxRows(const I* offsets, const I* eid, const T* logits, T* out, int64_t heads, int64_t r0, int64_t r1) {
+// The row walk for the CPU it runs on, compiled once for both index types (Indices: a branch per index read
+// against the exps of an edge's heads).
+template <typename T>
+void SoftmaxRows(Indices offsets, Indices eid, const T* logits, T* out, int64_t heads, int64_t r0, int64_t r1) {
 #ifdef JGO_AVX2_CLONES
-  if (HasAvx512()) return SoftmaxRowsAvx512<T, I>(offsets, eid, logits, out, heads, r0, r1);
-  if (HasAvx2Fma()) return SoftmaxRowsAvx2<T, I>(offsets, eid, logits, out, heads, r0, r1);
+  if (HasAvx512()) return SoftmaxRowsAvx512<T>(offsets, eid, logits, out, heads, r0, r1);
+  if (HasAvx2Fma()) return SoftmaxRowsAvx2<T>(offsets, eid, logits, out, heads, r0, r1);
 #endif
-  SoftmaxRowsAnyIsa<T, I>(offsets, eid, logits, out, heads, r0, r1);
+  SoftmaxRowsAnyIsa<T>(offsets, eid, logits, out, heads, r0, r1);
 }
 
 template <typename T, typename I>
@@ -615,7 +626,7 @@ ffi::Error SoftmaxTyped(ffi::ThreadPool& pool, ffi::AnyBuffer offsets, ffi::AnyB
   const T* x = logits.typed_data<T>();
   T* y = out.typed_data<T>();
   ForRowChunks(pool, o, n_rows, heads, [&](int64_t r0, int64_t r1) {
-    SoftmaxRows<T, I>(o, e, x, y, heads, r0, r1);
+    SoftmaxRows<T>(o, e, x, y, heads, r0, r1);
   });
   ZeroPaddingEdges(o, e, n_rows, n_edges, heads, y);
   return ffi::Error::Success();

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <deque>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -32,7 +34,7 @@ constexpr int64_t kMaxPrefetchBytes = 1024;  // longer rows are streamed by the 
 // An int32 or int64 index array read as int64, its width a run-time choice. For row walks whose work per
 // index dwarfs a perfectly predicted branch (an attention edge's heads): compiled once instead of once per
 // index type, which halves their share of the build. (Not DimeNet++'s triplet walks: their backward ran
-// 20-30% slower through it in an alternating A/B, so they keep a compiled walk per index type.)
+// 20-30% slower through it in an alternating A/B; they read int32 indices, Int32Indices below.)
 class Indices {
  public:
   Indices() = default;
@@ -44,6 +46,35 @@ class Indices {
  private:
   const int32_t* p32_ = nullptr;
   const int64_t* p64_ = nullptr;
+};
+
+// Index arrays as int32, for row walks compiled for int32 indices only: int32 arrays as they are, int64 ones as
+// int32 copies. For walks whose work per index dwarfs a copy of it (a GEMM or a C x M update per edge or
+// triplet): compiled once instead of once per index type, they halve their file's build. The caller checks
+// first that the values the walks read lie in [0, 2^31) (Int32Indices::Fit); the copies live as long as this.
+class Int32Indices {
+ public:
+  // Whether indices below `bound` (the largest row, edge, neighbour or triplet count the walks index) fit in int32;
+  // if not, the error of `what`.
+  static ffi::Error Fit(const char* what, int64_t bound) {
+    if (bound <= int64_t{std::numeric_limits<int32_t>::max()}) return ffi::Error::Success();
+    return InvalidArgument(std::string(what) + ": indices up to " + std::to_string(bound) +
+                           " (2^31 or more rows, edges or triplets) are not supported on the CPU");
+  }
+
+  template <typename I>
+  const int32_t* operator()(const I* p, int64_t n) {
+    if constexpr (std::is_same_v<I, int32_t>) {
+      return p;
+    } else {
+      copies_.emplace_back(n);
+      std::transform(p, p + n, copies_.back().begin(), [](I i) { return static_cast<int32_t>(i); });
+      return copies_.back().data();
+    }
+  }
+
+ private:
+  std::deque<std::vector<int32_t>> copies_;
 };
 
 template <typename T>
