@@ -1363,9 +1363,12 @@ def compare(case, got, want):
             continue
         a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
         nan_a, nan_b = np.isnan(a64), np.isnan(b64)
-        if case.grad and case.special and not case.special.endswith("ties"):
+        if case.special and not case.special.endswith("ties") and (
+                case.grad or (case.target == "layer" and case.dtype in HALF)):
             # gradients of non-finite inputs: each implementation has its own 0 * inf (a zero
-            # cotangent times an infinite factor, or a factorised product); compare finite entries
+            # cotangent times an infinite factor, or a factorised product); and a layer in half precision
+            # computes its dense projections in it: one that cancels to 0 there (float32: 1e-3) meets an
+            # infinite feature as 0 * inf = NaN where the float32 oracle has inf (seed 40409). Compare finite entries
             nan_a = nan_b = ~(np.isfinite(a64) & np.isfinite(b64))
             a64, b64 = np.where(nan_a, 0, a64), np.where(nan_b, 0, b64)
         if not np.array_equal(nan_a, nan_b):
