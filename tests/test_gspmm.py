@@ -341,7 +341,7 @@ def test_sums_are_the_csc_order_sums_bit_for_bit(rng, width):
     for widths that end in every kind of block (16, 8, 4, 2 and 1 vectors, and vectors of 16, 8, 4, 2 and 1
     features)."""
     if jgo.kernel_platform() != "cpu":
-        pytest.skip("the CPU kernels' stores past the host's last-level cache (the CUDA kernels' CSC-order bits: "
+        pytest.skip("the CPU kernels' vector blocks of every width (the CUDA kernels' CSC-order bits: "
                     "tests/test_chunk_walk.py)")
     g = random_graph(rng, 9, 7, 60)
     x = rng.normal(size=(9, width)).astype(np.float32)
