@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FFI = ROOT / "ffi"
 XLA_FFI = ROOT / "third_party" / "xla_ffi"  # the XLA FFI headers every build compiles against
 ARCHS = ("sm_80", "sm_90")
+PTX = "80"  # the virtual architecture of the PTX every image is made from (cmake/cuda-plugin.cmake)
 BEGIN, END = "<!-- gpu-resources:begin -->", "<!-- gpu-resources:end -->"
 MIN_OCCUPANCY = 0.5
 
@@ -266,8 +267,9 @@ def dynamic_shared(name: str, block: int) -> int:
 
 
 def nvcc_command(source: Path, output: Path, include: str, ffi: Path = FFI, nvcc: str = "nvcc") -> list[str]:
-    """Device code only, for ``ARCHS``, with ptxas's verbose report; otherwise the plugin's flags (a Release build)."""
-    codes = [f"--generate-code=arch=compute_{a[3:]},code={a}" for a in ARCHS]
+    """Device code only, for ``ARCHS`` from the plugin's one PTX (``PTX``), with ptxas's verbose report; otherwise
+    the plugin's flags (a Release build)."""
+    codes = [f"--generate-code=arch=compute_{PTX},code=[{','.join(ARCHS)}]"]
     return [nvcc, "-fatbin", *codes, "-std=c++17", "-O3", "-DNDEBUG", "-Xptxas", "-v", f"-I{ffi}",
             f"-I{ffi / 'common'}", "-isystem", include, "-DJGO_WITH_CUDA", str(source), "-o", str(output)]
 

@@ -10,8 +10,20 @@ if(NOT JGO_CUDA_MAJOR)
   message(FATAL_ERROR "JGO_COMPONENT=cuda-plugin needs JGO_CUDA_MAJOR (plugins/cuda<major>/pyproject.toml sets it)")
 endif()
 
-if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-  set(CMAKE_CUDA_ARCHITECTURES "80-real;90-real;90-virtual")  # A100, H100, and PTX for later GPUs
+# The GPU code: one PTX, for compute_80, from which ptxas makes the A100 (sm_80) and H100 (sm_90) images and
+# which later GPUs compile when they load it, so that nvcc's front end (cicc: 161 of the 220 CPU-s of
+# ffi/cuda/message_passing.cu with a PTX per architecture) runs once per file. The kernels use nothing past
+# sm_80; the sm_90 SASS made from it is the same as from compute_90's PTX for 8 of the 11 files (nvcc 13.0,
+# 2026-11-29); in gat.cu, gatv2.cu and mha_simple.cu it differs in how a bfloat16 widens to float (a PRMT where
+# compute_90 has an IMAD.U32), with 0, 8 and 16 instructions more of 72k, 92k and 87k.
+# A CMAKE_CUDA_ARCHITECTURES given on the command line replaces it.
+set(JGO_CUDA_GENCODE "arch=compute_80,code=[sm_80,sm_90,compute_80]")
+if(DEFINED CMAKE_CUDA_ARCHITECTURES)
+  set(JGO_CUDA_GENCODE "")
+  set(JGO_CUDA_TARGETS "${CMAKE_CUDA_ARCHITECTURES}")
+else()
+  set(CMAKE_CUDA_ARCHITECTURES OFF)
+  set(JGO_CUDA_TARGETS "${JGO_CUDA_GENCODE}")
 endif()
 enable_language(CUDA)
 find_package(CUDAToolkit REQUIRED)
@@ -34,6 +46,9 @@ target_compile_definitions(jgo_cuda_kernels PRIVATE JGO_WITH_CUDA)
 # tools/ptxas_reports.py (CI's cost cards read the plugin's own build), the driver loads them without a
 # decompression step, and the wheel's zip compresses them anyway.
 target_compile_options(jgo_cuda_kernels PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-no-compress>)
+if(JGO_CUDA_GENCODE)
+  target_compile_options(jgo_cuda_kernels PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--generate-code=${JGO_CUDA_GENCODE}>)
+endif()
 
 set(library jgo_cuda${JGO_CUDA_MAJOR})
 add_library(jgo_cuda_plugin SHARED ffi/cuda_plugin.cc $<TARGET_OBJECTS:jgo_cuda_kernels>)
@@ -48,7 +63,7 @@ file(WRITE ${exports} "{ global: jgo_cuda_*; local: *; };\n")
 target_link_options(jgo_cuda_plugin PRIVATE -Wl,--version-script=${exports} -Wl,-z,defs)
 set_property(TARGET jgo_cuda_plugin APPEND PROPERTY LINK_DEPENDS ${exports})
 target_link_libraries(jgo_cuda_plugin PRIVATE CUDA::cudart_static)
-message(STATUS "jaxgraphops: CUDA plugin lib${library}.so for ${CMAKE_CUDA_ARCHITECTURES} "
+message(STATUS "jaxgraphops: CUDA plugin lib${library}.so for ${JGO_CUDA_TARGETS} "
                "(CUDA ${CUDAToolkit_VERSION})")
 
 install(TARGETS jgo_cuda_plugin LIBRARY DESTINATION jaxgraphops_cuda${JGO_CUDA_MAJOR})

@@ -185,8 +185,9 @@ def test_the_budget_compiles_what_the_cuda_plugin_builds():
     """The sources, real architectures, optimisation and defines of cmake/cuda-plugin.cmake (a Release build:
     -O3 -DNDEBUG), so that the budget is the plugin's."""
     cmake = (gr.ROOT / "cmake" / "cuda-plugin.cmake").read_text()
-    architectures = re.search(r'set\(CMAKE_CUDA_ARCHITECTURES "([^"]+)"\)', cmake)[1].split(";")
-    assert sorted(f"sm_{a.split('-')[0]}" for a in architectures if a.endswith("-real")) == sorted(gr.ARCHS)
+    ptx, codes = re.search(r'set\(JGO_CUDA_GENCODE "arch=compute_(\d+),code=\[([^\]]+)\]"\)', cmake).groups()
+    assert ptx == gr.PTX and sorted(c for c in codes.split(",") if c.startswith("sm_")) == sorted(gr.ARCHS)
+    assert f"compute_{ptx}" in codes.split(",")  # the PTX that later GPUs compile
     assert "add_library(jgo_cuda_kernels OBJECT ${JGO_CUDA_SOURCES})" in cmake
     assert "file(GLOB JGO_CUDA_SOURCES RELATIVE ${CMAKE_CURRENT_SOURCE_DIR} CONFIGURE_DEPENDS ffi/cuda/*.cu)" in (
         gr.ROOT / "CMakeLists.txt").read_text()
@@ -194,3 +195,4 @@ def test_the_budget_compiles_what_the_cuda_plugin_builds():
     command = gr.nvcc_command(gr.FFI / "cuda" / "gat.cu", Path("gat.fatbin"), "include")
     assert [f"-D{d}" for d in " ".join(defines).split()] == [c for c in command if c.startswith("-DJGO")]
     assert {"-O3", "-DNDEBUG", "-std=c++17"} <= set(command)
+    assert f"--generate-code=arch=compute_{ptx},code=[{','.join(gr.ARCHS)}]" in command

@@ -10,10 +10,10 @@
 #              --no-malformed, --malformed-once (per signature; see ffi/testing/replay.cc)
 # Environment: JOBS (parallel compiles, default 2), SANITIZERS (default "tsan asan"), CXX (default g++).
 #
-# Builds build/sanitize-tsan/replay and build/sanitize-asan/replay (tools/sanitize.mk: -O1 -g, from
+# Builds build/sanitize-tsan/replay and build/sanitize-asan/replay (tools/sanitize.mk: -g, -O1 or -O0, from
 # ffi/cpu/*.cc, ffi/testing/*.cc, ffi/cuda/*.cu as host C++ and the emulated runtime; re-runs
-# recompile only what changed), runs each on CASE_DIR and prints its times. Fails if a build or a
-# replay fails.
+# recompile only what changed), then runs both on CASE_DIR at once and prints their times. Fails if a build or
+# a replay fails.
 set -euo pipefail
 if [[ $# -lt 1 || ! -d $1 ]]; then
   sed -n '2,17p' "$0" >&2
@@ -34,21 +34,34 @@ declare -A run_env=(
 )
 seconds_since() { awk -v from="$1" -v now="$EPOCHREALTIME" 'BEGIN { printf "%.1f", now - from }'; }
 
-status=0
-for variant in ${SANITIZERS:-tsan asan}; do
+# shellcheck disable=SC2206  # one variant per word
+variants=(${SANITIZERS:-tsan asan}) pids=()
+for variant in "${variants[@]}"; do
   start=$EPOCHREALTIME
   if ! make -s -f tools/sanitize.mk -j"${JOBS:-2}" VARIANT="$variant"; then
     echo "[$variant] build FAILED"
     exit 1
   fi
   echo "[$variant] build: $(seconds_since "$start") s"
-  start=$EPOCHREALTIME
-  result=passed
-  # shellcheck disable=SC2086  # run_env holds several assignments
-  env ${run_env[$variant]} "build/sanitize-$variant/replay" "$cases" ${run_args[$variant]} "$@" || {
-    result=FAILED
-    status=1
-  }
-  echo "[$variant] replay: $(seconds_since "$start") s, $result"
+done
+# The replays at once (each is mostly one thread: the emulated warps run on one, the CPU handlers' pool has
+# two), each into a log printed in order when both are done.
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+for variant in "${variants[@]}"; do
+  (
+    start=$EPOCHREALTIME
+    result=passed
+    # shellcheck disable=SC2086  # run_env holds several assignments
+    env ${run_env[$variant]} "build/sanitize-$variant/replay" "$cases" ${run_args[$variant]} "$@" || result=FAILED
+    echo "[$variant] replay: $(seconds_since "$start") s, $result"
+    [[ $result == passed ]]
+  ) >"$logs/$variant" 2>&1 &
+  pids+=($!)
+done
+status=0
+for i in "${!variants[@]}"; do
+  wait "${pids[$i]}" || status=1
+  cat "$logs/${variants[$i]}"
 done
 exit $status

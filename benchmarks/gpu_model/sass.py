@@ -50,7 +50,8 @@ def nvcc_command(source: Path, cubin: Path, ffi: Path, nvcc: str = "nvcc") -> li
     flags = gpu_resources.nvcc_command(source, cubin, str(gpu_resources.XLA_FFI), ffi, nvcc)
     codes = [f for f in flags if f.startswith("--generate-code")]
     flags = [f for f in flags if f not in codes and f != "-fatbin"]
-    return [flags[0], "-cubin", f"--generate-code=arch=compute_{ARCH[3:]},code={ARCH}", "-lineinfo", *flags[1:]]
+    return [flags[0], "-cubin", f"--generate-code=arch=compute_{gpu_resources.PTX},code={ARCH}", "-lineinfo",
+            *flags[1:]]
 
 
 def source_key(ffi: Path, source: Path, nvcc: str = "nvcc") -> str:
