@@ -196,7 +196,10 @@ struct Slot {
 struct Warp {
   Slot slots[kWarp];
   unsigned live = 0;  // lanes that exist and have not exited
-  int sync_generation = 0;
+  // TSan sync objects, one per lane: a lane arriving at __syncwarp releases its own, and leaves acquiring those
+  // of the lanes its mask names. (Not one per generation of the warp: lane groups of a warp meet in collectives
+  // of their own, so two lanes of one __syncwarp can arrive in different generations.)
+  char lane_sync[kWarp];
 };
 
 struct Block {
@@ -481,9 +484,8 @@ uint64_t WarpCollective(Collective kind, unsigned mask, uint64_t bits, int param
   }
   Slot& me = w.slots[lane];
   me = Slot{true, kind, mask, bits, param, width, 0, file, line};
-  const int generation = w.sync_generation;
 #if JGO_EMULATION_TSAN
-  if (kind == Collective::kSyncWarp) __tsan_release(&w.slots[generation & 1]);
+  if (kind == Collective::kSyncWarp) __tsan_release(&w.lane_sync[lane]);
 #endif
   bool complete = true;
   for (int k = 0; k < kWarp && complete; ++k) complete = !(mask >> k & 1u) || w.slots[k].waiting;
@@ -512,7 +514,6 @@ uint64_t WarpCollective(Collective kind, unsigned mask, uint64_t bits, int param
       Fiber* t = b->threads[f->linear / kWarp * kWarp + k];
       if (t != f) t->state = State::kReady;
     }
-    ++w.sync_generation;
   } else {
     f->state = State::kCollective;
     f->file = file;
@@ -521,9 +522,11 @@ uint64_t WarpCollective(Collective kind, unsigned mask, uint64_t bits, int param
     StopIfFailed(f);
   }
 #if JGO_EMULATION_TSAN
-  if (kind == Collective::kSyncWarp) __tsan_acquire(&w.slots[generation & 1]);
+  if (kind == Collective::kSyncWarp) {
+    for (int k = 0; k < kWarp; ++k)
+      if (mask >> k & 1u) __tsan_acquire(&w.lane_sync[k]);
+  }
 #endif
-  (void)generation;
   return me.result;
 }
 
