@@ -28,8 +28,8 @@ TESTING_FLAGS := -DJGO_WITH_CUDA_EMULATION
 CPU_FLAGS_asan := -O0
 CUDA_FLAGS_asan := -O0
 # GCC warns, at each inlined call site (thousands of lines), that TSan does not model the fence of the emulated
-# __threadfence (ffi/cuda_emulation/cuda_runtime.h); the emulated runtime declares to TSan the ordering it
-# guarantees itself (ffi/cuda_emulation/emulation.cc).
+# __threadfence (ffi/cuda_emulation/cuda_runtime.h); the order CUDA's fences give reaches TSan through the
+# emulated atomics and collectives (ffi/cuda_emulation/jgo_emulation/device.h, emulation.cc).
 CUDA_FLAGS_tsan := -Wno-tsan
 
 BUILD := build/sanitize-$(VARIANT)
