@@ -56,6 +56,31 @@ def test_sddmm_primitive_matches_fallback(rng, op, dot, lt, rt, masked):
     np.testing.assert_allclose(prim.sddmm_p.bind(*args, **params), prim.sddmm_xla(*args, **params), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("kind", ["spmm", "spmm reverse", "sddmm"])
+def test_int64_mask_ids_beyond_int32_never_match_an_edge(rng, x64, kind):
+    """The CPU walks read int64 structures as int32 copies; a mask id of 2^32 + e (or -2^32 + e) must not wrap
+    onto edge e: it matches no edge, as in the fallback."""
+    g = random_graph(rng, 7, 6, 30, index_dtype=np.int64)
+    ga = graph_arrays(g)
+    ids = rng.integers(-1, g.n_edges, size=(g.n_dst, 2, 3))
+    wide = ids + np.where(rng.random(ids.shape) < 0.5, 1, -1) * (np.int64(1) << 32)
+    mask = np.where(rng.random(ids.shape) < 0.5, ids, wide).astype(np.int64)
+    assert (mask != ids).any() and (mask == ids).any()
+    if kind == "sddmm":
+        lhs = rng.normal(size=(g.n_src, 2, 3))
+        rhs = rng.normal(size=(g.n_dst, 2, 3))
+        params = dict(op="mul", lhs_target="src", rhs_target="dst", dot=False, masked=True, out_shape=(2, 3))
+        got, want = prim.sddmm_p.bind(*ga, lhs, rhs, mask, **params), prim.sddmm_xla(*ga, lhs, rhs, mask, **params)
+    else:
+        reverse = kind == "spmm reverse"
+        node = rng.normal(size=(g.n_dst if reverse else g.n_src, 2, 3))
+        params = dict(op="copy_lhs", reduce="sum", reverse=reverse, masked=True, out_shape=(2, 3))
+        got = prim.spmm_p.bind(*ga, node, _dummy(np.float64), mask, **params)[0]
+        want = prim.spmm_xla(*ga, node, _dummy(np.float64), mask, **params)[0]
+    np.testing.assert_array_equal(got, want)
+    assert np.any(np.asarray(want) != 0)
+
+
 def test_softmax_primitive_matches_fallback(rng):
     g = random_graph(rng)
     logits = rng.normal(size=(g.n_edges, 4)).astype(np.float32)

@@ -126,6 +126,14 @@ ffi::Error HgBasisNormCpu(ffi::ThreadPool pool, ffi::AnyBuffer offsets, ffi::Any
   });
 }
 
+// The forward's and backward's row walks read int32 indices (Int32Indices: an int64 structure is narrowed to an int32
+// copy, a pass over 3 E + n_rows indices against B axpys of D per edge, or one); the norm pass's walk reads them as
+// they are.
+using Index = int32_t;
+
+// The largest count the walks index: rows, edges, neighbours or edge types.
+inline int64_t WalkBound(const HgBasisArgs& a) { return std::max({a.n_rows, a.n_edges, a.nbr_bound, a.n_types}); }
+
 // ---------------------------------------------------------------------------------------
 // jgo_hg_basis_fwd
 
@@ -196,6 +204,10 @@ ffi::Error FwdTyped(ffi::ThreadPool& pool, const HgBasisArgs& a, ffi::AnyBuffer 
   const I *o = offsets.typed_data<I>(), *n = nbr.typed_data<I>(), *e = eid.typed_data<I>();
   const I* ty = types.typed_data<I>();
   if (auto err = CheckTypedWalk(pool, a, o, n, e, ty, true, "jgo_hg_basis_fwd"); err.failure()) return err;
+  if (auto err = Int32Indices::Fit("jgo_hg_basis_fwd", WalkBound(a)); err.failure()) return err;
+  Int32Indices narrow;
+  const Index *o32 = narrow(o, a.n_rows + 1), *n32 = narrow(n, a.n_edges), *e32 = narrow(e, a.n_edges);
+  const Index* ty32 = narrow(ty, a.n_edges);
   const T* xd = x.typed_data<T>();
   const T* cd = a.has_comp ? comp.typed_data<T>() : nullptr;
   const T* wd = a.has_norm ? w.typed_data<T>() : nullptr;
@@ -204,7 +216,8 @@ ffi::Error FwdTyped(ffi::ThreadPool& pool, const HgBasisArgs& a, ffi::AnyBuffer 
   const int64_t row_work = std::max<int64_t>(1, a.has_comp ? a.n_bases * a.dim : a.dim);
   ForRowChunks(pool, o, a.n_rows, row_work, [&](int64_t r0, int64_t r1) {
     DispatchFlags(a.has_comp, a.has_norm, [&](auto c, auto nm) {
-      RunRows<FwdRowsOp, T, I, decltype(c)::value, decltype(nm)::value>(a, o, n, e, xd, ty, cd, wd, od, res, r0, r1);
+      RunRows<FwdRowsOp, T, Index, decltype(c)::value, decltype(nm)::value>(a, o32, n32, e32, xd, ty32, cd, wd, od, res,
+                                                                            r0, r1);
     });
   });
   return ffi::Error::Success();
@@ -276,6 +289,10 @@ ffi::Error BwdSrcTyped(ffi::ThreadPool& pool, const HgBasisArgs& a, ffi::AnyBuff
   const I *o = offsets.typed_data<I>(), *n = nbr.typed_data<I>(), *e = eid.typed_data<I>();
   const I* ty = types.typed_data<I>();
   if (auto err = CheckTypedWalk(pool, a, o, n, e, ty, true, "jgo_hg_basis_bwd_src"); err.failure()) return err;
+  if (auto err = Int32Indices::Fit("jgo_hg_basis_bwd_src", WalkBound(a)); err.failure()) return err;
+  Int32Indices narrow;
+  const Index *o32 = narrow(o, a.n_rows + 1), *n32 = narrow(n, a.n_edges), *e32 = narrow(e, a.n_edges);
+  const Index* ty32 = narrow(ty, a.n_edges);
   T* gx = grad_x.typed_data<T>();
   const T* gd = G.typed_data<T>();
   const T* xd = x.typed_data<T>();
@@ -285,8 +302,8 @@ ffi::Error BwdSrcTyped(ffi::ThreadPool& pool, const HgBasisArgs& a, ffi::AnyBuff
   if (!a.has_comp) {
     ForRowChunks(pool, o, a.n_rows, row_work, [&](int64_t r0, int64_t r1) {
       DispatchFlags(false, a.has_norm, [&](auto c, auto nm) {
-        RunRows<BwdSrcRowsOp, T, I, decltype(c)::value, decltype(nm)::value>(a, o, n, e, xd, ty, cd, wd, gd, gx,
-                                                                              static_cast<T*>(nullptr), r0, r1);
+        RunRows<BwdSrcRowsOp, T, Index, decltype(c)::value, decltype(nm)::value>(a, o32, n32, e32, xd, ty32, cd, wd, gd,
+                                                                                  gx, static_cast<T*>(nullptr), r0, r1);
       });
     });
     return ffi::Error::Success();
@@ -299,8 +316,8 @@ ffi::Error BwdSrcTyped(ffi::ThreadPool& pool, const HgBasisArgs& a, ffi::AnyBuff
   ForEachRowChunk(pool, chunks, o, a.n_rows, [&](int64_t chunk, int64_t r0, int64_t r1) {
     T* part = partial.data() + chunk * part_len;
     DispatchFlags(true, a.has_norm, [&](auto c, auto nm) {
-      RunRows<BwdSrcRowsOp, T, I, decltype(c)::value, decltype(nm)::value>(a, o, n, e, xd, ty, cd, wd, gd, gx, part,
-                                                                            r0, r1);
+      RunRows<BwdSrcRowsOp, T, Index, decltype(c)::value, decltype(nm)::value>(a, o32, n32, e32, xd, ty32, cd, wd, gd,
+                                                                                gx, part, r0, r1);
     });
   });
   T* gc = grad_comp.typed_data<T>();

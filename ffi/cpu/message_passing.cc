@@ -26,12 +26,26 @@ namespace {
 // ---------------------------------------------------------------------------------------
 // jgo_spmm
 
+// The row walks that read int32 indices (Index: an int64 structure is narrowed to int32 copies first, a pass over
+// 2 E + n_rows indices, and a mask's n_rows x F, against an edge's row of F elements) are spmm's generic ones and
+// sddmm's; the sums' register-blocked walks read the structure as it is.
+using Index = int32_t;
+
+// The largest count a walk indexes: rows, edges, or neighbours where it reads through them (the ids it does not read
+// are not checked, and narrowed to whatever they become).
+template <typename Args>
+int64_t WalkBound(const Args& a) {
+  return std::max({a.n_rows, a.n_edges, a.reads_nbr ? a.nbr_bound : 0});
+}
+
 // mean (with R = kSum): the sums divided by the row's edge count (one compiled walk for both). kMasked (sums
 // only): a message element counts where the mask row holds the edge's id; the mask row is the row's (mask_nbr
 // null: Mask::kByRow) or that of the neighbour id mask_nbr[k] (Mask::kByNbr), chosen per edge at run time.
+// Not inlined: the int32 walk is compiled once, not into the callers of both index types.
 template <typename T, typename I, Op op, Reduce R, bool kMasked>
-void SpmmRows(const SpmmArgs& a, const I* offsets, const I* nbr, const I* eid, const T* node, const T* edge,
-              const I* mask_arg, const I* mask_nbr, T* out, I* arg_out, bool mean, int64_t r0, int64_t r1) {
+__attribute__((noinline)) void SpmmRows(const SpmmArgs& a, const I* offsets, const I* nbr, const I* eid, const T* node,
+                                        const T* edge, const I* mask_arg, const I* mask_nbr, T* out, I* arg_out,
+                                        bool mean, int64_t r0, int64_t r1) {
   using Red = Reducer<T, R>;
   using Msg = Message<op>;
   const Dims3 d = a.dims;
@@ -235,9 +249,11 @@ void SumRows(const I* offsets, const I* nbr, const I* eid, const T* node, const 
 }
 
 // mean (with R = kSum): the sums divided by the row's edge count. kMasked, mask_nbr: SpmmRows.
+// mask_len: mask_arg's element count.
 template <typename T, typename I, Op op, Reduce R, bool kMasked>
-void SpmmParallel(ffi::ThreadPool& pool, const SpmmArgs& a, const I* offsets, const I* nbr, const I* eid,
-                  const T* node, const T* edge, const I* mask_arg, const I* mask_nbr, T* out, I* arg_out, bool mean) {
+ffi::Error SpmmParallel(ffi::ThreadPool& pool, const SpmmArgs& a, const I* offsets, const I* nbr, const I* eid,
+                        const T* node, const T* edge, const I* mask_arg, const I* mask_nbr, int64_t mask_len, T* out,
+                        I* arg_out, bool mean) {
   const int64_t F = a.dims.size();
   if constexpr (!kMasked && R == Reduce::kSum && op != Op::kAdd) {
     const RowForm form = FormOf<op>(a);
@@ -249,36 +265,50 @@ void SpmmParallel(ffi::ThreadPool& pool, const SpmmArgs& a, const I* offsets, co
       });
     };
     switch (form) {
-      case RowForm::kNode: return sum(std::integral_constant<RowForm, RowForm::kNode>{});
-      case RowForm::kNodeTimesWeight: return sum(std::integral_constant<RowForm, RowForm::kNodeTimesWeight>{});
-      case RowForm::kNodeTimesEdge: return sum(std::integral_constant<RowForm, RowForm::kNodeTimesEdge>{});
+      case RowForm::kNode: sum(std::integral_constant<RowForm, RowForm::kNode>{}); return ffi::Error::Success();
+      case RowForm::kNodeTimesWeight:
+        sum(std::integral_constant<RowForm, RowForm::kNodeTimesWeight>{});
+        return ffi::Error::Success();
+      case RowForm::kNodeTimesEdge:
+        sum(std::integral_constant<RowForm, RowForm::kNodeTimesEdge>{});
+        return ffi::Error::Success();
       case RowForm::kGeneric: case RowForm::kConsecutiveNodes: break;
     }
   }
-  ForRowChunks(pool, offsets, a.n_rows, F, [&](int64_t r0, int64_t r1) {
-    SpmmRows<T, I, op, R, kMasked>(a, offsets, nbr, eid, node, edge, mask_arg, mask_nbr, out, arg_out, mean, r0, r1);
+  // The generic walks read int32 indices (Index): an int64 structure's are narrowed first, and the arguments of a
+  // max or min widened after.
+  if (auto err = Int32Indices::Fit("jgo_spmm", WalkBound(a)); err.failure()) return err;
+  Int32Indices narrow;
+  const Index *o32 = narrow(offsets, a.n_rows + 1), *n32 = narrow(nbr, a.n_edges);
+  const Index* e32 = eid == nbr ? n32 : narrow(eid, a.n_edges);  // copy_e walks the edge ids as neighbour ids
+  const Index* m32 = kMasked ? narrow.EdgeIds(mask_arg, mask_len, a.n_edges) : nullptr;
+  const Index* mn32 = !mask_nbr ? nullptr : mask_nbr == nbr ? n32 : narrow(mask_nbr, a.n_edges);
+  std::vector<Index> wide_arg(std::is_same_v<I, Index> || !arg_out ? 0 : a.n_rows * F);
+  Index* arg32 = wide_arg.empty() ? reinterpret_cast<Index*>(arg_out) : wide_arg.data();
+  ForRowChunks(pool, o32, a.n_rows, F, [&](int64_t r0, int64_t r1) {
+    SpmmRows<T, Index, op, R, kMasked>(a, o32, n32, e32, node, edge, m32, mn32, out, arg32, mean, r0, r1);
   });
+  std::copy(wide_arg.begin(), wide_arg.end(), arg_out);
+  return ffi::Error::Success();
 }
 
 // mask_nbr: the neighbour ids of Mask::kByNbr's mask rows (null for Mask::kByRow and Mask::kNone).
 template <typename T, typename I, Op op>
 ffi::Error SpmmDispatchReduce(ffi::ThreadPool& pool, const SpmmArgs& a, const I* offsets, const I* nbr,
-                              const I* eid, const T* node, const T* edge, const I* mask_arg, const I* mask_nbr, T* out,
-                              I* arg_out) {
-#define JGO_SPMM(R, masked, mean) \
-  SpmmParallel<T, I, op, R, masked>(pool, a, offsets, nbr, eid, node, edge, mask_arg, mask_nbr, out, arg_out, mean)
-  if (a.mask != Mask::kNone) {  // masks come with sums
-    JGO_SPMM(Reduce::kSum, true, false);
-    return ffi::Error::Success();
-  }
+                              const I* eid, const T* node, const T* edge, const I* mask_arg, const I* mask_nbr,
+                              int64_t mask_len, T* out, I* arg_out) {
+#define JGO_SPMM(R, masked, mean)                                                                                  \
+  SpmmParallel<T, I, op, R, masked>(pool, a, offsets, nbr, eid, node, edge, mask_arg, mask_nbr, mask_len, out, arg_out, \
+                                    mean)
+  if (a.mask != Mask::kNone) return JGO_SPMM(Reduce::kSum, true, false);  // masks come with sums
   switch (a.reduce) {  // a mean is a sum divided at the end: the same compiled walks
-    case Reduce::kSum: JGO_SPMM(Reduce::kSum, false, false); break;
-    case Reduce::kMean: JGO_SPMM(Reduce::kSum, false, true); break;
-    case Reduce::kMax: JGO_SPMM(Reduce::kMax, false, false); break;
-    case Reduce::kMin: JGO_SPMM(Reduce::kMin, false, false); break;
+    case Reduce::kSum: return JGO_SPMM(Reduce::kSum, false, false);
+    case Reduce::kMean: return JGO_SPMM(Reduce::kSum, false, true);
+    case Reduce::kMax: return JGO_SPMM(Reduce::kMax, false, false);
+    case Reduce::kMin: return JGO_SPMM(Reduce::kMin, false, false);
   }
 #undef JGO_SPMM
-  return ffi::Error::Success();
+  return InvalidArgument("jgo_spmm: unknown reduce");
 }
 
 template <typename T, typename I>
@@ -297,16 +327,17 @@ ffi::Error SpmmTyped(ffi::ThreadPool& pool, const SpmmArgs& a, ffi::AnyBuffer of
   const T* ed = edge.typed_data<T>();
   T* od = out.typed_data<T>();
   const I* mn = a.mask == Mask::kByNbr ? n : nullptr;
+  const int64_t ml = m ? static_cast<int64_t>(mask_arg.element_count()) : 0;
   switch (a.op) {
-    case Op::kCopyNode: return SpmmDispatchReduce<T, I, Op::kCopyNode>(pool, a, o, n, e, nd, ed, m, mn, od, arg);
+    case Op::kCopyNode: return SpmmDispatchReduce<T, I, Op::kCopyNode>(pool, a, o, n, e, nd, ed, m, mn, ml, od, arg);
     case Op::kCopyEdge: {  // the edge rows, walked as node rows whose neighbour ids are the edge ids
       SpmmArgs b = a;
       b.node_strides = a.edge_strides;
       b.node_len = a.edge_len;
-      return SpmmDispatchReduce<T, I, Op::kCopyNode>(pool, b, o, e, e, ed, ed, m, mn, od, arg);
+      return SpmmDispatchReduce<T, I, Op::kCopyNode>(pool, b, o, e, e, ed, ed, m, mn, ml, od, arg);
     }
-    case Op::kAdd: return SpmmDispatchReduce<T, I, Op::kAdd>(pool, a, o, n, e, nd, ed, m, mn, od, arg);
-    case Op::kMul: return SpmmDispatchReduce<T, I, Op::kMul>(pool, a, o, n, e, nd, ed, m, mn, od, arg);
+    case Op::kAdd: return SpmmDispatchReduce<T, I, Op::kAdd>(pool, a, o, n, e, nd, ed, m, mn, ml, od, arg);
+    case Op::kMul: return SpmmDispatchReduce<T, I, Op::kMul>(pool, a, o, n, e, nd, ed, m, mn, ml, od, arg);
   }
   return InvalidArgument("jgo_spmm: unknown op");
 }
@@ -470,9 +501,11 @@ void SddmmParallel(ffi::ThreadPool& pool, const SddmmArgs& s, const I* offsets, 
   });
 }
 
+// Not inlined: the int32 walks are compiled once, not into the callers of both index types.
 template <typename T, typename I, bool kMasked>
-void SddmmDispatchOp(ffi::ThreadPool& pool, const SddmmArgs& s, const I* offsets, const I* nbr, const I* eid,
-                     const T* lhs, const T* rhs, const I* mask_arg, T* out) {
+__attribute__((noinline)) void SddmmDispatchOp(ffi::ThreadPool& pool, const SddmmArgs& s, const I* offsets,
+                                               const I* nbr, const I* eid, const T* lhs, const T* rhs,
+                                               const I* mask_arg, T* out) {
 #define JGO_SDDMM(OP, DOT) SddmmParallel<T, I, OP, DOT, kMasked>(pool, s, offsets, nbr, eid, lhs, rhs, mask_arg, out)
   if (s.dot) {
     JGO_SDDMM(Op::kMul, true);
@@ -508,8 +541,15 @@ ffi::Error SddmmTyped(ffi::ThreadPool& pool, const SddmmArgs& s, ffi::AnyBuffer 
   const T* b = rhs.typed_data<T>();
   const I* m = s.mask == Mask::kNone ? nullptr : mask_arg.typed_data<I>();
   T* od = out.typed_data<T>();
-  if (s.mask == Mask::kNone) SddmmDispatchOp<T, I, false>(pool, s, o, n, e, a, b, m, od);
-  else SddmmDispatchOp<T, I, true>(pool, s, o, n, e, a, b, m, od);
+  // The walks read int32 indices (Index): an int64 structure's are narrowed first.
+  if (auto err = Int32Indices::Fit("jgo_sddmm", WalkBound(s)); err.failure()) return err;
+  Int32Indices narrow;
+  const Index *o32 = narrow(o, s.n_rows + 1), *n32 = narrow(n, s.n_edges), *e32 = narrow(e, s.n_edges);
+  if (s.mask == Mask::kNone)
+    SddmmDispatchOp<T, Index, false>(pool, s, o32, n32, e32, a, b, nullptr, od);
+  else
+    SddmmDispatchOp<T, Index, true>(pool, s, o32, n32, e32, a, b,
+                                    narrow.EdgeIds(m, static_cast<int64_t>(mask_arg.element_count()), s.n_edges), od);
   ZeroPaddingEdges(o, e, s.n_rows, s.n_edges, s.dot ? s.dims.d0 * s.dims.d1 : s.dims.size(), od);
   return ffi::Error::Success();
 }

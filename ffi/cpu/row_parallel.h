@@ -73,6 +73,19 @@ class Int32Indices {
     }
   }
 
+  // Edge ids where an id outside [0, bound) stands for no edge (a mask's rows): int32 arrays as they are, int64 ones
+  // as int32 copies holding -1 for every id outside [0, bound), so that none wraps onto a real edge's id.
+  template <typename I>
+  const int32_t* EdgeIds(const I* p, int64_t n, int64_t bound) {
+    if constexpr (std::is_same_v<I, int32_t>) {
+      return p;
+    } else {
+      copies_.emplace_back(n);
+      std::transform(p, p + n, copies_.back().begin(), [bound](I i) { return i >= 0 && i < bound ? int32_t(i) : -1; });
+      return copies_.back().data();
+    }
+  }
+
  private:
   std::deque<std::vector<int32_t>> copies_;
 };
