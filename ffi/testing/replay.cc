@@ -128,8 +128,9 @@ std::vector<std::string> CaseFiles(const std::string& dir) {
   return names;
 }
 
-// What is being replayed, for the death callback.
-std::string g_current;
+// What is being replayed, for the death callback. Never destroyed: without halt_on_error a sanitizer calls it at
+// exit, after the destructors of static objects (it then names the last call replayed).
+std::string& g_current = *new std::string;
 
 void PrintCurrent() { std::fprintf(stderr, "replay: the report above came while running %s\n", g_current.c_str()); }
 
