@@ -90,6 +90,36 @@ def test_a_13000_edge_row(rng):
     np.testing.assert_array_equal(best[rows[0]], parts[rows[0]].max(0))
 
 
+# (dtype, width): feature tiles of a walker (128 float32 or 64 float64 features each) -- 3 tiles on the vector
+# path, 2 on the strided one (a width not divisible by the lanes' 4 float32), 2 in float64
+WIDE = [("float32", 260), ("float32", 130), ("float64", 72)]
+
+
+@pytest.mark.parametrize("dtype,width", WIDE)
+def test_split_rows_of_features_wider_than_a_walker(rng, request, dtype, width):
+    """The walkers of a split row's feature tiles each fold their own tile's partials, once all of that tile's
+    chunks are in (a counter per tile): gspmm's sum and max, pool's segments and agg_dmpnn's node sums, against
+    the pure-JAX reference, in rows of 257 to 1,500 edges."""
+    if dtype == "float64":
+        request.getfixturevalue("x64")
+    g, _ = rows_graph(rng, (300, 1_500, 257, 513), n_src=64)
+    u = rng.normal(size=(g.n_src, width)).astype(dtype)
+    tol = dict(rtol=1e-4, atol=1e-4)
+    for reduce in ("sum", "max"):
+        np.testing.assert_allclose(jgo.gspmm(g, u, op="copy_u", reduce=reduce),
+                                   jgo.gspmm(g, u, op="copy_u", reduce=reduce, impl="xla"), **tol)
+    ids = np.repeat(np.arange(3), (300, 700, 1))
+    x = rng.normal(size=(ids.size, width)).astype(dtype)
+    np.testing.assert_allclose(jgo.pool(x, ids, 3, ids_are_sorted=True),
+                               jgo.pool(x, ids, 3, ids_are_sorted=True, impl="xla"), **tol)
+    src, dst = np.asarray(g.src), np.asarray(g.dst)
+    n = max(g.n_src, g.n_dst)
+    bonds = jgo.Graph.from_edges(np.concatenate([src, dst]), np.concatenate([dst, src]), n, n)
+    rev = np.concatenate([np.arange(g.n_edges) + g.n_edges, np.arange(g.n_edges)])
+    h = rng.normal(size=(bonds.n_edges, width)).astype(dtype)
+    np.testing.assert_allclose(jgo.agg_dmpnn(bonds, h, rev), jgo.agg_dmpnn(bonds, h, rev, impl="xla"), **tol)
+
+
 def first_extreme(values, eids, reduce):
     """(value, edge id) of the first NaN, else the first max/min, in position order; (0, -1) for no edges."""
     if len(values) == 0:

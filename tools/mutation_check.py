@@ -88,6 +88,9 @@ MUTANTS = (
     Mutant("dropped-partial", "engine: a split row's last chunk's partial is not folded", WALK,
            "for (int q = 0; q < c.count; ++q) {  // the row's partials",
            "for (int q = 0; q < c.count - 1; ++q) {  // the row's partials", (ENGINE,)),
+    Mutant("counter-shared-by-tiles", "engine: the walkers of a split row's feature tiles arrive at one counter "
+           "(a tile folded before its own chunks are in)", WALK, "SplitCounter(c, a.counter_count, lf.tile)",
+           "SplitCounter(c, a.counter_count, 0)", (ENGINE,)),
     Mutant("stale-index-stage", "engine: a chunk's indices staged once, its later blocks of G edges reusing the "
            "first block's", "ffi/cuda/chunk_walk.cuh", "(p, kb + w.lane, kb + w.lane < hi, mine)",
            "(p, lo + w.lane, kb + w.lane < hi, mine)", (ENGINE,)),

@@ -175,11 +175,12 @@ __device__ __forceinline__ void ForEachTailPosition(const I* __restrict__ offset
 
 // Scratch of the split rows of a grouping over n_edges positions, of `width` partial values (and
 // indices, for max/min) per chunk. A split row (> 256 positions) begins at begin_r; its chunks use the
-// slots 2 floor(begin_r / 256) + c and the counter floor(begin_r / 256): split rows are more than 256
-// positions apart, so no two share a slot or a counter (for ordered offsets; malformed offsets stay in
-// bounds). Sizes: SplitScratch::Bytes.
+// slots 2 floor(begin_r / 256) + c and, per feature tile, the counter floor(begin_r / 256): split rows are
+// more than 256 positions apart, so no two share a slot or a counter (for ordered offsets; malformed offsets
+// stay in bounds). The walkers of a chunk's feature tiles write disjoint features of its slot and arrive at
+// counters of their own, so each tile's last walker folds that tile once all of its chunks are in.
 struct SplitScratch {
-  int* counters;  // [counter_count], zeroed before the launch
+  int* counters;  // [tiles, counter_count], zeroed before the launch
   void* values;   // [slot_count, width] of the partial's value type
   void* args;     // [slot_count, width] of int (max/min), else unused
 
@@ -190,16 +191,16 @@ struct SplitScratch {
 };
 
 // The split-row scratch of a launch over n_edges positions: `width` partial values of `value_bytes` each
-// per slot (and as many int arguments when `with_args`), counters zeroed on the stream. Nothing when no
-// row can be split.
+// per slot (and as many int arguments when `with_args`), a counter per split row and feature tile (`tiles`
+// walkers per chunk), zeroed on the stream. Nothing when no row can be split.
 inline ffi::ErrorOr<SplitScratch> SplitScratchFor(const char* name, CudaScratch& scratch, cudaStream_t stream,
                                                   int64_t n_edges, int64_t width, size_t value_bytes,
-                                                  bool with_args) {
+                                                  bool with_args, int64_t tiles) {
   SplitScratch s{nullptr, nullptr, nullptr};
   if (!SplitScratch::Needed(n_edges)) return s;
   auto round = [](int64_t bytes) { return (bytes + 255) / 256 * 256; };
   const int64_t slots = SplitScratch::SlotCount(n_edges);
-  const int64_t counter_bytes = round(SplitScratch::CounterCount(n_edges) * int64_t(sizeof(int)));
+  const int64_t counter_bytes = round(tiles * SplitScratch::CounterCount(n_edges) * int64_t(sizeof(int)));
   const int64_t value_total = round(slots * width * int64_t(value_bytes));
   const int64_t arg_total = with_args ? slots * width * int64_t(sizeof(int)) : 0;
   auto mem = scratch.Allocate(static_cast<size_t>(counter_bytes + value_total + arg_total), 256);
@@ -233,8 +234,9 @@ inline ffi::Error EngineSizes(const char* name, std::initializer_list<int64_t> s
 __device__ __forceinline__ int64_t PartialSlot(const Chunk& c, int64_t slot_count) {
   return Min<int64_t>(2 * int64_t(c.begin >> kChunkShift) + c.index, slot_count - 1);
 }
-__device__ __forceinline__ int64_t SplitCounter(const Chunk& c, int64_t counter_count) {
-  return Min<int64_t>(c.begin >> kChunkShift, counter_count - 1);
+// The counter of a split row's chunks in feature tile `tile` (counters [tiles, counter_count]).
+__device__ __forceinline__ int64_t SplitCounter(const Chunk& c, int64_t counter_count, int tile) {
+  return Min<int64_t>(c.begin >> kChunkShift, counter_count - 1) + int64_t(tile) * counter_count;
 }
 
 // After this walker wrote its chunk's partial: true on every lane of the walker that arrived last at the

@@ -144,7 +144,7 @@ __global__ void __launch_bounds__(kBlock, 1) DmpnnKernel(DmpnnWalk a, const I* _
         const int64_t slot = PartialSlot(c, a.slot_count);
         T* values = static_cast<T*>(split.values);
         StoreFeatures<kV, kVector>(values + slot * a.D, lf, acc, false);
-        if (!ArriveLast(split.counters + SplitCounter(c, a.counter_count), c, w)) return;
+        if (!ArriveLast(split.counters + SplitCounter(c, a.counter_count, lf.tile), c, w)) return;
 #pragma unroll 1
         for (int q = 0; q < c.count; ++q) {  // the node's partials, in chunk order
 #pragma unroll
@@ -223,7 +223,7 @@ ffi::Error DmpnnTyped(cudaStream_t stream, CudaScratch& scratch, DmpnnPass pass,
   if (auto err = EngineSizes(name, {w.windows * w.tiles}); err.failure()) return err;
   const bool vector = a.dim % kV == 0 && a.in_len % kV == 0 && a.out_len % kV == 0 && Aligned(x.untyped_data()) &&
                       Aligned(y.untyped_data());
-  auto split = SplitScratchFor(name, scratch, stream, a.n_edges, a.dim, sizeof(T), false);
+  auto split = SplitScratchFor(name, scratch, stream, a.n_edges, a.dim, sizeof(T), false, w.tiles);
   if (split.has_error()) return split.error();
   DmpnnSums<T> sums{nullptr, nullptr};
   if (SplitScratch::Needed(a.n_edges)) {

@@ -491,7 +491,7 @@ __global__ void __launch_bounds__(kBlock, 1) EdgeSoftmaxKernel(SoftmaxWalk a, co
         }
       }
       if (!c.split()) return;
-      const int64_t counter = SplitCounter(c, a.counter_count);
+      const int64_t counter = SplitCounter(c, a.counter_count, 0);  // one walker per chunk: every head
       if (w.lane == 0) chunks[slot] = SplitChunk{c.lo, c.hi, static_cast<int>(counter)};
       if (!ArriveLast(split.counters + counter, c, w)) return;
       for (int h = w.lane; h < a.H; h += w.group) {  // the row's state, folded in chunk order
@@ -557,7 +557,7 @@ ffi::Error SoftmaxTyped(cudaStream_t stream, CudaScratch& scratch, ffi::AnyBuffe
   a.counter_count = SplitScratch::CounterCount(n_edges);
   const bool vector = heads % kV == 0 && Aligned(logits.untyped_data()) && Aligned(out.untyped_data());
   // scratch: (max, sum) per head of each split chunk, the chunks' places, and each split row's (shift, 1 / sum)
-  auto split = SplitScratchFor(kName, scratch, stream, n_edges, 2 * heads, sizeof(T), false);
+  auto split = SplitScratchFor(kName, scratch, stream, n_edges, 2 * heads, sizeof(T), false, 1);
   if (split.has_error()) return split.error();
   SplitChunk* chunks = nullptr;
   T* stats = nullptr;

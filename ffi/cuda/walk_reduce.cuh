@@ -41,8 +41,9 @@ template <int kV, bool kVector>
 struct LaneFeatures {
   int f[kV];
   bool ok[kV];
+  int tile;  // the walker's feature tile
 
-  __device__ LaneFeatures(int F, int group, int tile, int lane) {
+  __device__ LaneFeatures(int F, int group, int tile, int lane) : tile(tile) {
     const int f0 = tile * group * kV + (kVector ? lane * kV : lane);
 #pragma unroll
     for (int v = 0; v < kV; ++v) {
@@ -209,7 +210,7 @@ __global__ void __launch_bounds__(kBlock, 1) ReduceKernel(ReduceWalk a, const I*
         int* args = static_cast<int*>(split.args);
         StoreFeatures<kV, kVector>(values + slot * a.F, lf, acc, false);
         if constexpr (Red::kArg) StoreFeatures<kV, kVector>(args + slot * a.F, lf, arg, false);
-        if (!ArriveLast(split.counters + SplitCounter(c, a.counter_count), c, w)) return;
+        if (!ArriveLast(split.counters + SplitCounter(c, a.counter_count, lf.tile), c, w)) return;
 #pragma unroll 1
         for (int q = 0; q < c.count; ++q) {  // the row's partials, in chunk order
           const int64_t at = (slot - c.index + q) * a.F;
@@ -342,7 +343,7 @@ ffi::Error LaunchReduce(const char* name, cudaStream_t stream, CudaScratch& scra
   w.windows = Windows(p.n_rows, p.n_edges);
   if (auto err = EngineSizes(name, {w.windows * w.tiles}); err.failure()) return err;
   const bool want_arg = p.reduce == Reduce::kMax || p.reduce == Reduce::kMin;
-  auto split = SplitScratchFor(name, scratch, stream, p.n_edges, F, sizeof(T), want_arg);
+  auto split = SplitScratchFor(name, scratch, stream, p.n_edges, F, sizeof(T), want_arg, w.tiles);
   if (split.has_error()) return split.error();
   w.slot_count = SplitScratch::SlotCount(p.n_edges);
   w.counter_count = SplitScratch::CounterCount(p.n_edges);
