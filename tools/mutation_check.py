@@ -91,6 +91,9 @@ MUTANTS = (
     Mutant("counter-shared-by-tiles", "engine: the walkers of a split row's feature tiles arrive at one counter "
            "(a tile folded before its own chunks are in)", WALK, "SplitCounter(c, a.counter_count, lf.tile)",
            "SplitCounter(c, a.counter_count, 0)", (ENGINE,)),
+    Mutant("hg-block-pass", "agg_hg_basis forward: an edge added to its type's block of the first pass whatever "
+           "the pass (more than 8 type blocks)", "ffi/cuda/hg_basis.cu", "counts && t == b0 + b",
+           "counts && t == b", (ENGINE,)),
     Mutant("stale-index-stage", "engine: a chunk's indices staged once, its later blocks of G edges reusing the "
            "first block's", "ffi/cuda/chunk_walk.cuh", "(p, kb + w.lane, kb + w.lane < hi, mine)",
            "(p, lo + w.lane, kb + w.lane < hi, mine)", (ENGINE,)),

@@ -2,15 +2,14 @@
 // jgo_hg_basis_bwd_src. Same operands, attributes and results as the CPU twin (cpu/hg_basis.cc),
 // same per-edge math and shape checks (jgo/hg_basis.h).
 //
-// A group of lanes (GroupWidth(D) <= 32, so its reductions are warp shuffles) walks one row at a
-// time, grid-stride; lane l owns the features d = l, l + g, ... of the row, so reads of x and G
-// rows are coalesced and every output element has one writer. The forward accumulates straight
-// into the destination's output row (its [K, D] block, each element owned by one lane); the
-// backward accumulates grad_x_j in registers and each group's grad_comp partial [R, B] in its own
-// slice of XLA scratch memory, reduced over groups in a fixed order by a second kernel: no
-// floating-point atomics, bitwise reproducible. The per-relation counts of jgo_hg_basis_norm are
-// integer atomics in a per-warp array of R counters (touched only at the row's types, reset after
-// the row): no [n_dst, R] table.
+// The forward runs on the chunked row-walk engine (cuda/chunk_walk.cuh): a row's K x D output blocks
+// accumulate in registers, kHgBlocks at a time, and are written once. The backward: a group of lanes
+// (GroupWidth(D) <= 32, so its reductions are warp shuffles) walks one source row at a time of the
+// reverse CSR, grid-stride, lane l owning the features d = l, l + g, ...; it accumulates grad_x_j in
+// registers and each group's grad_comp partial [R, B] in its own slice of XLA scratch memory, reduced
+// over groups in a fixed order by a second kernel: no floating-point atomics, bitwise reproducible.
+// The per-relation counts of jgo_hg_basis_norm are integer atomics in a per-warp array of R counters
+// (touched only at the row's types, reset after the row): no [n_dst, R] table.
 //
 // Index values: edges whose neighbour id, edge id or edge type is out of range are skipped (they
 // contribute nothing; w of an edge with a bad type is 0) and offsets are clamped, so no kernel
@@ -26,8 +25,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
+#include "cuda/chunk_walk.cuh"
 #include "cuda/launch.cuh"
+#include "cuda/walk_reduce.cuh"
 #include "handlers.h"
 #include "jgo/args.h"
 #include "jgo/hg_basis.h"
@@ -149,57 +151,159 @@ ffi::Error HgBasisNormCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuf
 }
 
 // ---------------------------------------------------------------------------------------
-// jgo_hg_basis_fwd: a group per destination row, lanes over the features
+// jgo_hg_basis_fwd on the engine (cuda/chunk_walk.cuh): a walker per window of chunks of the CSC, feature tile and
+// pass over kHgBlocks of the K output blocks. The chunk's blocks accumulate in registers in position order (a row
+// of at most 256 edges has the bits of a serial walk; a split row's chunks leave partials folded in chunk order);
+// each edge's x row is gathered once per pass (one 128-bit load per lane on the vector path), with its type and
+// its coefficients, 8 edges at a time (4 with comp, whose kHgBlocks coefficients an edge are loads too);
+// every output row is written once, by one walker.
 
-template <typename T, typename I, bool kComp, bool kNorm>
-__global__ void HgFwdKernel(HgBasisArgs a, int width, const I* offsets, const I* nbr, const I* eid, const T* x,
-                            const I* types, const T* comp, const T* w, const T* own, T* out) {
-  const GroupWalk g = Walk(width);
-  const int64_t D = a.dim, B = a.n_bases, KD = a.blocks * D;
-  for (int64_t r = g.worker; r < a.n_rows; r += g.workers) {
-    T* o = out + r * a.width;
-    // lane l owns the elements of features d = l, l + width, ... in every block (no barrier needed)
-    for (int64_t d = g.lane; d < D; d += width) {
-      for (int64_t q = d; q < KD; q += D) o[q] = T(0);
-    }
-    const int64_t begin = Clamp(offsets[r], 0, a.n_edges);
-    const int64_t end = Clamp(offsets[r + 1], begin, a.n_edges);
-    for (int64_t k = begin; k < end; ++k) {
-      const int64_t j = nbr[k], e = eid[k];
-      const int64_t t = InRange(e, a.n_edges) ? static_cast<int64_t>(types[e]) : -1;
-      if (!ValidEdge(j, a.n_src, e, a.n_edges, t, a.n_types)) continue;
-      const T we = kNorm ? w[e] : T(1);
-      const T* xj = x + j * D;
-      for (int64_t d = g.lane; d < D; d += width) {
-        const T v = xj[d];
-        if (kComp) {
-          for (int64_t b = 0; b < B; ++b) o[b * D + d] += HgBasisCoef(comp, B, t, b, we) * v;
-        } else {
-          o[t * D + d] += we * v;
+constexpr int kHgBlocks = 8;  // output blocks a walker accumulates per pass
+
+struct HgFwdWalk {
+  int n_rows, n_edges, D, K, B, R, group, tiles, passes, nbr_bound, width;
+  bool own, stream;
+  int64_t windows, slot_count, counter_count;
+};
+
+// gpu-model: engine mlp>=8 vector-if kVector
+template <typename T, typename I, bool kComp, bool kNorm, bool kVector>
+__global__ void __launch_bounds__(kBlock, 1) HgFwdKernel(HgFwdWalk a, const I* __restrict__ offsets,
+                                                         const I* __restrict__ nbr, const I* __restrict__ eid,
+                                                         const T* __restrict__ x, const I* __restrict__ types,
+                                                         const T* __restrict__ comp, const T* __restrict__ w,
+                                                         const T* __restrict__ own, T* __restrict__ out,
+                                                         SplitScratch split) {
+  constexpr int kV = 16 / int(sizeof(T));
+  constexpr int kGroup = kComp ? kInFlight / 2 : kInFlight;  // with comp: kHgBlocks coefficients an edge too
+  const Walker wk = ThisWalker(a.group);
+  const Positions<I, T> pos{nbr, eid, w, a.nbr_bound, a.n_edges, 1};
+  const int64_t kd = int64_t(a.K) * a.D;
+  ForEachWalkerTile<kV, kVector>(a.windows * a.passes, a.tiles, a.D, wk, [&](int64_t unit, const auto& lf) {
+    const uint32_t window = static_cast<uint32_t>(unit) / static_cast<uint32_t>(a.passes);
+    const int pass = static_cast<int>(static_cast<uint32_t>(unit) - window * static_cast<uint32_t>(a.passes));
+    const int b0 = pass * kHgBlocks;
+    const LaneRows<kV, kVector, T> xs(x, a.D, lf, FlatStrides(), Dims3{1, 1, a.D}, true);
+    ForEachChunk(offsets, a.n_rows, a.n_edges, window, wk, [&](const Chunk& c) {
+      T acc[kHgBlocks][kV];
+#pragma unroll
+      for (int b = 0; b < kHgBlocks; ++b)
+#pragma unroll
+        for (int v = 0; v < kV; ++v) acc[b][v] = T(0);
+      auto group = [&](const Staged<T> (&s)[kGroup], unsigned bits) {
+        T rows[kGroup][kV];
+        I type[kGroup];
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u) {  // every gather of the group before the first is used
+          if (!((bits >> u) & 1u)) continue;
+          xs.Load(s[u].j, lf.ok, rows[u]);
+          type[u] = types[s[u].e];
+        }
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u) {
+          const bool counts = ((bits >> u) & 1u) && InBound(type[u], a.R);  // an edge of a bad type: skipped
+          const int t = counts ? static_cast<int>(type[u]) : 0;
+          const T we = kNorm ? s[u].s : T(1);
+#pragma unroll
+          for (int b = 0; b < kHgBlocks; ++b) {
+            if constexpr (kComp) {
+              const T coef = HgBasisCoef(comp, a.B, t, Min(b0 + b, a.K - 1), we);
+              if (counts) {
+#pragma unroll
+                for (int v = 0; v < kV; ++v) acc[b][v] += coef * rows[u][v];
+              }
+            } else if (counts && t == b0 + b) {  // an edge adds to its type's block only
+#pragma unroll
+              for (int v = 0; v < kV; ++v) acc[b][v] += we * rows[u][v];
+            }
+          }
+        }
+      };
+      WalkPositions<true, true, kNorm, kGroup>(pos, c.lo, c.hi, wk, group);
+      const int blocks = Min(kHgBlocks, a.K - b0);
+      if (c.split()) {
+        const int64_t slot = PartialSlot(c, a.slot_count);
+        T* values = static_cast<T*>(split.values);
+#pragma unroll
+        for (int b = 0; b < kHgBlocks; ++b)
+          if (b < blocks) StoreFeatures<kV, kVector>(values + slot * kd + int64_t(b0 + b) * a.D, lf, acc[b], false);
+        if (!ArriveLast(split.counters + SplitCounter(c, a.counter_count, lf.tile * a.passes + pass), c, wk)) return;
+#pragma unroll 1
+        for (int q = 0; q < c.count; ++q) {  // the row's partials, in chunk order
+          const T* part = values + (slot - c.index + q) * kd + int64_t(b0) * a.D;
+#pragma unroll
+          for (int b = 0; b < kHgBlocks; ++b) {
+#pragma unroll
+            for (int v = 0; v < kV; ++v) {
+              if (b >= blocks || !lf.ok[v]) continue;
+              const T p = __ldcg(part + int64_t(b) * a.D + lf.f[v]);
+              acc[b][v] = q == 0 ? p : acc[b][v] + p;
+            }
+          }
         }
       }
-    }
-    if (a.concat_own) {
-      for (int64_t d = g.lane; d < D; d += width) o[KD + d] = own[r * D + d];
-    }
-  }
+      T* o = out + int64_t(c.row) * a.width;
+#pragma unroll
+      for (int b = 0; b < kHgBlocks; ++b)
+        if (b < blocks) StoreFeatures<kV, kVector>(o + int64_t(b0 + b) * a.D, lf, acc[b], a.stream);
+      if (a.own && pass == 0) {  // the destination's own features after the K blocks
+        T mine[kV];
+        LaneRows<kV, kVector, T>(own, a.D, lf, FlatStrides(), Dims3{1, 1, a.D}, true).Load(c.row, lf.ok, mine);
+        StoreFeatures<kV, kVector>(o + kd, lf, mine, a.stream);
+      }
+    });
+  });
 }
 
 template <typename T, typename I>
-ffi::Error HgFwdTyped(cudaStream_t stream, const HgBasisArgs& a, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr,
-                      ffi::AnyBuffer eid, ffi::AnyBuffer x, ffi::AnyBuffer types, ffi::AnyBuffer comp,
-                      ffi::AnyBuffer w, ffi::AnyBuffer own, ffi::AnyBuffer out) {
-  const int width = GroupWidth(a.dim);
-  const int64_t blocks = HgBlocks(a.n_rows, width, 0);
-  auto kernel = a.has_comp ? (a.has_norm ? HgFwdKernel<T, I, true, true> : HgFwdKernel<T, I, true, false>)
-                           : (a.has_norm ? HgFwdKernel<T, I, false, true> : HgFwdKernel<T, I, false, false>);
-  return LaunchBlocks("jgo_hg_basis_fwd", kernel, blocks, 0, stream, a, width, offsets.typed_data<I>(),
-                      nbr.typed_data<I>(), eid.typed_data<I>(), x.typed_data<T>(), types.typed_data<I>(),
-                      a.has_comp ? comp.typed_data<T>() : nullptr, a.has_norm ? w.typed_data<T>() : nullptr,
-                      a.concat_own ? own.typed_data<T>() : nullptr, out.typed_data<T>());
+ffi::Error HgFwdTyped(cudaStream_t stream, CudaScratch& scratch, const HgBasisArgs& a, ffi::AnyBuffer offsets,
+                      ffi::AnyBuffer nbr, ffi::AnyBuffer eid, ffi::AnyBuffer x, ffi::AnyBuffer types,
+                      ffi::AnyBuffer comp, ffi::AnyBuffer w, ffi::AnyBuffer own, ffi::AnyBuffer out) {
+  constexpr int kV = 16 / int(sizeof(T));
+  const char* name = "jgo_hg_basis_fwd";
+  // offsets out of order may leave rows no walker owns: 0 there (the handler has no `checked` attribute yet)
+  if (auto err = ZeroFill(name, out.untyped_data(), out.size_bytes(), stream); err.failure()) return err;
+  if (a.dim == 0 || a.n_rows == 0) return ffi::Error::Success();
+  if (auto err = EngineSizes(name, {a.n_rows, a.n_edges, a.n_src, a.n_types, a.width}); err.failure()) return err;
+  HgFwdWalk wk;
+  wk.n_rows = static_cast<int>(a.n_rows);
+  wk.n_edges = static_cast<int>(a.n_edges);
+  wk.D = static_cast<int>(a.dim);
+  wk.K = static_cast<int>(a.blocks);
+  wk.B = static_cast<int>(a.n_bases);
+  wk.R = static_cast<int>(a.n_types);
+  wk.group = WalkerLanes(a.dim, kV);
+  wk.tiles = static_cast<int>((a.dim + int64_t(wk.group) * kV - 1) / (int64_t(wk.group) * kV));
+  wk.passes = static_cast<int>((a.blocks + kHgBlocks - 1) / kHgBlocks);
+  wk.nbr_bound = static_cast<int>(a.n_src);
+  wk.width = static_cast<int>(a.width);
+  wk.own = a.concat_own;
+  wk.stream = StreamStores(static_cast<int64_t>(out.size_bytes()));
+  wk.windows = Windows(a.n_rows, a.n_edges);
+  wk.slot_count = SplitScratch::SlotCount(a.n_edges);
+  wk.counter_count = SplitScratch::CounterCount(a.n_edges);
+  if (auto err = EngineSizes(name, {wk.windows * wk.passes * wk.tiles}); err.failure()) return err;
+  const bool vector = a.dim % kV == 0 && Aligned(x.untyped_data()) && Aligned(out.untyped_data()) &&
+                      (!a.concat_own || Aligned(own.untyped_data()));
+  auto split = SplitScratchFor(name, scratch, stream, a.n_edges, a.blocks * a.dim, sizeof(T), false,
+                               int64_t(wk.tiles) * wk.passes);
+  if (split.has_error()) return split.error();
+  auto pick = [&](auto comp_, auto norm_) {
+    constexpr bool C = decltype(comp_)::value, N = decltype(norm_)::value;
+    return vector ? HgFwdKernel<T, I, C, N, true> : HgFwdKernel<T, I, C, N, false>;
+  };
+  using Yes = std::true_type;
+  using No = std::false_type;
+  auto kernel = a.has_comp ? (a.has_norm ? pick(Yes{}, Yes{}) : pick(Yes{}, No{}))
+                           : (a.has_norm ? pick(No{}, Yes{}) : pick(No{}, No{}));
+  return LaunchBlocks(name, kernel, WalkerBlocks(wk.windows * wk.passes * wk.tiles, wk.group), 0, stream, wk,
+                      offsets.typed_data<I>(), nbr.typed_data<I>(), eid.typed_data<I>(), x.typed_data<T>(),
+                      types.typed_data<I>(), a.has_comp ? comp.typed_data<T>() : nullptr,
+                      a.has_norm ? w.typed_data<T>() : nullptr, a.concat_own ? own.typed_data<T>() : nullptr,
+                      out.typed_data<T>(), *split);
 }
 
-ffi::Error HgBasisFwdCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
+ffi::Error HgBasisFwdCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
                           ffi::AnyBuffer x, ffi::AnyBuffer types, ffi::AnyBuffer comp, ffi::AnyBuffer w,
                           ffi::AnyBuffer own, ffi::Result<ffi::AnyBuffer> out, int64_t n_types, bool has_comp,
                           bool has_norm, bool concat_own) {
@@ -208,7 +312,8 @@ ffi::Error HgBasisFwdCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyB
   if (args.has_error()) return args.error();
   if (auto err = CheckHgBasisFwdResult(*args, *out, x.element_type()); err.failure()) return err;
   return DispatchTypes(x.element_type(), offsets.element_type(), [&](auto t, auto i) {
-    return HgFwdTyped<decltype(t), decltype(i)>(stream, *args, offsets, nbr, eid, x, types, comp, w, own, *out);
+    return HgFwdTyped<decltype(t), decltype(i)>(stream, scratch, *args, offsets, nbr, eid, x, types, comp, w, own,
+                                                *out);
   });
 }
 
@@ -299,5 +404,5 @@ ffi::Error HgBasisBwdSrcCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyB
 }  // namespace jgo
 
 JGO_CUDA_HANDLER_NO_TRAITS(HgBasisNorm, jgo::HgBasisNormCuda, jgo::BindHgBasisNorm<jgo::CudaStream, jgo::CudaScratch>());
-JGO_CUDA_HANDLER(HgBasisFwd, jgo::HgBasisFwdCuda, jgo::BindHgBasisFwd<jgo::CudaStream>());
+JGO_CUDA_HANDLER_NO_TRAITS(HgBasisFwd, jgo::HgBasisFwdCuda, jgo::BindHgBasisFwd<jgo::CudaStream, jgo::CudaScratch>());
 JGO_CUDA_HANDLER_NO_TRAITS(HgBasisBwdSrc, jgo::HgBasisBwdSrcCuda, jgo::BindHgBasisBwdSrc<jgo::CudaStream, jgo::CudaScratch>());
