@@ -128,8 +128,8 @@ HG = [(64, 11, None, False, True), (64, 5, 3, True, False), (8, 4, 2, False, Tru
 @pytest.mark.parametrize("width,R,B,own,norm", HG)
 def test_hg_basis_split_rows_and_block_passes(rng, width, R, B, own, norm):
     """agg_hg_basis's blocks accumulate per chunk and per pass over 8 blocks: split rows (257 to 1,500 edges)
-    and every block against the pure-JAX reference; types out of the blocks' pass and per-relation means
-    included."""
+    and every block against the pure-JAX reference, per-relation means included; the gradients of x and comp
+    (the backward's split rows of the reverse CSR, its per-edge dots summed per type)."""
     g, _ = rows_graph(rng, (300, 1_500, 1, 257, 513), n_src=64)
     x = rng.normal(size=(g.n_src, width)).astype(np.float32)
     types = rng.integers(0, R, g.n_edges)
@@ -138,6 +138,18 @@ def test_hg_basis_split_rows_and_block_passes(rng, width, R, B, own, norm):
     kw = dict(n_edge_types=R, x_dst=x_dst, concat_own=own, norm_by_dst_degree=norm)
     out = jgo.agg_hg_basis(g, x, types, comp, **kw)
     np.testing.assert_allclose(out, jgo.agg_hg_basis(g, x, types, comp, impl="xla", **kw), rtol=1e-4, atol=1e-4)
+    # the backward walks the reverse CSR: 8 sources of ~340 out-edges each, split rows there too
+    g = jgo.Graph.from_edges(rng.integers(0, 8, g.n_edges), np.asarray(g.dst), 8, g.n_dst)
+    x = x[:8]
+    G = rng.normal(size=out.shape).astype(np.float32)
+
+    def vjp(impl):
+        f = lambda x, comp: jgo.agg_hg_basis(g, x, types, comp, impl=impl, **kw)
+        return jax.vjp(f, x, comp)[1](G)
+
+    for got, want in zip(vjp(None), vjp("xla")):
+        if want is not None:
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-3)
 
 
 def first_extreme(values, eids, reduce):

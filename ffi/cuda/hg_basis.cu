@@ -57,11 +57,6 @@ __device__ __forceinline__ GroupWalk Walk(int width) {
   return w;
 }
 
-__device__ __forceinline__ bool ValidEdge(int64_t j, int64_t bound, int64_t e, int64_t n_edges, int64_t t,
-                                          int64_t n_types) {
-  return InRange(j, bound) && InRange(e, n_edges) && InRange(t, n_types);
-}
-
 // out[i] = sum_{p < parts} part[p * len + i] for i < len: the fixed-order reduction of per-group partials.
 template <typename T>
 __global__ void HgSumPartialsKernel(const T* part, int64_t parts, int64_t len, T* out) {
@@ -318,45 +313,143 @@ ffi::Error HgBasisFwdCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuff
 }
 
 // ---------------------------------------------------------------------------------------
-// jgo_hg_basis_bwd_src: a group per source row (reverse CSR), lanes over the features
-//   grad_x_j = sum_e w_e sum_b comp[t, b] G_i[b],   part[t, b] += w_e <G_i[b], x_j>   (group sum)
+// jgo_hg_basis_bwd_src on the engine, over the reverse CSR (rows: sources j; positions: their out-edges to i):
+//   grad_x_j = sum_e w_e sum_b comp[t, b] G_i[b]   (without comp: w_e G_i[t]),   dot[e, b] = w_e <G_i[b], x_j>
+// A walker per window of chunks and feature tile accumulates grad_x_j in registers (every G block of an edge
+// gathered before the first is used; a split row's partials folded in chunk order) and writes each edge's dots once, in its feature tile's slice [tiles, E, K]
+// of scratch; grad_comp[t, b] = the sum of the dots of the edges of type t, in edge order (HgCompPartialsKernel
+// per block of kHgEdgeBlock edges, then HgSumPartialsKernel over the blocks in order). No floating-point atomics,
+// no read-modify-write of global memory per edge.
 
-template <typename T, typename I, bool kComp, bool kNorm>
-__global__ void HgBwdSrcKernel(HgBasisArgs a, int width, const I* offsets, const I* nbr, const I* eid, const T* x,
-                               const I* types, const T* comp, const T* w, const T* G, T* grad_x, T* partials) {
-  const GroupWalk g = Walk(width);
-  const unsigned mask = GroupMask(width);
-  const int64_t D = a.dim, B = a.n_bases, W = a.width;
-  T* part = kComp ? partials + g.worker * a.n_types * B : nullptr;
-  for (int64_t r = g.worker; r < a.n_rows; r += g.workers) {
-    const T* xr = x + r * D;
-    const int64_t begin = Clamp(offsets[r], 0, a.n_edges);
-    const int64_t end = Clamp(offsets[r + 1], begin, a.n_edges);
-    // lane l accumulates features l, l + width, ... in turn: the row in chunks of `width`
-    for (int64_t d0 = 0; d0 < D; d0 += width) {
-      const int64_t d = d0 + g.lane;
-      const bool live = d < D;
-      const T xd = live ? xr[d] : T(0);
-      T gx = T(0);
-      for (int64_t k = begin; k < end; ++k) {
-        const int64_t i = nbr[k], e = eid[k];
-        const int64_t t = InRange(e, a.n_edges) ? static_cast<int64_t>(types[e]) : -1;
-        if (!ValidEdge(i, a.n_dst, e, a.n_edges, t, a.n_types)) continue;
-        const T we = kNorm ? w[e] : T(1);
-        const T* Gi = G + i * W;
-        if (kComp) {
-          for (int64_t b = 0; b < B; ++b) {
-            const T gb = live ? Gi[b * D + d] : T(0);
-            gx += HgBasisCoef(comp, B, t, b, we) * gb;
-            const T dot = GroupSum(gb * xd, mask, width);
-            if (g.lane == 0) part[t * B + b] += we * dot;
+struct HgBwdWalk {
+  int n_rows, n_edges, D, K, B, R, group, tiles, nbr_bound, width;
+  bool stream;
+  int64_t windows, slot_count, counter_count;
+};
+
+// MLP floor 2, measured (nvcc 13.0, sm_90, 2026-11-29; 8-65 in float32 and without comp): float64 with comp on the
+// vector path keeps 2 loads in flight (the G blocks of 2 edges, 8 each, are gathered at once in the source). 8 there
+// is open work (issue 33).
+// gpu-model: engine mlp>=2 vector-if kVector
+template <typename T, typename I, bool kComp, bool kNorm, bool kVector>
+__global__ void __launch_bounds__(kBlock, 1) HgBwdSrcKernel(HgBwdWalk a, const I* __restrict__ offsets,
+                                                            const I* __restrict__ nbr, const I* __restrict__ eid,
+                                                            const T* __restrict__ x, const I* __restrict__ types,
+                                                            const T* __restrict__ comp, const T* __restrict__ w,
+                                                            const T* __restrict__ G, T* __restrict__ grad_x,
+                                                            T* __restrict__ dots, SplitScratch split) {
+  constexpr int kV = 16 / int(sizeof(T));
+  constexpr int kGroup = kComp ? 2 : kInFlight;  // with comp: up to kHgBlocks gathers an edge
+  const Walker wk = ThisWalker(a.group);
+  const Positions<I, T> pos{nbr, eid, w, a.nbr_bound, a.n_edges, 1};
+  ForEachWalkerTile<kV, kVector>(a.windows, a.tiles, a.D, wk, [&](int64_t window, const auto& lf) {
+    const LaneRows<kV, kVector, T> gs(G, a.width, lf, FlatStrides(), Dims3{1, 1, a.D}, true);
+    const LaneRows<kV, kVector, T> xs(x, a.D, lf, FlatStrides(), Dims3{1, 1, a.D}, kComp);
+    ForEachChunk(offsets, a.n_rows, a.n_edges, window, wk, [&](const Chunk& c) {
+      T acc[kV], xr[kV];
+#pragma unroll
+      for (int v = 0; v < kV; ++v) acc[v] = xr[v] = T(0);
+      if constexpr (kComp) {
+        T own[kV];
+        xs.Load(c.row, lf.ok, own);
+#pragma unroll
+        for (int v = 0; v < kV; ++v) xr[v] = lf.ok[v] ? own[v] : T(0);
+      }
+      auto group = [&](const Staged<T> (&s)[kGroup], unsigned bits) {
+        I type[kGroup];
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u) type[u] = (bits >> u) & 1u ? types[s[u].e] : I(-1);
+        if constexpr (!kComp) {  // one block an edge: its type's
+          T g[kGroup][kV];
+#pragma unroll
+          for (int u = 0; u < kGroup; ++u)
+            if (InBound(type[u], a.R)) gs.LoadAt(s[u].j, static_cast<int>(type[u]) * a.D, lf.ok, g[u]);
+#pragma unroll
+          for (int u = 0; u < kGroup; ++u) {
+            if (!InBound(type[u], a.R)) continue;
+            const T we = kNorm ? s[u].s : T(1);
+#pragma unroll
+            for (int v = 0; v < kV; ++v) acc[v] += we * g[u][v];
           }
-        } else if (live) {
-          gx += we * Gi[t * D + d];
+        } else {
+#pragma unroll 1
+          for (int b0 = 0; b0 < a.K; b0 += kHgBlocks) {
+            T g[kGroup][kHgBlocks][kV];
+#pragma unroll
+            for (int u = 0; u < kGroup; ++u)
+#pragma unroll
+              for (int b = 0; b < kHgBlocks; ++b)
+                if (((bits >> u) & 1u) && b0 + b < a.K) gs.LoadAt(s[u].j, (b0 + b) * a.D, lf.ok, g[u][b]);
+#pragma unroll
+            for (int u = 0; u < kGroup; ++u) {
+              if (!((bits >> u) & 1u)) continue;  // uniform in the walker: the shuffles below see every lane
+              const bool counts = InBound(type[u], a.R);  // an edge of a bad type: no gradient, dots of 0
+              const int t = counts ? static_cast<int>(type[u]) : 0;
+              const T we = kNorm ? s[u].s : T(1);
+#pragma unroll
+              for (int b = 0; b < kHgBlocks; ++b) {
+                if (b0 + b >= a.K) break;
+                const T coef = HgBasisCoef(comp, a.B, t, b0 + b, we);
+                T dot = T(0);
+#pragma unroll
+                for (int v = 0; v < kV; ++v) {
+                  if (counts) acc[v] += coef * g[u][b][v];
+                  dot += lf.ok[v] ? g[u][b][v] * xr[v] : T(0);
+                }
+                dot = GroupSum(dot, wk.mask, wk.group);
+                if (wk.lane == 0)  // this feature tile's part of the edge's dot
+                  dots[(int64_t(lf.tile) * a.n_edges + s[u].e) * a.K + b0 + b] = counts ? we * dot : T(0);
+              }
+            }
+          }
+        }
+      };
+      WalkPositions<true, true, kNorm, kGroup>(pos, c.lo, c.hi, wk, group);
+      if (c.split()) {
+        const int64_t slot = PartialSlot(c, a.slot_count);
+        T* values = static_cast<T*>(split.values);
+        StoreFeatures<kV, kVector>(values + slot * a.D, lf, acc, false);
+        if (!ArriveLast(split.counters + SplitCounter(c, a.counter_count, lf.tile), c, wk)) return;
+#pragma unroll 1
+        for (int q = 0; q < c.count; ++q) {  // the row's partials, in chunk order
+#pragma unroll
+          for (int v = 0; v < kV; ++v) {
+            if (!lf.ok[v]) continue;
+            const T part = __ldcg(values + (slot - c.index + q) * a.D + lf.f[v]);
+            acc[v] = q == 0 ? part : acc[v] + part;
+          }
         }
       }
-      if (live) grad_x[r * D + d] = gx;
+      StoreFeatures<kV, kVector>(grad_x + int64_t(c.row) * a.D, lf, acc, a.stream);
+    });
+  });
+}
+
+constexpr int64_t kHgEdgeBlock = 2048;  // edges of a block of grad_comp's partials
+
+// part[p, q] for the edges [p kHgEdgeBlock, (p + 1) kHgEdgeBlock) and pair q = t K + b: the sum, in edge order, of
+// dot[e, b] over the block's edges of type t (each dot the sum of its feature tiles' parts, in tile order). A warp
+// per (block, 32 pairs), a lane per pair.
+template <typename T, typename I>
+__global__ void HgCompPartialsKernel(int64_t n_edges, int K, int R, int tiles, const I* __restrict__ types,
+                                     const T* __restrict__ dots, int64_t blocks, T* __restrict__ part) {
+  const int64_t pairs = int64_t(R) * K, pair_tiles = (pairs + kWarp - 1) / kWarp;
+  const int lane = static_cast<int>(threadIdx.x % kWarp);
+  const int64_t warps = ThreadCount() / kWarp;
+  for (int64_t id = ThreadIndex() / kWarp; id < blocks * pair_tiles; id += warps) {
+    const int64_t p = id / pair_tiles;
+    const int64_t q = (id - p * pair_tiles) * kWarp + lane;
+    const bool live = q < pairs;
+    const int64_t t = live ? q / K : -1, b = live ? q - t * K : 0;
+    const int64_t e1 = Min(n_edges, (p + 1) * kHgEdgeBlock);
+    T sum = T(0);
+    for (int64_t e = p * kHgEdgeBlock; e < e1; ++e) {
+      if (static_cast<int64_t>(types[e]) != t) continue;
+      T d = T(0);
+      for (int i = 0; i < tiles; ++i) d += dots[(i * n_edges + e) * K + b];
+      sum += d;
     }
+    if (live) part[p * pairs + q] = sum;
   }
 }
 
@@ -365,23 +458,61 @@ ffi::Error HgBwdSrcTyped(cudaStream_t stream, CudaScratch& scratch, const HgBasi
                          ffi::AnyBuffer nbr, ffi::AnyBuffer eid, ffi::AnyBuffer x, ffi::AnyBuffer types,
                          ffi::AnyBuffer comp, ffi::AnyBuffer w, ffi::AnyBuffer G, ffi::AnyBuffer grad_x,
                          ffi::AnyBuffer grad_comp) {
+  constexpr int kV = 16 / int(sizeof(T));
   const char* name = "jgo_hg_basis_bwd_src";
-  const int width = GroupWidth(a.dim);
-  const int64_t part_len = a.has_comp ? a.n_types * a.n_bases : 0;
-  const int64_t blocks = HgBlocks(a.n_rows, width, part_len);
-  const int64_t workers = blocks * (kBlock / width);
+  // offsets out of order may leave rows no walker owns: 0 there (the handler has no `checked` attribute yet)
+  if (auto err = ZeroFill(name, grad_x.untyped_data(), grad_x.size_bytes(), stream); err.failure()) return err;
   T* gc = a.has_comp ? grad_comp.typed_data<T>() : nullptr;
-  if (blocks == 0) return gc ? ZeroFill(name, gc, grad_comp.size_bytes(), stream) : ffi::Error::Success();
-  auto partials = ZeroScratch<T>(scratch, workers * part_len, stream, name);
-  if (partials.has_error()) return partials.error();
-  auto kernel = a.has_comp ? (a.has_norm ? HgBwdSrcKernel<T, I, true, true> : HgBwdSrcKernel<T, I, true, false>)
-                           : (a.has_norm ? HgBwdSrcKernel<T, I, false, true> : HgBwdSrcKernel<T, I, false, false>);
-  auto err = LaunchBlocks(name, kernel, blocks, 0, stream, a, width, offsets.typed_data<I>(), nbr.typed_data<I>(),
-                          eid.typed_data<I>(), x.typed_data<T>(), types.typed_data<I>(),
-                          a.has_comp ? comp.typed_data<T>() : nullptr, a.has_norm ? w.typed_data<T>() : nullptr,
-                          G.typed_data<T>(), grad_x.typed_data<T>(), *partials);
+  if (a.dim == 0 || a.n_rows == 0 || a.n_edges == 0)
+    return gc ? ZeroFill(name, gc, grad_comp.size_bytes(), stream) : ffi::Error::Success();
+  if (auto err = EngineSizes(name, {a.n_rows, a.n_edges, a.n_dst, a.n_types, a.width}); err.failure()) return err;
+  HgBwdWalk wk;
+  wk.n_rows = static_cast<int>(a.n_rows);
+  wk.n_edges = static_cast<int>(a.n_edges);
+  wk.D = static_cast<int>(a.dim);
+  wk.K = static_cast<int>(a.blocks);
+  wk.B = static_cast<int>(a.n_bases);
+  wk.R = static_cast<int>(a.n_types);
+  wk.group = WalkerLanes(a.dim, kV);
+  wk.tiles = static_cast<int>((a.dim + int64_t(wk.group) * kV - 1) / (int64_t(wk.group) * kV));
+  wk.nbr_bound = static_cast<int>(a.n_dst);
+  wk.width = static_cast<int>(a.width);
+  wk.stream = StreamStores(static_cast<int64_t>(grad_x.size_bytes()));
+  wk.windows = Windows(a.n_rows, a.n_edges);
+  wk.slot_count = SplitScratch::SlotCount(a.n_edges);
+  wk.counter_count = SplitScratch::CounterCount(a.n_edges);
+  if (auto err = EngineSizes(name, {wk.windows * wk.tiles}); err.failure()) return err;
+  auto split = SplitScratchFor(name, scratch, stream, a.n_edges, a.dim, sizeof(T), false, wk.tiles);
+  if (split.has_error()) return split.error();
+  const bool vector = a.dim % kV == 0 && a.width % kV == 0 && Aligned(x.untyped_data()) &&
+                      Aligned(G.untyped_data()) && Aligned(grad_x.untyped_data());
+  const int64_t dot_count = a.has_comp ? int64_t(wk.tiles) * a.n_edges * a.blocks : 0;
+  auto dots = ZeroScratch<T>(scratch, dot_count, stream, name);  // edges no walk reaches: dots of 0
+  if (dots.has_error()) return dots.error();
+  auto pick = [&](auto comp_, auto norm_) {
+    constexpr bool C = decltype(comp_)::value, N = decltype(norm_)::value;
+    return vector ? HgBwdSrcKernel<T, I, C, N, true> : HgBwdSrcKernel<T, I, C, N, false>;
+  };
+  using Yes = std::true_type;
+  using No = std::false_type;
+  auto kernel = a.has_comp ? (a.has_norm ? pick(Yes{}, Yes{}) : pick(Yes{}, No{}))
+                           : (a.has_norm ? pick(No{}, Yes{}) : pick(No{}, No{}));
+  auto err = LaunchBlocks(name, kernel, WalkerBlocks(wk.windows * wk.tiles, wk.group), 0, stream, wk,
+                          offsets.typed_data<I>(), nbr.typed_data<I>(), eid.typed_data<I>(), x.typed_data<T>(),
+                          types.typed_data<I>(), a.has_comp ? comp.typed_data<T>() : nullptr,
+                          a.has_norm ? w.typed_data<T>() : nullptr, G.typed_data<T>(), grad_x.typed_data<T>(),
+                          *dots, *split);
   if (err.failure() || !a.has_comp) return err;
-  return Launch(name, HgSumPartialsKernel<T>, part_len, stream, static_cast<const T*>(*partials), workers, part_len,
+  const int64_t pairs = a.n_types * a.blocks, edge_blocks = (a.n_edges + kHgEdgeBlock - 1) / kHgEdgeBlock;
+  auto partials = ZeroScratch<T>(scratch, edge_blocks * pairs, stream, name);
+  if (partials.has_error()) return partials.error();
+  const int64_t warps = edge_blocks * ((pairs + kWarp - 1) / kWarp);
+  err = LaunchBlocks(name, HgCompPartialsKernel<T, I>, std::min<int64_t>((warps * kWarp + kBlock - 1) / kBlock,
+                                                                          kMaxBlocks),
+                     0, stream, a.n_edges, wk.K, wk.R, wk.tiles, static_cast<const I*>(types.typed_data<I>()),
+                     static_cast<const T*>(*dots), edge_blocks, *partials);
+  if (err.failure()) return err;
+  return Launch(name, HgSumPartialsKernel<T>, pairs, stream, static_cast<const T*>(*partials), edge_blocks, pairs,
                 gc);
 }
 

@@ -104,9 +104,12 @@ struct LaneRows {
     return reinterpret_cast<const X*>(base + MulWide(static_cast<uint32_t>(row), row_bytes));
   }
 
-  // The lane's values of row `row` (the caller predicates the call on the edge counting).
-  __device__ __forceinline__ void Load(int row, const bool (&ok)[kV], X (&out)[kV]) const {
-    const X* r = Row(row);
+  // The lane's values of row `row` (the caller predicates the call on the edge counting); LoadAt: of the row's
+  // elements from `col` on (a block of a wider row, aligned like the row on the vector path).
+  __device__ __forceinline__ void Load(int row, const bool (&ok)[kV], X (&out)[kV]) const { LoadAt(row, 0, ok, out); }
+
+  __device__ __forceinline__ void LoadAt(int row, int col, const bool (&ok)[kV], X (&out)[kV]) const {
+    const X* r = Row(row) + col;
     if constexpr (kVector) {
       const Vec<X, kV> x = LoadVec<X, kV>(r);
 #pragma unroll
