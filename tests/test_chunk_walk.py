@@ -247,12 +247,19 @@ def test_results_do_not_depend_on_the_block_order(rng, monkeypatch):
     v = rng.normal(size=(g.n_dst, 8)).astype(np.float32)
     w = rng.normal(size=g.n_edges).astype(np.float32)
     z = rng.normal(size=(g.n_edges, 2)).astype(np.float32)
+    types, comp = rng.integers(0, 3, g.n_edges), rng.normal(size=(3, 2)).astype(np.float32)
+    hub = jgo.Graph.from_edges(rng.integers(0, 4, g.n_edges), np.asarray(g.dst), 4, g.n_dst)  # split source rows
+
+    def hg_basis(x, comp):
+        return jgo.agg_hg_basis(hub, x, types, comp, n_edge_types=3, norm_by_dst_degree=True)
 
     def run():
+        out, vjp = jax.vjp(hg_basis, u[:4], comp)
         return [np.asarray(a) for a in (jgo.gspmm(g, u, w, op="u_mul_e", reduce="sum"),
                                         jgo.gspmm(g, u, op="copy_u", reduce="max"),
                                         jgo.gspmm(g, u, op="copy_u", reduce="mean"),
-                                        jgo.edge_softmax(g, z), jgo.gsddmm(g, u, v, op="dot"))]
+                                        jgo.edge_softmax(g, z), jgo.gsddmm(g, u, v, op="dot"), out,
+                                        *vjp(jnp.ones_like(out)))]
 
     monkeypatch.delenv("JGO_EMU_SHUFFLE", raising=False)
     first = run()
