@@ -94,6 +94,12 @@ MUTANTS = (
     Mutant("hg-block-pass", "agg_hg_basis forward: an edge added to its type's block of the first pass whatever "
            "the pass (more than 8 type blocks)", "ffi/cuda/hg_basis.cu", "counts && t == b0 + b",
            "counts && t == b", (ENGINE,)),
+    Mutant("hg-bwd-split", "agg_hg_basis backward: a split source row's result is its first chunk's partial",
+           "ffi/cuda/hg_basis.cu", "__ldcg(values + (slot - c.index + q) * a.D + lf.f[v])",
+           "__ldcg(values + (slot - c.index) * a.D + lf.f[v])", (ENGINE,)),
+    Mutant("hg-dot-tiles", "agg_hg_basis backward: the feature tiles' parts of an edge's dots written to one slice",
+           "ffi/cuda/hg_basis.cu", "dots[(int64_t(lf.tile) * a.n_edges + s[u].e) * a.K + b0 + b]",
+           "dots[int64_t(s[u].e) * a.K + b0 + b]", (ENGINE,)),
     Mutant("stale-index-stage", "engine: a chunk's indices staged once, its later blocks of G edges reusing the "
            "first block's", "ffi/cuda/chunk_walk.cuh", "(p, kb + w.lane, kb + w.lane < hi, mine)",
            "(p, lo + w.lane, kb + w.lane < hi, mine)", (ENGINE,)),

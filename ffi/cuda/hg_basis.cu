@@ -2,12 +2,11 @@
 // jgo_hg_basis_bwd_src. Same operands, attributes and results as the CPU twin (cpu/hg_basis.cc),
 // same per-edge math and shape checks (jgo/hg_basis.h).
 //
-// The forward runs on the chunked row-walk engine (cuda/chunk_walk.cuh): a row's K x D output blocks
-// accumulate in registers, kHgBlocks at a time, and are written once. The backward: a group of lanes
-// (GroupWidth(D) <= 32, so its reductions are warp shuffles) walks one source row at a time of the
-// reverse CSR, grid-stride, lane l owning the features d = l, l + g, ...; it accumulates grad_x_j in
-// registers and each group's grad_comp partial [R, B] in its own slice of XLA scratch memory, reduced
-// over groups in a fixed order by a second kernel: no floating-point atomics, bitwise reproducible.
+// The forward and the backward run on the chunked row-walk engine (cuda/chunk_walk.cuh): the forward
+// accumulates a row's K x D output blocks in registers, kHgBlocks at a time, and writes them once; the
+// backward walks the reverse CSR with grad_x_j in registers and writes each edge's dots w_e <G_i[b], x_j>
+// once, which a second pass sums per edge type in edge order (per block of edges, then over the blocks in
+// order): no floating-point atomics, no per-edge read-modify-write of global memory, bitwise reproducible.
 // The per-relation counts of jgo_hg_basis_norm are integer atomics in a per-warp array of R counters
 // (touched only at the row's types, reset after the row): no [n_dst, R] table.
 //
@@ -38,7 +37,7 @@ namespace jgo {
 namespace {
 
 constexpr int64_t kHgMaxBlocks = 1024;
-constexpr int64_t kHgScratchElements = int64_t(1) << 22;  // bounds the per-group partials and counters
+constexpr int64_t kHgScratchElements = int64_t(1) << 22;  // bounds the norm's per-warp counters
 
 // The walk of one structure by groups of `width` lanes: group index, lane, and the first row and the
 // stride of the group's grid-stride loop.
@@ -57,7 +56,7 @@ __device__ __forceinline__ GroupWalk Walk(int width) {
   return w;
 }
 
-// out[i] = sum_{p < parts} part[p * len + i] for i < len: the fixed-order reduction of per-group partials.
+// out[i] = sum_{p < parts} part[p * len + i] for i < len: partials reduced in a fixed order.
 template <typename T>
 __global__ void HgSumPartialsKernel(const T* part, int64_t parts, int64_t len, T* out) {
   for (int64_t i = ThreadIndex(); i < len; i += ThreadCount()) {
