@@ -8,7 +8,8 @@
 // once, which a second pass sums per edge type in edge order (per block of edges, then over the blocks in
 // order): no floating-point atomics, no per-edge read-modify-write of global memory, bitwise reproducible.
 // The per-relation counts of jgo_hg_basis_norm are integer atomics in a per-warp array of R counters
-// (touched only at the row's types, reset after the row): no [n_dst, R] table.
+// (touched only at the row's types, reset after the row; a block's, for rows of more than kHgWideRow
+// in-edges): no [n_dst, R] table.
 //
 // Index values: edges whose neighbour id, edge id or edge type is out of range are skipped (they
 // contribute nothing; w of an edge with a bad type is 0) and offsets are clamped, so no kernel
@@ -37,6 +38,7 @@ namespace jgo {
 namespace {
 
 constexpr int64_t kHgMaxBlocks = 1024;
+constexpr int64_t kHgWideBlocks = 132;  // blocks of the norm's wide rows: about one per multiprocessor
 constexpr int64_t kHgScratchElements = int64_t(1) << 22;  // bounds the norm's per-warp counters
 
 // The walk of one structure by groups of `width` lanes: group index, lane, and the first row and the
@@ -88,7 +90,31 @@ inline int64_t HgBlocks(int64_t rows, int width, int64_t per_group) {
 }
 
 // ---------------------------------------------------------------------------------------
-// jgo_hg_basis_norm: one warp per destination row, counters[R] per warp
+// jgo_hg_basis_norm: one warp per destination row, a block per row of more than kHgWideRow in-edges; R counters
+// per warp or block
+
+constexpr int64_t kHgWideRow = 1024;
+
+// The three passes of `threads` threads (this one: `lane`) over positions [begin, end) of a row: count the row's
+// types, write each edge's weight 1 / count, reset the counts; `sync` orders each pass before the next.
+template <typename T, typename I, typename Sync>
+__device__ __forceinline__ void NormRow(const HgBasisArgs& a, int64_t begin, int64_t end, int64_t lane,
+                                        int64_t threads, const I* eid, const I* types, T* w, int* count, Sync sync) {
+  for (int pass = 0; pass < 3; ++pass) {
+    for (int64_t k = begin + lane; k < end; k += threads) {
+      const int64_t e = eid[k];
+      if (!InRange(e, a.n_edges)) continue;
+      const int64_t t = types[e];
+      if (!InRange(t, a.n_types)) continue;
+      if (pass == 1) {
+        w[e] = HgBasisNorm<T>(count[t]);
+      } else {
+        atomicAdd(count + t, pass == 0 ? 1 : -1);
+      }
+    }
+    sync();
+  }
+}
 
 template <typename T, typename I>
 __global__ void HgNormKernel(HgBasisArgs a, const I* offsets, const I* eid, const I* types, T* w, int* counters) {
@@ -98,27 +124,34 @@ __global__ void HgNormKernel(HgBasisArgs a, const I* offsets, const I* eid, cons
   for (int64_t r = g.worker; r < a.n_rows; r += g.workers) {
     const int64_t begin = Clamp(offsets[r], 0, a.n_edges);
     const int64_t end = Clamp(offsets[r + 1], begin, a.n_edges);
-    for (int64_t k = begin + g.lane; k < end; k += kWarp) {
-      const int64_t e = eid[k];
-      if (!InRange(e, a.n_edges)) continue;
-      const int64_t t = types[e];
-      if (InRange(t, a.n_types)) atomicAdd(count + t, 1);
+    if (end - begin > kHgWideRow) continue;  // HgNormWideKernel's
+    NormRow(a, begin, end, g.lane, kWarp, eid, types, w, count, [&] { __syncwarp(mask); });
+  }
+}
+
+// The rows of more than kHgWideRow in-edges, a block each: each block's threads look at 256 rows at once and list
+// the wide ones in shared memory ([kBlock + 1] ints), then walk them one after the other.
+template <typename T, typename I>
+__global__ void HgNormWideKernel(HgBasisArgs a, const I* offsets, const I* eid, const I* types, T* w, int* counters) {
+  int* wide = SharedMemory<int>();  // [0]: how many; [1 + q]: the q-th wide row's place among the 256
+  int* count = counters + int64_t(blockIdx.x) * a.n_types;
+  for (int64_t r0 = int64_t(blockIdx.x) * blockDim.x; r0 < a.n_rows; r0 += int64_t(gridDim.x) * blockDim.x) {
+    if (threadIdx.x == 0) wide[0] = 0;
+    __syncthreads();
+    const int64_t r = r0 + threadIdx.x;
+    if (r < a.n_rows) {
+      const int64_t begin = Clamp(offsets[r], 0, a.n_edges);
+      if (Clamp(offsets[r + 1], begin, a.n_edges) - begin > kHgWideRow) wide[1 + atomicAdd(wide, 1)] = threadIdx.x;
     }
-    __syncwarp(mask);
-    for (int64_t k = begin + g.lane; k < end; k += kWarp) {
-      const int64_t e = eid[k];
-      if (!InRange(e, a.n_edges)) continue;
-      const int64_t t = types[e];
-      if (InRange(t, a.n_types)) w[e] = HgBasisNorm<T>(count[t]);
+    __syncthreads();
+    const int n_wide = wide[0];
+    for (int q = 0; q < n_wide; ++q) {  // each row's weights are exact integer counts: any order of rows
+      const int64_t row = r0 + wide[1 + q];
+      const int64_t begin = Clamp(offsets[row], 0, a.n_edges);
+      const int64_t end = Clamp(offsets[row + 1], begin, a.n_edges);
+      NormRow(a, begin, end, threadIdx.x, blockDim.x, eid, types, w, count, [] { __syncthreads(); });
     }
-    __syncwarp(mask);
-    for (int64_t k = begin + g.lane; k < end; k += kWarp) {
-      const int64_t e = eid[k];
-      if (!InRange(e, a.n_edges)) continue;
-      const int64_t t = types[e];
-      if (InRange(t, a.n_types)) atomicAdd(count + t, -1);
-    }
-    __syncwarp(mask);
+    __syncthreads();  // every thread has read wide[] before the next round resets it
   }
 }
 
@@ -134,13 +167,19 @@ ffi::Error HgBasisNormCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuf
   if (auto err = ZeroFill(name, w->untyped_data(), w->size_bytes(), stream); err.failure()) return err;
   const int64_t blocks = HgBlocks(a.n_rows, kWarp, a.n_types);
   if (blocks == 0) return ffi::Error::Success();
-  auto counters = ZeroScratch<int>(scratch, blocks * (kBlock / kWarp) * a.n_types, stream, name);
+  const int64_t wide_blocks = std::min<int64_t>(HgBlocks(a.n_rows, kBlock, a.n_types), kHgWideBlocks);
+  auto counters = ZeroScratch<int>(scratch, (blocks * (kBlock / kWarp) + wide_blocks) * a.n_types, stream, name);
   if (counters.has_error()) return counters.error();
+  int* wide_counters = *counters + blocks * (kBlock / kWarp) * a.n_types;
   return DispatchTypes(w->element_type(), offsets.element_type(), [&](auto t, auto i) {
     using T = decltype(t);
     using I = decltype(i);
-    return LaunchBlocks(name, HgNormKernel<T, I>, blocks, 0, stream, a, offsets.typed_data<I>(), eid.typed_data<I>(),
-                        types.typed_data<I>(), w->typed_data<T>(), *counters);
+    auto err = LaunchBlocks(name, HgNormKernel<T, I>, blocks, 0, stream, a, offsets.typed_data<I>(),
+                            eid.typed_data<I>(), types.typed_data<I>(), w->typed_data<T>(), *counters);
+    if (err.failure() || a.n_edges <= kHgWideRow) return err;
+    return LaunchBlocks(name, HgNormWideKernel<T, I>, wide_blocks, (kBlock + 1) * sizeof(int), stream, a,
+                        offsets.typed_data<I>(), eid.typed_data<I>(), types.typed_data<I>(), w->typed_data<T>(),
+                        wide_counters);
   });
 }
 
@@ -154,15 +193,39 @@ ffi::Error HgBasisNormCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuf
 
 constexpr int kHgBlocks = 8;  // output blocks a walker accumulates per pass
 
-struct HgFwdWalk {
+// A walk of agg_hg_basis on the engine, forward (the CSC) or backward (the reverse CSR): sizes in 32 bits
+// (EngineSizes), walkers of `group` lanes over `tiles` feature tiles, and the forward's `passes` over the blocks.
+struct HgWalk {
   int n_rows, n_edges, D, K, B, R, group, tiles, passes, nbr_bound, width;
   bool own, stream;
   int64_t windows, slot_count, counter_count;
 };
 
+// The walk of a pass over `a` whose output (written past the caches when larger than L2) has `out_bytes`.
+inline HgWalk HgWalkOf(const HgBasisArgs& a, int kV, int64_t out_bytes) {
+  HgWalk wk;
+  wk.n_rows = static_cast<int>(a.n_rows);
+  wk.n_edges = static_cast<int>(a.n_edges);
+  wk.D = static_cast<int>(a.dim);
+  wk.K = static_cast<int>(a.blocks);
+  wk.B = static_cast<int>(a.n_bases);
+  wk.R = static_cast<int>(a.n_types);
+  wk.group = WalkerLanes(a.dim, kV);
+  wk.tiles = static_cast<int>((a.dim + int64_t(wk.group) * kV - 1) / (int64_t(wk.group) * kV));
+  wk.passes = static_cast<int>((a.blocks + kHgBlocks - 1) / kHgBlocks);
+  wk.nbr_bound = static_cast<int>(a.nbr_bound);
+  wk.width = static_cast<int>(a.width);
+  wk.own = a.concat_own;
+  wk.stream = StreamStores(out_bytes);
+  wk.windows = Windows(a.n_rows, a.n_edges);
+  wk.slot_count = SplitScratch::SlotCount(a.n_edges);
+  wk.counter_count = SplitScratch::CounterCount(a.n_edges);
+  return wk;
+}
+
 // gpu-model: engine mlp>=8 vector-if kVector
 template <typename T, typename I, bool kComp, bool kNorm, bool kVector>
-__global__ void __launch_bounds__(kBlock, 1) HgFwdKernel(HgFwdWalk a, const I* __restrict__ offsets,
+__global__ void __launch_bounds__(kBlock, 1) HgFwdKernel(HgWalk a, const I* __restrict__ offsets,
                                                          const I* __restrict__ nbr, const I* __restrict__ eid,
                                                          const T* __restrict__ x, const I* __restrict__ types,
                                                          const T* __restrict__ comp, const T* __restrict__ w,
@@ -259,23 +322,7 @@ ffi::Error HgFwdTyped(cudaStream_t stream, CudaScratch& scratch, const HgBasisAr
   if (auto err = ZeroFill(name, out.untyped_data(), out.size_bytes(), stream); err.failure()) return err;
   if (a.dim == 0 || a.n_rows == 0) return ffi::Error::Success();
   if (auto err = EngineSizes(name, {a.n_rows, a.n_edges, a.n_src, a.n_types, a.width}); err.failure()) return err;
-  HgFwdWalk wk;
-  wk.n_rows = static_cast<int>(a.n_rows);
-  wk.n_edges = static_cast<int>(a.n_edges);
-  wk.D = static_cast<int>(a.dim);
-  wk.K = static_cast<int>(a.blocks);
-  wk.B = static_cast<int>(a.n_bases);
-  wk.R = static_cast<int>(a.n_types);
-  wk.group = WalkerLanes(a.dim, kV);
-  wk.tiles = static_cast<int>((a.dim + int64_t(wk.group) * kV - 1) / (int64_t(wk.group) * kV));
-  wk.passes = static_cast<int>((a.blocks + kHgBlocks - 1) / kHgBlocks);
-  wk.nbr_bound = static_cast<int>(a.n_src);
-  wk.width = static_cast<int>(a.width);
-  wk.own = a.concat_own;
-  wk.stream = StreamStores(static_cast<int64_t>(out.size_bytes()));
-  wk.windows = Windows(a.n_rows, a.n_edges);
-  wk.slot_count = SplitScratch::SlotCount(a.n_edges);
-  wk.counter_count = SplitScratch::CounterCount(a.n_edges);
+  const HgWalk wk = HgWalkOf(a, kV, static_cast<int64_t>(out.size_bytes()));
   if (auto err = EngineSizes(name, {wk.windows * wk.passes * wk.tiles}); err.failure()) return err;
   const bool vector = a.dim % kV == 0 && Aligned(x.untyped_data()) && Aligned(out.untyped_data()) &&
                       (!a.concat_own || Aligned(own.untyped_data()));
@@ -320,18 +367,12 @@ ffi::Error HgBasisFwdCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuff
 // per block of kHgEdgeBlock edges, then HgSumPartialsKernel over the blocks in order). No floating-point atomics,
 // no read-modify-write of global memory per edge.
 
-struct HgBwdWalk {
-  int n_rows, n_edges, D, K, B, R, group, tiles, nbr_bound, width;
-  bool stream;
-  int64_t windows, slot_count, counter_count;
-};
-
 // MLP floor 2, measured (nvcc 13.0, sm_90, 2026-11-29; 8-65 in float32 and without comp): float64 with comp on the
 // vector path keeps 2 loads in flight (the G blocks of 2 edges, 8 each, are gathered at once in the source). 8 there
 // is open work (issue 33).
 // gpu-model: engine mlp>=2 vector-if kVector
 template <typename T, typename I, bool kComp, bool kNorm, bool kVector>
-__global__ void __launch_bounds__(kBlock, 1) HgBwdSrcKernel(HgBwdWalk a, const I* __restrict__ offsets,
+__global__ void __launch_bounds__(kBlock, 1) HgBwdSrcKernel(HgWalk a, const I* __restrict__ offsets,
                                                             const I* __restrict__ nbr, const I* __restrict__ eid,
                                                             const T* __restrict__ x, const I* __restrict__ types,
                                                             const T* __restrict__ comp, const T* __restrict__ w,
@@ -465,21 +506,7 @@ ffi::Error HgBwdSrcTyped(cudaStream_t stream, CudaScratch& scratch, const HgBasi
   if (a.dim == 0 || a.n_rows == 0 || a.n_edges == 0)
     return gc ? ZeroFill(name, gc, grad_comp.size_bytes(), stream) : ffi::Error::Success();
   if (auto err = EngineSizes(name, {a.n_rows, a.n_edges, a.n_dst, a.n_types, a.width}); err.failure()) return err;
-  HgBwdWalk wk;
-  wk.n_rows = static_cast<int>(a.n_rows);
-  wk.n_edges = static_cast<int>(a.n_edges);
-  wk.D = static_cast<int>(a.dim);
-  wk.K = static_cast<int>(a.blocks);
-  wk.B = static_cast<int>(a.n_bases);
-  wk.R = static_cast<int>(a.n_types);
-  wk.group = WalkerLanes(a.dim, kV);
-  wk.tiles = static_cast<int>((a.dim + int64_t(wk.group) * kV - 1) / (int64_t(wk.group) * kV));
-  wk.nbr_bound = static_cast<int>(a.n_dst);
-  wk.width = static_cast<int>(a.width);
-  wk.stream = StreamStores(static_cast<int64_t>(grad_x.size_bytes()));
-  wk.windows = Windows(a.n_rows, a.n_edges);
-  wk.slot_count = SplitScratch::SlotCount(a.n_edges);
-  wk.counter_count = SplitScratch::CounterCount(a.n_edges);
+  const HgWalk wk = HgWalkOf(a, kV, static_cast<int64_t>(grad_x.size_bytes()));
   if (auto err = EngineSizes(name, {wk.windows * wk.tiles}); err.failure()) return err;
   auto split = SplitScratchFor(name, scratch, stream, a.n_edges, a.dim, sizeof(T), false, wk.tiles);
   if (split.has_error()) return split.error();
