@@ -345,6 +345,7 @@ template <typename T>
 struct Staged {
   int j, e;
   T s;
+  int t;  // a per-edge index (Positions::aux, kAux), -1 where out of [0, aux_bound)
 };
 
 // What a walk reads per position: the neighbour (bounded by nbr_bound), the edge id (bounded by n_edges) and a
@@ -356,6 +357,8 @@ struct Positions {
   const T* __restrict__ scalar;
   int nbr_bound, n_edges;
   int64_t scalar_stride;
+  const I* __restrict__ aux = nullptr;  // a per-edge index aux[e] (an edge type), staged with the ids (kAux)
+  int aux_bound = 0;
 };
 
 // Whether index value v lies in [0, n) (n >= 0): one unsigned comparison in v's own width.
@@ -368,12 +371,13 @@ __device__ __forceinline__ bool InBound(I v, int n) {
 // Stages the position k (if `in`) as lane-local values: indices in range, else 0 (an edge that does not count,
 // whose rows are never read), and whether the edge counts (in the chunk, its ids in range).
 // kNbrIsPosition: the neighbour of position k is k itself (pool's rows, read in order; no nbr array).
-template <bool kNbr, bool kEid, bool kScalar, bool kNbrIsPosition, typename I, typename T>
+template <bool kNbr, bool kEid, bool kScalar, bool kNbrIsPosition, bool kAux = false, typename I, typename T>
 __device__ __forceinline__ bool StageOne(const Positions<I, T>& p, int k, bool in, Staged<T>& out) {
   bool ok = in;
   out.j = 0;
   out.e = 0;
   out.s = T(0);
+  out.t = -1;
   if constexpr (kNbr) {
     const I raw = !in ? I(0) : kNbrIsPosition ? static_cast<I>(k) : p.nbr[k];
     const bool fits = InBound(raw, p.nbr_bound);
@@ -388,6 +392,12 @@ __device__ __forceinline__ bool StageOne(const Positions<I, T>& p, int k, bool i
   }
   if constexpr (kScalar) {
     if (ok) out.s = p.scalar[static_cast<uint64_t>(static_cast<uint32_t>(out.e)) * p.scalar_stride];
+  }
+  if constexpr (kAux) {
+    if (ok) {
+      const I raw = p.aux[out.e];
+      out.t = InBound(raw, p.aux_bound) ? static_cast<int>(raw) : -1;
+    }
   }
   return ok;
 }
@@ -409,16 +419,16 @@ __device__ __forceinline__ uint64_t MulWide(uint32_t a, uint32_t b) {
 // staged once per G positions (G >= kGroup: one coalesced load, lane i holding position i, handed out by
 // shuffles) or kGroup at a time (G < kGroup: every lane loads them, a broadcast within the walker).
 // kNbr/kEid/kScalar: what the walk reads per position; kEidOut: whether group needs the edge ids (a walk may
-// read them only to stage a per-edge scalar); kNbrIsPosition: see StageOne.
+// read them only to stage a per-edge scalar); kNbrIsPosition: see StageOne; kAux: stage aux[e] too (Staged::t).
 template <bool kNbr, bool kEid, bool kScalar, int kGroup, bool kEidOut = kEid, bool kNbrIsPosition = false,
-          typename I, typename T, typename Group>
+          bool kAux = false, typename I, typename T, typename Group>
 __device__ __forceinline__ void WalkPositions(const Positions<I, T>& p, int lo, int hi, const Walker& w,
                                               Group group) {
   static_assert(kGroup > 0 && 32 % kGroup == 0, "groups of a power of two up to 32 edges");
   if (w.group >= kGroup) {
     for (int kb = lo; kb < hi; kb += w.group) {  // one staged block of G positions, lane i holding position kb + i
       Staged<T> mine;
-      const bool ok = StageOne<kNbr, kEid, kScalar, kNbrIsPosition>(p, kb + w.lane, kb + w.lane < hi, mine);
+      const bool ok = StageOne<kNbr, kEid, kScalar, kNbrIsPosition, kAux>(p, kb + w.lane, kb + w.lane < hi, mine);
       const unsigned live = __ballot_sync(w.mask, ok) >> w.base;
       const int count = Min(w.group, hi - kb);
       constexpr unsigned kAll = (1u << kGroup) - 1u;
@@ -428,11 +438,13 @@ __device__ __forceinline__ void WalkPositions(const Positions<I, T>& p, int lo, 
         here.j = kNbr ? __shfl_down_sync(w.mask, mine.j, g, w.group) : 0;
         here.e = kEidOut ? __shfl_down_sync(w.mask, mine.e, g, w.group) : 0;
         here.s = kScalar ? __shfl_down_sync(w.mask, mine.s, g, w.group) : T(0);
+        here.t = kAux ? __shfl_down_sync(w.mask, mine.t, g, w.group) : -1;
 #pragma unroll
         for (int u = 0; u < kGroup; ++u) {
           s[u].j = kNbr ? __shfl_sync(w.mask, here.j, u, w.group) : 0;
           s[u].e = kEidOut ? __shfl_sync(w.mask, here.e, u, w.group) : 0;
           s[u].s = kScalar ? __shfl_sync(w.mask, here.s, u, w.group) : T(0);
+          s[u].t = kAux ? __shfl_sync(w.mask, here.t, u, w.group) : -1;
         }
       };
       int g = 0;
@@ -453,7 +465,7 @@ __device__ __forceinline__ void WalkPositions(const Positions<I, T>& p, int lo, 
       unsigned bits = 0;
 #pragma unroll
       for (int u = 0; u < kGroup; ++u)
-        bits |= unsigned(StageOne<kNbr, kEid, kScalar, kNbrIsPosition>(p, kg + u, kg + u < hi, s[u])) << u;
+        bits |= unsigned(StageOne<kNbr, kEid, kScalar, kNbrIsPosition, kAux>(p, kg + u, kg + u < hi, s[u])) << u;
       group(s, bits);
     }
   }

@@ -251,8 +251,8 @@ __global__ void __launch_bounds__(kBlock, 1) HgFwdKernel(HgWalk a, const I* __re
         T rows[kGroup][kV];
         I type[kGroup];
 #pragma unroll
-        for (int u = 0; u < kGroup; ++u) {  // every gather of the group before the first is used
-          if (!((bits >> u) & 1u)) continue;
+        for (int u = 0; u < kGroup; ++u) {  // every gather of the group before the first is used (the types with them:
+          if (!((bits >> u) & 1u)) continue;  // staged with the ids instead, they cost the forward 8% in the model)
           xs.Load(s[u].j, lf.ok, rows[u]);
           type[u] = types[s[u].e];
         }
@@ -381,7 +381,7 @@ __global__ void __launch_bounds__(kBlock, 1) HgBwdSrcKernel(HgWalk a, const I* _
   constexpr int kV = 16 / int(sizeof(T));
   constexpr int kGroup = kComp ? 2 : kInFlight;  // with comp: up to kHgBlocks gathers an edge
   const Walker wk = ThisWalker(a.group);
-  const Positions<I, T> pos{nbr, eid, w, a.nbr_bound, a.n_edges, 1};
+  const Positions<I, T> pos{nbr, eid, w, a.nbr_bound, a.n_edges, 1, types, a.R};  // types staged with the ids
   ForEachWalkerTile<kV, kVector>(a.windows, a.tiles, a.D, wk, [&](int64_t window, const auto& lf) {
     const LaneRows<kV, kVector, T> gs(G, a.width, lf, FlatStrides(), Dims3{1, 1, a.D}, true);
     const LaneRows<kV, kVector, T> xs(x, a.D, lf, FlatStrides(), Dims3{1, 1, a.D}, kComp);
@@ -396,17 +396,14 @@ __global__ void __launch_bounds__(kBlock, 1) HgBwdSrcKernel(HgWalk a, const I* _
         for (int v = 0; v < kV; ++v) xr[v] = lf.ok[v] ? own[v] : T(0);
       }
       auto group = [&](const Staged<T> (&s)[kGroup], unsigned bits) {
-        I type[kGroup];
-#pragma unroll
-        for (int u = 0; u < kGroup; ++u) type[u] = (bits >> u) & 1u ? types[s[u].e] : I(-1);
         if constexpr (!kComp) {  // one block an edge: its type's
           T g[kGroup][kV];
 #pragma unroll
           for (int u = 0; u < kGroup; ++u)
-            if (InBound(type[u], a.R)) gs.LoadAt(s[u].j, static_cast<int>(type[u]) * a.D, lf.ok, g[u]);
+            if (((bits >> u) & 1u) && s[u].t >= 0) gs.LoadAt(s[u].j, s[u].t * a.D, lf.ok, g[u]);
 #pragma unroll
           for (int u = 0; u < kGroup; ++u) {
-            if (!InBound(type[u], a.R)) continue;
+            if (!((bits >> u) & 1u) || s[u].t < 0) continue;
             const T we = kNorm ? s[u].s : T(1);
 #pragma unroll
             for (int v = 0; v < kV; ++v) acc[v] += we * g[u][v];
@@ -423,8 +420,8 @@ __global__ void __launch_bounds__(kBlock, 1) HgBwdSrcKernel(HgWalk a, const I* _
 #pragma unroll
             for (int u = 0; u < kGroup; ++u) {
               if (!((bits >> u) & 1u)) continue;  // uniform in the walker: the shuffles below see every lane
-              const bool counts = InBound(type[u], a.R);  // an edge of a bad type: no gradient, dots of 0
-              const int t = counts ? static_cast<int>(type[u]) : 0;
+              const bool counts = s[u].t >= 0;  // an edge of a bad type: no gradient, dots of 0
+              const int t = counts ? s[u].t : 0;
               const T we = kNorm ? s[u].s : T(1);
 #pragma unroll
               for (int b = 0; b < kHgBlocks; ++b) {
@@ -444,7 +441,7 @@ __global__ void __launch_bounds__(kBlock, 1) HgBwdSrcKernel(HgWalk a, const I* _
           }
         }
       };
-      WalkPositions<true, true, kNorm, kGroup>(pos, c.lo, c.hi, wk, group);
+      WalkPositions<true, true, kNorm, kGroup, true, false, true>(pos, c.lo, c.hi, wk, group);
       if (c.split()) {
         const int64_t slot = PartialSlot(c, a.slot_count);
         T* values = static_cast<T*>(split.values);
