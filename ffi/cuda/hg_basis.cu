@@ -367,10 +367,10 @@ ffi::Error HgBasisFwdCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuff
 // per block of kHgEdgeBlock edges, then HgSumPartialsKernel over the blocks in order). No floating-point atomics,
 // no read-modify-write of global memory per edge.
 
-// MLP floor 2, measured (nvcc 13.0, sm_90, 2026-11-29; 8-65 in float32 and without comp): float64 with comp on the
-// vector path keeps 2 loads in flight (the G blocks of 2 edges, 8 each, are gathered at once in the source). 8 there
+// MLP floor 5, measured (nvcc 13.0, sm_90, 2026-11-29; 8-65 in float32 and without comp): float64 with comp on the
+// vector path keeps 5 loads in flight (the G blocks of 2 edges, 8 each, are gathered at once in the source). 8 there
 // is open work (issue 33).
-// gpu-model: engine mlp>=2 vector-if kVector
+// gpu-model: engine mlp>=5 vector-if kVector
 template <typename T, typename I, bool kComp, bool kNorm, bool kVector>
 __global__ void __launch_bounds__(kBlock, 1) HgBwdSrcKernel(HgWalk a, const I* __restrict__ offsets,
                                                             const I* __restrict__ nbr, const I* __restrict__ eid,
