@@ -64,6 +64,8 @@ REASONS = {
     "lane in registers before the first is used, the walked row's operand and the mask rows: 80-255 registers",
     "dmpnn.cu:Dmpnn*Kernel<*": "the engine: the node's sum in registers while kInFlight edges' reverse rows and rev "
     "entries (and their validity) are loaded before any store, the own block beside them: 86-194 registers",
+    "hg_basis.cu:Hg*Kernel<*": "the engine: a pass's 8 output blocks (forward) or 2 edges' 8 G blocks each "
+    "(backward) in registers, kV per lane each, beside the gathered rows and the staged indices: 93-253 registers",
     "update_efeat.cu:Efeat*Kernel<*": "kInFlight edges (4 when summing parts) x every part's 128-bit row loaded "
     "before the first store: 56-135 registers",
     "message_passing.cu:PoolBwdKernel<*": "kInFlight rows of ct in registers before the stores: 64-80 registers",
