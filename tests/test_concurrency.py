@@ -153,7 +153,12 @@ def test_resident_set_is_flat_over_10000_jitted_calls():
         calls(1000)
         samples.append(_rss_bytes())
     seconds = time.perf_counter() - t0
-    growth = (samples[-1] - before) / 2**20
+    # A leak grows in every block of 1,000 calls; a one-time step (an allocator arena's next size, seen once in CI:
+    # 856 MiB six times, then 865 four times) in one. So: the growth without the largest step (a leak of 0.45 KB a
+    # call still adds 4 MiB over the other 9,000 calls), and that step bounded on its own.
+    steps = np.diff([before, *samples]) / 2**20
     print(f"RSS {before / 2**20:.1f} MiB, then {[round(s / 2**20, 1) for s in samples]} MiB; {seconds:.1f} s")
-    assert growth < 4, f"RSS grew {growth:.1f} MiB over 10,000 calls: {[s // 2**20 for s in samples]} MiB"
+    report = f"{[s // 2**20 for s in samples]} MiB after {before // 2**20} MiB"
+    assert steps.sum() - steps.max() < 4, f"RSS grew {steps.sum():.1f} MiB over 10,000 calls: {report}"
+    assert steps.max() < 32, f"RSS grew {steps.max():.1f} MiB in 1,000 calls: {report}"
     assert seconds < 30, f"10,000 calls took {seconds:.1f} s"
