@@ -223,6 +223,17 @@ inline HgWalk HgWalkOf(const HgBasisArgs& a, int kV, int64_t out_bytes) {
   return wk;
 }
 
+// The instantiation of a kernel template over (comp, norm, vector) that a call needs: kernel_of(comp, norm, vector)
+// receives std::true_type or std::false_type for each.
+template <typename KernelOf>
+auto PickHgKernel(const HgBasisArgs& a, bool vector, KernelOf kernel_of) {
+  using Yes = std::true_type;
+  using No = std::false_type;
+  auto with = [&](auto comp, auto norm) { return vector ? kernel_of(comp, norm, Yes{}) : kernel_of(comp, norm, No{}); };
+  return a.has_comp ? (a.has_norm ? with(Yes{}, Yes{}) : with(Yes{}, No{}))
+                    : (a.has_norm ? with(No{}, Yes{}) : with(No{}, No{}));
+}
+
 // gpu-model: engine mlp>=8 vector-if kVector
 template <typename T, typename I, bool kComp, bool kNorm, bool kVector>
 __global__ void __launch_bounds__(kBlock, 1) HgFwdKernel(HgWalk a, const I* __restrict__ offsets,
@@ -329,14 +340,9 @@ ffi::Error HgFwdTyped(cudaStream_t stream, CudaScratch& scratch, const HgBasisAr
   auto split = SplitScratchFor(name, scratch, stream, a.n_edges, a.blocks * a.dim, sizeof(T), false,
                                int64_t(wk.tiles) * wk.passes);
   if (split.has_error()) return split.error();
-  auto pick = [&](auto comp_, auto norm_) {
-    constexpr bool C = decltype(comp_)::value, N = decltype(norm_)::value;
-    return vector ? HgFwdKernel<T, I, C, N, true> : HgFwdKernel<T, I, C, N, false>;
-  };
-  using Yes = std::true_type;
-  using No = std::false_type;
-  auto kernel = a.has_comp ? (a.has_norm ? pick(Yes{}, Yes{}) : pick(Yes{}, No{}))
-                           : (a.has_norm ? pick(No{}, Yes{}) : pick(No{}, No{}));
+  auto kernel = PickHgKernel(a, vector, [](auto comp_, auto norm_, auto vector_) {
+    return HgFwdKernel<T, I, decltype(comp_)::value, decltype(norm_)::value, decltype(vector_)::value>;
+  });
   return LaunchBlocks(name, kernel, WalkerBlocks(wk.windows * wk.passes * wk.tiles, wk.group), 0, stream, wk,
                       offsets.typed_data<I>(), nbr.typed_data<I>(), eid.typed_data<I>(), x.typed_data<T>(),
                       types.typed_data<I>(), a.has_comp ? comp.typed_data<T>() : nullptr,
@@ -512,14 +518,9 @@ ffi::Error HgBwdSrcTyped(cudaStream_t stream, CudaScratch& scratch, const HgBasi
   const int64_t dot_count = a.has_comp ? int64_t(wk.tiles) * a.n_edges * a.blocks : 0;
   auto dots = ZeroScratch<T>(scratch, dot_count, stream, name);  // edges no walk reaches: dots of 0
   if (dots.has_error()) return dots.error();
-  auto pick = [&](auto comp_, auto norm_) {
-    constexpr bool C = decltype(comp_)::value, N = decltype(norm_)::value;
-    return vector ? HgBwdSrcKernel<T, I, C, N, true> : HgBwdSrcKernel<T, I, C, N, false>;
-  };
-  using Yes = std::true_type;
-  using No = std::false_type;
-  auto kernel = a.has_comp ? (a.has_norm ? pick(Yes{}, Yes{}) : pick(Yes{}, No{}))
-                           : (a.has_norm ? pick(No{}, Yes{}) : pick(No{}, No{}));
+  auto kernel = PickHgKernel(a, vector, [](auto comp_, auto norm_, auto vector_) {
+    return HgBwdSrcKernel<T, I, decltype(comp_)::value, decltype(norm_)::value, decltype(vector_)::value>;
+  });
   auto err = LaunchBlocks(name, kernel, WalkerBlocks(wk.windows * wk.tiles, wk.group), 0, stream, wk,
                           offsets.typed_data<I>(), nbr.typed_data<I>(), eid.typed_data<I>(), x.typed_data<T>(),
                           types.typed_data<I>(), a.has_comp ? comp.typed_data<T>() : nullptr,
