@@ -66,6 +66,12 @@ REASONS = {
     "entries (and their validity) are loaded before any store, the own block beside them: 86-194 registers",
     "hg_basis.cu:Hg*Kernel<*": "the engine: a pass's 8 output blocks (forward) or 2 edges' 8 G blocks each "
     "(backward) in registers, kV per lane each, beside the gathered rows and the staged indices: 93-253 registers",
+    "gat.cu:GatFwdKernel<*": "the engine: kInFlight = 8 edges' gathered rows (128-bit per lane) and scores in "
+    "registers before the first is used, the staged indices, the head's running (max, sum) and the accumulators: "
+    "89-168 registers (the Philox dropout mask and float64 the most)",
+    "gat.cu:GatBwd*EngineKernel<*": "the engine: the row's own operand (G_i or x_j) and kInFlight = 8 edges' "
+    "gathered rows and scores (the destination's s_dst, lse and delta in the reverse walk) in registers before the "
+    "first is used, and the sums: 90-207 registers",
     "update_efeat.cu:Efeat*Kernel<*": "kInFlight edges (4 when summing parts) x every part's 128-bit row loaded "
     "before the first store: 56-135 registers",
     "message_passing.cu:PoolBwdKernel<*": "kInFlight rows of ct in registers before the stores: 64-80 registers",

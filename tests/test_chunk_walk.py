@@ -153,6 +153,76 @@ def test_hg_basis_split_rows_and_block_passes(rng, width, R, B, own, norm):
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-3)
 
 
+# the fused GAT on the engine: (heads, C, dtype) -- one walker of 32 lanes on the vector path (C % 4 == 0), the
+# strided path (C = 5: one feature a lane, a head on 8 lanes), bfloat16 (8 halves a lane); and wider heads: 2
+# feature tiles forward and 2 tiles of 4 heads backward, heads of 34 features on the strided path (3 tiles forward;
+# the backward's group-per-(row, head) kernels, a head being wider than 32 lanes)
+GAT = [(8, 16, "float32"), (2, 5, "float32"), (4, 16, "bfloat16")]
+GAT_WIDE = [(8, 32, "float32"), (2, 34, "float32")]
+
+
+def gat_inputs(rng, g, H, C, dtype):
+    """``(x, x_dst, att, ef)`` for mha_gat with edge features, planting logits in the first rows of over 256 edges:
+    head 0 of one row -inf throughout, a +inf in the third chunk of head 1 of another (that head NaN, as the
+    reference), NaN in every head of one edge of a third. Each head's edge score is the sum of its first two
+    edge features (a_edge), so +-3e38 twice overflows to +-inf in that head alone (an infinite feature would
+    reach every head: the scores are one GEMM against the block-diagonal a_edge)."""
+    x = rng.normal(size=(g.n_src, H * C)).astype(dtype)
+    x_dst = rng.normal(size=(g.n_dst, H * C)).astype(dtype)
+    att = rng.normal(size=3 * H * C).astype(np.float32)
+    ef = rng.normal(size=(g.n_edges, H, C)).astype(np.float32)
+    att[2 * H * C:] = 0
+    att[2 * H * C:].reshape(H, C)[:, :2] = 1
+    off, eid = np.asarray(g.csc_offsets), np.asarray(g.csc_eid)
+    big = np.flatnonzero(np.diff(off) > CHUNK)
+    ef[eid[off[big[0]]:off[big[0] + 1]], 0, :2] = -3e38
+    ef[eid[off[big[1]] + 600], 1 % H, :2] = 3e38
+    ef[eid[off[big[2]] + 300]] = np.nan
+    return x, x_dst, att.astype(dtype), ef.reshape(g.n_edges, H * C).astype(dtype)
+
+
+def check_gat(rng, H, C, dtype):
+    """mha_gat against the pure-JAX reference on rows of 257 to 700 edges split into chunks, with -inf/+inf/NaN
+    logits across chunks, zero in-degree rows and attention dropout: the output and the weights from the forward's
+    log-sum-exp; the gradients of x, the attention weights and the edge features (finite) over the backward's walks
+    of the CSC and of the reverse CSR, split rows in both."""
+    g, _ = rows_graph(rng, (300, 700, 1, 513, 257), n_src=64)
+    x, x_dst, att, ef = gat_inputs(rng, g, H, C, dtype)
+    tol = dict(rtol=2e-2, atol=2e-2) if dtype == "bfloat16" else dict(rtol=1e-4, atol=1e-5)
+    kw = dict(x_dst=x_dst, num_heads=H, edge_feat=ef, return_attention=True)
+    f32 = lambda a: np.asarray(a, np.float32)
+    for drop in ({}, dict(dropout_rate=0.3, dropout_key=jax.random.key(3))):
+        got, want = (jgo.mha_gat(g, x, att, impl=impl, **kw, **drop) for impl in (None, "xla"))
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(f32(a), f32(b), **tol)
+        if not drop:
+            out = f32(got[0]).reshape(g.n_dst, H, C)
+            assert np.isnan(out[:, 1 % H]).any() and not np.isnan(out[:, 0]).all()
+    ef = rng.normal(size=ef.shape).astype(dtype)
+    # the same destination rows, from 6 sources of ~300 out-edges each: split rows of the reverse CSR too
+    hub = jgo.Graph.from_edges(rng.integers(0, 6, g.n_edges), np.asarray(g.dst), 6, g.n_dst)
+    G = rng.normal(size=(g.n_dst, H * C)).astype(dtype)
+
+    def vjp(impl):
+        f = lambda x, att, ef: jgo.mha_gat(hub, x, att, x_dst=x_dst, num_heads=H, edge_feat=ef, impl=impl,
+                                           dropout_rate=0.2, dropout_key=jax.random.key(1))
+        return jax.vjp(f, x[:6], att, ef)[1](G)
+
+    for a, b in zip(vjp(None), vjp("xla")):  # bfloat16: sums of ~300 terms rounded to 8 bits, on the CPU too
+        scale = np.abs(f32(b)).max() if dtype == "bfloat16" else 1.0
+        np.testing.assert_allclose(f32(a), f32(b), rtol=tol["rtol"], atol=max(1e-4, tol["atol"] * scale))
+
+
+@pytest.mark.parametrize("H,C,dtype", GAT)
+def test_gat_split_rows_heads_and_infinities(rng, H, C, dtype):
+    check_gat(rng, H, C, dtype)
+
+
+@pytest.mark.parametrize("H,C", [case[:2] for case in GAT_WIDE])
+def test_gat_heads_wider_than_a_walker(rng, H, C):
+    check_gat(rng, H, C, "float32")
+
+
 def first_extreme(values, eids, reduce):
     """(value, edge id) of the first NaN, else the first max/min, in position order; (0, -1) for no edges."""
     if len(values) == 0:
@@ -254,13 +324,16 @@ def test_results_do_not_depend_on_the_block_order(rng, monkeypatch):
     def hg_basis(x, comp):
         return jgo.agg_hg_basis(hub, x, types, comp, n_edge_types=3, norm_by_dst_degree=True)
 
+    x, x_dst, att, ef = gat_inputs(rng, g, 2, 4, "float32")
+
     def run():
         out, vjp = jax.vjp(hg_basis, u[:4], comp)
+        attention = jgo.mha_gat(g, x, att, x_dst=x_dst, num_heads=2, edge_feat=ef, return_attention=True)
         return [np.asarray(a) for a in (jgo.gspmm(g, u, w, op="u_mul_e", reduce="sum"),
                                         jgo.gspmm(g, u, op="copy_u", reduce="max"),
                                         jgo.gspmm(g, u, op="copy_u", reduce="mean"),
                                         jgo.edge_softmax(g, z), jgo.gsddmm(g, u, v, op="dot"), out,
-                                        *vjp(jnp.ones_like(out)))]
+                                        *vjp(jnp.ones_like(out)), *attention)]
 
     monkeypatch.delenv("JGO_EMU_SHUFFLE", raising=False)
     first = run()

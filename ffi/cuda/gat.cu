@@ -18,9 +18,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "cuda/launch.cuh"
+#include "cuda/chunk_walk.cuh"
 #include "cuda/online_softmax.cuh"
+#include "cuda/walk_reduce.cuh"
 #include "cuda/storage.cuh"
 #include "handlers.h"
 #include "jgo/args.h"
@@ -32,58 +35,432 @@ namespace {
 
 
 // ---------------------------------------------------------------------------------------
-// jgo_gat_fwd: a group per (destination, head), one pass over the in-edges with an online
-// softmax; each lane accumulates kVec features in registers (C > kVec * group: several chunks,
-// each re-walking the edges).
+// jgo_gat_fwd on the engine (cuda/chunk_walk.cuh): a walker of G lanes per window of chunks of the CSC and
+// tile of G * kV features of a row's H x C outputs: kV = 16 bytes of the feature type per lane, one 128-bit
+// gather per lane per edge, where C % kV == 0 (a lane's features then lie in one head); else one feature per
+// lane (the strided path: 32-bit loads, up to 32 features a tile). Each edge's
+// indices are staged once for all the heads; kGroup = 8 edges at a time: their rows and scores are loaded
+// before the first is used, their logits computed, then the group's maximum and one rescale of the
+// accumulators per group (the bucketed online softmax: an exp per logit, not two). A row of at most 256
+// edges is walked in position order by one walker and written once; a split row's chunks leave (acc, m,
+// l) per feature in scratch, and the last to arrive merges them in chunk order. No atomics on floats.
+// A lane keeps one softmax state: its features' head's.
 
-template <typename S, typename T, typename I, bool kDrop, bool kEdge>
-__global__ void GatFwdKernel(GatArgs a, const I* offsets, const I* nbr, const I* eid, const S* x, const T* s_src,
-                             const T* s_dst, const T* s_edge, S* out, T* lse, int group) {
-  const int64_t H = a.heads, C = a.dim, HC = H * C;
-  const T slope = static_cast<T>(a.slope);
-  const int lane = threadIdx.x % group;
-  for (int64_t w = ThreadIndex() / group; w < a.n_rows * H; w += ThreadCount() / group) {
-    const int64_t r = w / H, h = w % H;
-    const int64_t begin = Clamp(offsets[r], 0, a.n_edges);
-    const int64_t end = Clamp(offsets[r + 1], begin, a.n_edges);
-    const T sd = s_dst[r * H + h];
-    AttendRow<T>(
-        nbr, eid, begin, end, a.n_src, a.n_edges, C, lane, group,
-        [&](int64_t j, int64_t e) { return GatLogit(s_src[j * H + h], sd, kEdge ? s_edge[e * H + h] : T(0), slope); },
-        [&](int64_t j) { return x + j * HC + h * C; },
-        [&](int64_t e) { return DropoutFactorIf<kDrop, T>(a.drop, e, h); },
-        out + r * HC + h * C, lse + r * H + h);
-  }
+struct GatWalk {
+  int n_rows, n_edges, n_src, H, C, width, group, tiles;
+  bool values, stream;  // values: C > 0 (else the walk computes lse only, over one feature per head)
+  int64_t windows, slot_count, counter_count;
+};
+
+// gpu-model: engine mlp>=8 vector-if kVector
+template <typename S, typename T, typename I, bool kDrop, bool kEdge, bool kVector>
+__global__ void __launch_bounds__(kBlock, 1) GatFwdKernel(GatWalk a, Dropout drop, T slope,
+                                                          const I* __restrict__ offsets, const I* __restrict__ nbr,
+                                                          const I* __restrict__ eid, const S* __restrict__ x,
+                                                          const T* __restrict__ s_src, const T* __restrict__ s_dst,
+                                                          const T* __restrict__ s_edge, S* __restrict__ out,
+                                                          T* __restrict__ lse, SplitScratch split) {
+  constexpr int kV = kVector ? 16 / int(sizeof(S)) : 1;
+  constexpr int kGroup = kInFlight;
+  const Walker w = ThisWalker(a.group);
+  const Positions<I, T> pos{nbr, eid, nullptr, a.n_src, a.n_edges, 0};
+  const int C = a.values ? a.C : 1;
+  ForEachWalkerTile<kV, kVector>(a.windows, a.tiles, a.width, w, [&](int64_t window, const auto& lf) {
+    const LaneRows<kV, kVector, S> rows(x, a.width, lf, FlatStrides(), Dims3{1, 1, a.width}, a.values);
+    const int head = lf.ok[0] ? lf.f[0] / C : 0;
+    ForEachChunk(offsets, a.n_rows, a.n_edges, window, w, [&](const Chunk& c) {
+      const T sd = s_dst[int64_t(c.row) * a.H + head];
+      T m = -Infinity<T>(), l = T(0), acc[kV];
+#pragma unroll
+      for (int v = 0; v < kV; ++v) acc[v] = T(0);
+      auto group = [&](const Staged<T> (&s)[kGroup], unsigned bits) {
+        S xs[kGroup][kV];
+        T z[kGroup];
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u) {  // every load of the group before the first is used
+          if (!((bits >> u) & 1u)) continue;
+          if (a.values) rows.Load(s[u].j, lf.ok, xs[u]);
+          const T se = kEdge ? __ldg(s_edge + int64_t(s[u].e) * a.H + head) : T(0);
+          z[u] = GatLogit(__ldg(s_src + int64_t(s[u].j) * a.H + head), sd, se, slope);
+        }
+        T mg = m;  // the group's maximum, then one rescale per group
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u)
+          if ((bits >> u) & 1u) mg = SoftmaxMax(mg, z[u]);
+        const T scale = mg == m ? T(1) : Exp(m - mg);
+        m = mg;
+        l *= scale;
+#pragma unroll
+        for (int v = 0; v < kV; ++v) acc[v] *= scale;
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u) {
+          if (!((bits >> u) & 1u)) continue;
+          const T weight = SoftmaxWeight(z[u], m, ExpFn{});
+          l += weight;
+          if (!a.values) continue;
+          const T wf = weight * DropoutFactorIf<kDrop, T>(drop, s[u].e, head);
+#pragma unroll
+          for (int v = 0; v < kV; ++v) acc[v] += wf * Widen<T>(xs[u][v]);
+        }
+      };
+      WalkPositions<true, true, false, kGroup>(pos, c.lo, c.hi, w, group);
+      if (c.split()) {  // (acc, m, l) per feature of each chunk, merged in chunk order by the last to arrive
+        const int64_t slot = PartialSlot(c, a.slot_count), width3 = 3 * int64_t(a.width);
+        T* values = static_cast<T*>(split.values);
+        T ms[kV], ls[kV];
+#pragma unroll
+        for (int v = 0; v < kV; ++v) {
+          ms[v] = m;
+          ls[v] = l;
+        }
+        StoreFeatures<kV, kVector>(values + slot * width3, lf, acc, false);
+        StoreFeatures<kV, kVector>(values + slot * width3 + a.width, lf, ms, false);
+        StoreFeatures<kV, kVector>(values + slot * width3 + 2 * a.width, lf, ls, false);
+        if (!ArriveLast(split.counters + SplitCounter(c, a.counter_count, lf.tile), c, w)) return;
+        m = -Infinity<T>();
+        l = T(0);
+#pragma unroll
+        for (int v = 0; v < kV; ++v) acc[v] = T(0);
+#pragma unroll 1
+        for (int p = 0; p < c.count && lf.ok[0]; ++p) {  // the row's chunks, in order
+          const T* part = values + (slot - c.index + p) * width3;
+          T scale, scale2;
+          SoftmaxMerge(m, l, __ldcg(part + a.width + lf.f[0]), __ldcg(part + 2 * a.width + lf.f[0]), scale, scale2,
+                       ExpFn{});
+#pragma unroll
+          for (int v = 0; v < kV; ++v) acc[v] = acc[v] * scale + __ldcg(part + lf.f[v]) * scale2;
+        }
+      }
+      const T inv = SoftmaxInverse(l);
+      S result[kV];
+#pragma unroll
+      for (int v = 0; v < kV; ++v) result[v] = Narrow<S>(acc[v] * inv);
+      if (a.values) StoreFeatures<kV, kVector>(out + int64_t(c.row) * a.width, lf, result, a.stream);
+      if (lf.ok[0] && lf.f[0] % C == 0) lse[int64_t(c.row) * a.H + head] = SoftmaxLse(m, l);  // a head's first lane
+    });
+  });
 }
 
 template <typename S, typename T, typename I>
-ffi::Error GatFwdTyped(cudaStream_t stream, const GatArgs& a, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr,
-                       ffi::AnyBuffer eid, ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_dst,
-                       ffi::AnyBuffer s_edge, ffi::AnyBuffer out, ffi::AnyBuffer lse) {
-  const int group = GroupWidth(a.dim);
-  auto kernel = a.has_edge
-                    ? (a.drop.key ? GatFwdKernel<S, T, I, true, true> : GatFwdKernel<S, T, I, false, true>)
-                    : (a.drop.key ? GatFwdKernel<S, T, I, true, false> : GatFwdKernel<S, T, I, false, false>);
-  return Launch("jgo_gat_fwd", kernel, a.n_rows * a.heads * group, stream, a, offsets.typed_data<I>(),
-                nbr.typed_data<I>(), eid.typed_data<I>(), Data<const S>(x), s_src.typed_data<T>(),
-                s_dst.typed_data<T>(), a.has_edge ? s_edge.typed_data<T>() : nullptr, Data<S>(out),
-                lse.typed_data<T>(), group);
+ffi::Error GatFwdTyped(cudaStream_t stream, CudaScratch& scratch, const GatArgs& g, ffi::AnyBuffer offsets,
+                       ffi::AnyBuffer nbr, ffi::AnyBuffer eid, ffi::AnyBuffer x, ffi::AnyBuffer s_src,
+                       ffi::AnyBuffer s_dst, ffi::AnyBuffer s_edge, ffi::AnyBuffer out, ffi::AnyBuffer lse) {
+  constexpr const char* kName = "jgo_gat_fwd";
+  if (g.n_rows == 0 || g.heads == 0) return ffi::Error::Success();
+  GatWalk a;
+  a.values = g.dim > 0;
+  const int64_t width = a.values ? g.heads * g.dim : g.heads;
+  const bool vector = a.values && g.dim % (16 / int(sizeof(S))) == 0 && Aligned(x.untyped_data()) &&
+                      Aligned(out.untyped_data());
+  if (auto err = EngineSizes(kName, {g.n_rows, g.n_edges, g.n_src, width}); err.failure()) return err;
+  a.n_rows = static_cast<int>(g.n_rows);
+  a.n_edges = static_cast<int>(g.n_edges);
+  a.n_src = static_cast<int>(std::min<int64_t>(g.nbr_bound, kMaxIndex));
+  a.H = static_cast<int>(g.heads);
+  a.C = static_cast<int>(g.dim);
+  a.width = static_cast<int>(width);
+  const int per_lane = vector ? 16 / int(sizeof(S)) : 1;
+  a.group = WalkerLanes(width, per_lane);
+  a.tiles = static_cast<int>((width + int64_t(a.group) * per_lane - 1) / (int64_t(a.group) * per_lane));
+  a.stream = StreamStores(static_cast<int64_t>(out.size_bytes()));
+  a.windows = Windows(g.n_rows, g.n_edges);
+  a.slot_count = SplitScratch::SlotCount(g.n_edges);
+  a.counter_count = SplitScratch::CounterCount(g.n_edges);
+  if (auto err = EngineSizes(kName, {a.windows * a.tiles}); err.failure()) return err;
+  auto split = SplitScratchFor(kName, scratch, stream, g.n_edges, 3 * width, sizeof(T), false, a.tiles);
+  if (split.has_error()) return split.error();
+  auto pick = [&](auto drop, auto edge) {
+    constexpr bool kDrop = decltype(drop)::value, kEdge = decltype(edge)::value;
+    return vector ? GatFwdKernel<S, T, I, kDrop, kEdge, true> : GatFwdKernel<S, T, I, kDrop, kEdge, false>;
+  };
+  using Yes = std::true_type;
+  using No = std::false_type;
+  auto kernel = g.has_edge ? (g.drop.key ? pick(Yes{}, Yes{}) : pick(No{}, Yes{}))
+                           : (g.drop.key ? pick(Yes{}, No{}) : pick(No{}, No{}));
+  return LaunchBlocks(kName, kernel, WalkerBlocks(a.windows * a.tiles, a.group), 0, stream, a, g.drop,
+                      static_cast<T>(g.slope), offsets.typed_data<I>(), nbr.typed_data<I>(), eid.typed_data<I>(),
+                      Data<const S>(x), s_src.typed_data<T>(), s_dst.typed_data<T>(),
+                      g.has_edge ? s_edge.typed_data<T>() : nullptr, Data<S>(out), lse.typed_data<T>(), *split);
 }
 
-ffi::Error GatFwdCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
-                      ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_dst, ffi::AnyBuffer s_edge,
-                      ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> lse,
-                      double negative_slope, bool has_edge, int64_t dropout_threshold, double dropout_scale) {
+ffi::Error GatFwdCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr,
+                      ffi::AnyBuffer eid, ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_dst,
+                      ffi::AnyBuffer s_edge, ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> out,
+                      ffi::Result<ffi::AnyBuffer> lse, double negative_slope, bool has_edge,
+                      int64_t dropout_threshold, double dropout_scale) {
   auto args = CheckGatFwd(offsets, nbr, eid, x, s_src, s_dst, s_edge, *out, *lse, negative_slope, has_edge);
   if (args.has_error()) return args.error();
   if (auto e = SetDropout("jgo_gat_fwd", *args, dropout_key, dropout_threshold, dropout_scale); e.failure()) return e;
   return DispatchStorage(args->storage, args->score, offsets.element_type(), [&](auto s, auto t, auto i) {
-    return GatFwdTyped<decltype(s), decltype(t), decltype(i)>(stream, *args, offsets, nbr, eid, x, s_src, s_dst,
-                                                              s_edge, *out, *lse);
+    return GatFwdTyped<decltype(s), decltype(t), decltype(i)>(stream, scratch, *args, offsets, nbr, eid, x, s_src,
+                                                              s_dst, s_edge, *out, *lse);
   });
 }
 
 // ---------------------------------------------------------------------------------------
+// The backward on the engine: jgo_gat_bwd_dst walks the CSC (rows = destinations i), jgo_gat_bwd_src the
+// reverse CSR (rows = sources j), each a walker per window of chunks and tile of heads. Each head takes L lanes
+// (a power of two covering C / kV), a lane kV adjacent features of its head: kV = 16 bytes of the feature type
+// and 128-bit loads where C % kV == 0 and the rows are aligned, else one feature a lane. The row's own
+// operand (G_i, or x_j) stays in registers; per edge the other is gathered, 4 edges at a time (their rows and
+// scores: 8 to 20 loads in flight; 8 edges took 112-207 registers, one block an SM, and modelled the reverse
+// walk 2.2x slower on the power-law graph), and the dot <G_i,h, x_j,h> is summed over the head's lanes by a
+// butterfly (the same bits on every lane). Split rows leave their chunk's sums in scratch and the last to
+// arrive folds them in chunk order: no float atomics.
+// Heads of more than 32 lanes take the group-per-(row, head) kernels below.
+
+struct GatBwdWalk {
+  int n_rows, n_edges, nbr_bound, H, C, HC, group, lanes, heads, tiles;  // lanes a head, heads a walker tile
+  int64_t windows, slot_count, counter_count;
+};
+
+// This lane's head (live: < H) and its features f[v] = head * C + sub * kV + v (ok: inside the head).
+template <int kV, bool kVector>
+__device__ __forceinline__ LaneFeatures<kV, kVector> HeadFeatures(const GatBwdWalk& a, int tile, const Walker& w,
+                                                                  int& head, int& sub) {
+  LaneFeatures<kV, kVector> lf(0, 1, tile, 0);
+  sub = w.lane & (a.lanes - 1);
+  head = tile * a.heads + w.lane / a.lanes;
+#pragma unroll
+  for (int v = 0; v < kV; ++v) {
+    lf.f[v] = head * a.C + sub * kV + v;
+    lf.ok[v] = head < a.H && sub * kV + v < a.C;
+  }
+  return lf;
+}
+
+// Calls fn(window, tile, lf, live, h, sub) for this thread's walkers: the walker's window of chunks and tile of
+// heads, this lane's features, whether its head is one (< H), the head (0 if not) and the lane's place in it.
+template <int kV, bool kVector, typename Fn>
+__device__ __forceinline__ void ForEachHeadTile(const GatBwdWalk& a, const Walker& w, Fn fn) {
+  ForEachWalker(a.windows * a.tiles, a.group, [&](int64_t id) {
+    int64_t window;
+    int tile, head, sub;
+    WindowAndTile(id, a.tiles, window, tile);
+    const auto lf = HeadFeatures<kV, kVector>(a, tile, w, head, sub);
+    fn(window, tile, lf, head < a.H, head < a.H ? head : 0, sub);
+  });
+}
+
+// The sum of v over the `lanes` lanes of this lane's head (a butterfly: every lane gets the same bits).
+template <typename T>
+__device__ __forceinline__ T HeadSum(T v, int lanes, const Walker& w) {
+  for (int offset = lanes / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(w.mask, v, offset, w.group);
+  return v;
+}
+
+// jgo_gat_bwd_dst: grad_s_dst[i,h] = sum_e gp_e,h over the in-edges, grad_s_edge[e,h] = gp_e,h.
+// gpu-model: engine mlp>=8 vector-if kVector
+template <typename S, typename T, typename I, bool kDrop, bool kEdge, bool kVector>
+__global__ void __launch_bounds__(kBlock, 1) GatBwdDstEngineKernel(
+    GatBwdWalk a, Dropout drop, T slope, const I* __restrict__ offsets, const I* __restrict__ nbr,
+    const I* __restrict__ eid, const S* __restrict__ x, const T* __restrict__ s_src, const T* __restrict__ s_edge,
+    const T* __restrict__ dst_info, const S* __restrict__ grad, T* __restrict__ grad_s_dst,
+    T* __restrict__ grad_s_edge, SplitScratch split) {
+  constexpr int kV = kVector ? 16 / int(sizeof(S)) : 1;
+  constexpr int kGroup = kInFlight / 2;
+  const Walker w = ThisWalker(a.group);
+  const Positions<I, T> pos{nbr, eid, nullptr, a.nbr_bound, a.n_edges, 0};
+  ForEachHeadTile<kV, kVector>(a, w, [&](int64_t window, int tile, const auto& lf, bool live, int h, int sub) {
+    const LaneRows<kV, kVector, S> rows(x, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
+    const LaneRows<kV, kVector, S> grads(grad, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
+    ForEachChunk(offsets, a.n_rows, a.n_edges, window, w, [&](const Chunk& c) {
+      S g[kV];
+#pragma unroll
+      for (int v = 0; v < kV; ++v) g[v] = Narrow<S>(T(0));
+      grads.Load(c.row, lf.ok, g);
+      const T* info = dst_info + int64_t(c.row) * DstInfo::kCount * a.H + h;
+      const T sd = info[DstInfo::kSDst * a.H], lse = info[DstInfo::kLse * a.H], delta = info[DstInfo::kDelta * a.H];
+      T acc = T(0);
+      auto group = [&](const Staged<T> (&s)[kGroup], unsigned bits) {
+        S xs[kGroup][kV];
+        T ss[kGroup], se[kGroup];
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u) {  // every load of the group before the first is used
+          if (!((bits >> u) & 1u)) continue;
+          rows.Load(s[u].j, lf.ok, xs[u]);
+          ss[u] = __ldg(s_src + int64_t(s[u].j) * a.H + h);
+          se[u] = kEdge ? __ldg(s_edge + int64_t(s[u].e) * a.H + h) : T(0);
+        }
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u) {
+          if (!((bits >> u) & 1u)) continue;
+          T dot = T(0);
+#pragma unroll
+          for (int v = 0; v < kV; ++v)
+            if (lf.ok[v]) dot += Widen<T>(g[v]) * Widen<T>(xs[u][v]);
+          dot = HeadSum(dot, a.lanes, w);
+          const T p = GatPre(ss[u], sd, se[u]);
+          const T f = DropoutFactorIf<kDrop, T>(drop, s[u].e, h);
+          const T gp = GatLogitGrad(SoftmaxWeight(LeakyRelu(p, slope), lse, ExpFn{}), dot * f, delta, p, slope);
+          acc += gp;
+          if (kEdge && live && sub == 0) grad_s_edge[int64_t(s[u].e) * a.H + h] = gp;
+        }
+      };
+      WalkPositions<true, true, false, kGroup, kEdge || kDrop>(pos, c.lo, c.hi, w, group);
+      if (c.split()) {  // the chunks' sums [slot, H], folded in chunk order by the last to arrive
+        const int64_t slot = PartialSlot(c, a.slot_count);
+        T* values = static_cast<T*>(split.values);
+        if (live && sub == 0) values[slot * a.H + h] = acc;
+        if (!ArriveLast(split.counters + SplitCounter(c, a.counter_count, tile), c, w)) return;
+        acc = T(0);
+#pragma unroll 1
+        for (int q = 0; q < c.count && live; ++q) acc += __ldcg(values + (slot - c.index + q) * a.H + h);
+      }
+      if (live && sub == 0) grad_s_dst[int64_t(c.row) * a.H + h] = acc;
+    });
+  });
+}
+
+// jgo_gat_bwd_src: grad_x[j,h,:] = sum_e alpha_e,h d_e,h G[i,h,:] and grad_s_src[j,h] = sum_e gp_e,h over the
+// out-edges (the reverse CSR: rows = sources j, neighbours = destinations i).
+// gpu-model: engine mlp>=8 vector-if kVector
+template <typename S, typename T, typename I, bool kDrop, bool kEdge, bool kVector>
+__global__ void __launch_bounds__(kBlock, 1) GatBwdSrcEngineKernel(
+    GatBwdWalk a, Dropout drop, T slope, const I* __restrict__ offsets, const I* __restrict__ nbr,
+    const I* __restrict__ eid, const S* __restrict__ x, const T* __restrict__ s_src, const T* __restrict__ s_edge,
+    const T* __restrict__ dst_info, const S* __restrict__ grad, S* __restrict__ grad_x, T* __restrict__ grad_s_src,
+    SplitScratch split) {
+  constexpr int kV = kVector ? 16 / int(sizeof(S)) : 1;
+  constexpr int kGroup = kInFlight / 2;
+  const Walker w = ThisWalker(a.group);
+  const Positions<I, T> pos{nbr, eid, nullptr, a.nbr_bound, a.n_edges, 0};
+  const int HI = DstInfo::kCount * a.H;
+  ForEachHeadTile<kV, kVector>(a, w, [&](int64_t window, int tile, const auto& lf, bool live, int h, int sub) {
+    const LaneRows<kV, kVector, S> rows(x, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
+    const LaneRows<kV, kVector, S> grads(grad, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
+    ForEachChunk(offsets, a.n_rows, a.n_edges, window, w, [&](const Chunk& c) {
+      S xr[kV];
+#pragma unroll
+      for (int v = 0; v < kV; ++v) xr[v] = Narrow<S>(T(0));
+      rows.Load(c.row, lf.ok, xr);
+      const T ss = s_src[int64_t(c.row) * a.H + h];
+      T acc[kV], acc_s = T(0);
+#pragma unroll
+      for (int v = 0; v < kV; ++v) acc[v] = T(0);
+      auto group = [&](const Staged<T> (&s)[kGroup], unsigned bits) {
+        S gs[kGroup][kV];
+        T sd[kGroup], lse[kGroup], delta[kGroup], se[kGroup];
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u) {  // every load of the group before the first is used
+          if (!((bits >> u) & 1u)) continue;
+          grads.Load(s[u].j, lf.ok, gs[u]);
+          const T* info = dst_info + int64_t(s[u].j) * HI + h;
+          sd[u] = __ldg(info + DstInfo::kSDst * a.H);
+          lse[u] = __ldg(info + DstInfo::kLse * a.H);
+          delta[u] = __ldg(info + DstInfo::kDelta * a.H);
+          se[u] = kEdge ? __ldg(s_edge + int64_t(s[u].e) * a.H + h) : T(0);
+        }
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u) {
+          if (!((bits >> u) & 1u)) continue;
+          T dot = T(0);
+#pragma unroll
+          for (int v = 0; v < kV; ++v)
+            if (lf.ok[v]) dot += Widen<T>(gs[u][v]) * Widen<T>(xr[v]);
+          dot = HeadSum(dot, a.lanes, w);
+          const T p = GatPre(ss, sd[u], se[u]);
+          const T alpha = SoftmaxWeight(LeakyRelu(p, slope), lse[u], ExpFn{});
+          const T f = DropoutFactorIf<kDrop, T>(drop, s[u].e, h);
+          acc_s += GatLogitGrad(alpha, dot * f, delta[u], p, slope);
+          const T weight = alpha * f;
+#pragma unroll
+          for (int v = 0; v < kV; ++v)
+            if (lf.ok[v]) acc[v] += weight * Widen<T>(gs[u][v]);
+        }
+      };
+      WalkPositions<true, true, false, kGroup, kEdge || kDrop>(pos, c.lo, c.hi, w, group);
+      if (c.split()) {  // the chunks' sums [slot, HC + H], folded in chunk order by the last to arrive
+        const int64_t slot = PartialSlot(c, a.slot_count), width = a.HC + a.H;
+        T* values = static_cast<T*>(split.values);
+        StoreFeatures<kV, kVector>(values + slot * width, lf, acc, false);
+        if (live && sub == 0) values[slot * width + a.HC + h] = acc_s;
+        if (!ArriveLast(split.counters + SplitCounter(c, a.counter_count, tile), c, w)) return;
+        acc_s = T(0);
+#pragma unroll
+        for (int v = 0; v < kV; ++v) acc[v] = T(0);
+#pragma unroll 1
+        for (int q = 0; q < c.count; ++q) {
+          const T* part = values + (slot - c.index + q) * width;
+#pragma unroll
+          for (int v = 0; v < kV; ++v)
+            if (lf.ok[v]) acc[v] += __ldcg(part + lf.f[v]);
+          if (live) acc_s += __ldcg(part + a.HC + h);
+        }
+      }
+      S result[kV];
+#pragma unroll
+      for (int v = 0; v < kV; ++v) result[v] = Narrow<S>(acc[v]);
+      StoreFeatures<kV, kVector>(grad_x + int64_t(c.row) * a.HC, lf, result, false);
+      if (live && sub == 0) grad_s_src[int64_t(c.row) * a.H + h] = acc_s;
+    });
+  });
+}
+
+// The features a lane takes in the engine's backward: 16 bytes of S where C divides into them and the rows are
+// aligned (128-bit loads), else 1; 0 where the engine does not take the heads (C = 0, or over 32 lanes a head).
+template <typename S>
+int GatBwdLaneFeatures(const GatArgs& a, bool aligned) {
+  constexpr int kV = 16 / int(sizeof(S));
+  const int per_lane = a.dim % kV == 0 && aligned ? kV : 1;
+  return a.dim > 0 && a.dim <= 32 * int64_t(per_lane) ? per_lane : 0;
+}
+
+template <typename S, typename T, typename I>
+ffi::Error GatBwdEngine(cudaStream_t stream, CudaScratch& scratch, const GatArgs& g, bool by_src,
+                        ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid, ffi::AnyBuffer x,
+                        ffi::AnyBuffer s_src, ffi::AnyBuffer s_edge, ffi::AnyBuffer dst_info, ffi::AnyBuffer grad,
+                        ffi::AnyBuffer out_a, ffi::AnyBuffer out_b, int per_lane) {
+  const char* name = by_src ? "jgo_gat_bwd_src" : "jgo_gat_bwd_dst";
+  if (g.n_rows == 0 || g.heads == 0) return ffi::Error::Success();
+  if (auto err = EngineSizes(name, {g.n_rows, g.n_edges, g.n_src, g.n_dst, g.heads * g.dim}); err.failure())
+    return err;
+  GatBwdWalk a;
+  a.n_rows = static_cast<int>(g.n_rows);
+  a.n_edges = static_cast<int>(g.n_edges);
+  a.nbr_bound = static_cast<int>(std::min<int64_t>(g.nbr_bound, kMaxIndex));
+  a.H = static_cast<int>(g.heads);
+  a.C = static_cast<int>(g.dim);
+  a.HC = a.H * a.C;
+  a.lanes = GroupWidth((g.dim + per_lane - 1) / per_lane);
+  a.group = std::min<int>(kWarp, GroupWidth(int64_t(a.lanes) * g.heads));
+  a.heads = a.group / a.lanes;
+  a.tiles = static_cast<int>((g.heads + a.heads - 1) / a.heads);
+  a.windows = Windows(g.n_rows, g.n_edges);
+  a.slot_count = SplitScratch::SlotCount(g.n_edges);
+  a.counter_count = SplitScratch::CounterCount(g.n_edges);
+  if (auto err = EngineSizes(name, {a.windows * a.tiles}); err.failure()) return err;
+  const bool vector = per_lane > 1;
+  const int64_t width = by_src ? a.HC + a.H : a.H;
+  auto split = SplitScratchFor(name, scratch, stream, g.n_edges, width, sizeof(T), false, a.tiles);
+  if (split.has_error()) return split.error();
+  const T* se = g.has_edge ? s_edge.typed_data<T>() : nullptr;
+  const int64_t blocks = WalkerBlocks(a.windows * a.tiles, a.group);
+  using Yes = std::true_type;
+  using No = std::false_type;
+  auto launch = [&](auto drop, auto edge) {
+    constexpr bool kDrop = decltype(drop)::value, kEdge = decltype(edge)::value;
+    if (by_src) {
+      auto kernel = vector ? GatBwdSrcEngineKernel<S, T, I, kDrop, kEdge, true>
+                           : GatBwdSrcEngineKernel<S, T, I, kDrop, kEdge, false>;
+      return LaunchBlocks(name, kernel, blocks, 0, stream, a, g.drop, static_cast<T>(g.slope),
+                          offsets.typed_data<I>(), nbr.typed_data<I>(), eid.typed_data<I>(), Data<const S>(x),
+                          s_src.typed_data<T>(), se, dst_info.typed_data<T>(), Data<const S>(grad), Data<S>(out_a),
+                          out_b.typed_data<T>(), *split);
+    }
+    auto kernel = vector ? GatBwdDstEngineKernel<S, T, I, kDrop, kEdge, true>
+                         : GatBwdDstEngineKernel<S, T, I, kDrop, kEdge, false>;
+    return LaunchBlocks(name, kernel, blocks, 0, stream, a, g.drop, static_cast<T>(g.slope), offsets.typed_data<I>(),
+                        nbr.typed_data<I>(), eid.typed_data<I>(), Data<const S>(x), s_src.typed_data<T>(), se,
+                        dst_info.typed_data<T>(), Data<const S>(grad), out_a.typed_data<T>(),
+                        g.has_edge ? out_b.typed_data<T>() : nullptr, *split);
+  };
+  return g.has_edge ? (g.drop.key ? launch(Yes{}, Yes{}) : launch(No{}, Yes{}))
+                    : (g.drop.key ? launch(Yes{}, No{}) : launch(No{}, No{}));
+}
+
+// ---------------------------------------------------------------------------------------
+// The backward of heads the engine does not take (C = 0, or more than 32 lanes a head: GatBwdLaneFeatures).
 // jgo_gat_bwd_dst: a group per (destination i, head h) over the in-edges (CSC):
 //   grad_s_dst[i,h] = sum_e gp_e,h      grad_s_edge[e,h] = gp_e,h
 // The lanes split the dot product <G[i,h], x[j,h]> and share its sum.
@@ -174,10 +551,21 @@ __global__ void GatBwdSrcKernel(GatArgs a, const I* offsets, const I* nbr, const
 }
 
 template <typename S, typename T, typename I>
-ffi::Error GatBwdTyped(cudaStream_t stream, const GatArgs& a, bool by_src, ffi::AnyBuffer offsets,
+ffi::Error GatBwdTyped(cudaStream_t stream, CudaScratch& scratch, const GatArgs& a, bool by_src, ffi::AnyBuffer offsets,
                        ffi::AnyBuffer nbr, ffi::AnyBuffer eid, ffi::AnyBuffer x, ffi::AnyBuffer s_src,
                        ffi::AnyBuffer s_edge, ffi::AnyBuffer dst_info, ffi::AnyBuffer grad, ffi::AnyBuffer out_a,
                        ffi::AnyBuffer out_b) {
+  // An edge skipped for an out-of-range index leaves its grad_s_edge row unwritten: clear it first.
+  if (!by_src && a.has_edge && a.n_edges > 0) {
+    const cudaError_t err = cudaMemsetAsync(out_b.untyped_data(), 0, sizeof(T) * a.n_edges * a.heads, stream);
+    if (err != cudaSuccess)
+      return ffi::Error::Internal(std::string("jaxgraphops: jgo_gat_bwd_dst: ") + cudaGetErrorString(err));
+  }
+  const bool aligned =
+      Aligned(x.untyped_data()) && Aligned(grad.untyped_data()) && (!by_src || Aligned(out_a.untyped_data()));
+  if (const int per_lane = GatBwdLaneFeatures<S>(a, aligned); per_lane > 0)
+    return GatBwdEngine<S, T, I>(stream, scratch, a, by_src, offsets, nbr, eid, x, s_src, s_edge, dst_info, grad,
+                                 out_a, out_b, per_lane);
   const int group = GroupWidth(a.dim);
   const int64_t threads = a.n_rows * a.heads * group;
   const T* se = a.has_edge ? s_edge.typed_data<T>() : nullptr;
@@ -193,18 +581,12 @@ ffi::Error GatBwdTyped(cudaStream_t stream, const GatArgs& a, bool by_src, ffi::
   auto kernel = a.has_edge
                     ? (a.drop.key ? GatBwdDstKernel<S, T, I, true, true> : GatBwdDstKernel<S, T, I, false, true>)
                     : (a.drop.key ? GatBwdDstKernel<S, T, I, true, false> : GatBwdDstKernel<S, T, I, false, false>);
-  // An edge skipped for an out-of-range index leaves its grad_s_edge row unwritten: clear it first.
-  if (a.has_edge && a.n_edges > 0) {
-    const cudaError_t err = cudaMemsetAsync(rb, 0, sizeof(T) * a.n_edges * a.heads, stream);
-    if (err != cudaSuccess)
-      return ffi::Error::Internal(std::string("jaxgraphops: jgo_gat_bwd_dst: ") + cudaGetErrorString(err));
-  }
   return Launch("jgo_gat_bwd_dst", kernel, threads, stream, a, offsets.typed_data<I>(), nbr.typed_data<I>(),
                 eid.typed_data<I>(), Data<const S>(x), s_src.typed_data<T>(), se, dst_info.typed_data<T>(),
                 Data<const S>(grad), out_a.typed_data<T>(), rb, group);
 }
 
-ffi::Error GatBwd(cudaStream_t stream, bool by_src, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
+ffi::Error GatBwd(cudaStream_t stream, CudaScratch& scratch, bool by_src, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
                   ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_edge, ffi::AnyBuffer dst_info,
                   ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::AnyBuffer out_a, ffi::AnyBuffer out_b,
                   double negative_slope, bool has_edge, int64_t dropout_threshold, double dropout_scale) {
@@ -216,32 +598,32 @@ ffi::Error GatBwd(cudaStream_t stream, bool by_src, ffi::AnyBuffer offsets, ffi:
       e.failure())
     return e;
   return DispatchStorage(args->storage, args->score, offsets.element_type(), [&](auto s, auto t, auto i) {
-    return GatBwdTyped<decltype(s), decltype(t), decltype(i)>(stream, *args, by_src, offsets, nbr, eid, x, s_src,
+    return GatBwdTyped<decltype(s), decltype(t), decltype(i)>(stream, scratch, *args, by_src, offsets, nbr, eid, x, s_src,
                                                               s_edge, dst_info, grad, out_a, out_b);
   });
 }
 
-ffi::Error GatBwdDstCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
+ffi::Error GatBwdDstCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
                          ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_edge, ffi::AnyBuffer dst_info,
                          ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> grad_s_dst,
                          ffi::Result<ffi::AnyBuffer> grad_s_edge, double negative_slope, bool has_edge,
                          int64_t dropout_threshold, double dropout_scale) {
-  return GatBwd(stream, false, offsets, nbr, eid, x, s_src, s_edge, dst_info, grad, dropout_key,
+  return GatBwd(stream, scratch, false, offsets, nbr, eid, x, s_src, s_edge, dst_info, grad, dropout_key,
                 *grad_s_dst, *grad_s_edge, negative_slope, has_edge, dropout_threshold, dropout_scale);
 }
 
-ffi::Error GatBwdSrcCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
+ffi::Error GatBwdSrcCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
                          ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_edge, ffi::AnyBuffer dst_info,
                          ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> grad_x,
                          ffi::Result<ffi::AnyBuffer> grad_s_src, double negative_slope, bool has_edge,
                          int64_t dropout_threshold, double dropout_scale) {
-  return GatBwd(stream, true, offsets, nbr, eid, x, s_src, s_edge, dst_info, grad, dropout_key,
+  return GatBwd(stream, scratch, true, offsets, nbr, eid, x, s_src, s_edge, dst_info, grad, dropout_key,
                 *grad_x, *grad_s_src, negative_slope, has_edge, dropout_threshold, dropout_scale);
 }
 
 }  // namespace
 }  // namespace jgo
 
-JGO_CUDA_HANDLER(GatFwd, jgo::GatFwdCuda, jgo::BindGatFwd<jgo::CudaStream>());
-JGO_CUDA_HANDLER(GatBwdDst, jgo::GatBwdDstCuda, jgo::BindGatBwdDst<jgo::CudaStream>());
-JGO_CUDA_HANDLER(GatBwdSrc, jgo::GatBwdSrcCuda, jgo::BindGatBwdSrc<jgo::CudaStream>());
+JGO_CUDA_HANDLER_NO_TRAITS(GatFwd, jgo::GatFwdCuda, jgo::BindGatFwd<jgo::CudaStream, jgo::CudaScratch>());
+JGO_CUDA_HANDLER_NO_TRAITS(GatBwdDst, jgo::GatBwdDstCuda, jgo::BindGatBwdDst<jgo::CudaStream, jgo::CudaScratch>());
+JGO_CUDA_HANDLER_NO_TRAITS(GatBwdSrc, jgo::GatBwdSrcCuda, jgo::BindGatBwdSrc<jgo::CudaStream, jgo::CudaScratch>());

@@ -1,5 +1,6 @@
-// The forward walk shared by the fused attention kernels (GAT, GATv2): one (destination row,
-// head) handled by a group of lanes with an online softmax over its in-edges.
+// The forward walk of the fused attention kernels not yet on the engine (GATv2's): one (destination
+// row, head) handled by a group of lanes with an online softmax over its in-edges. kVec and ExpFn also
+// serve mha_simple and GAT's backward of heads wider than the engine takes.
 #pragma once
 
 #include <cstdint>
