@@ -166,7 +166,7 @@ def gat_inputs(rng, g, H, C, dtype):
     head 0 of one row -inf throughout, a +inf in the third chunk of head 1 of another (that head NaN, as the
     reference), NaN in every head of one edge of a third. Each head's edge score is the sum of its first two
     edge features (a_edge), so +-3e38 twice overflows to +-inf in that head alone (an infinite feature would
-    reach every head: the scores are one GEMM against the block-diagonal a_edge)."""
+    reach every head's score: docs/semantics.md, deviation P1)."""
     x = rng.normal(size=(g.n_src, H * C)).astype(dtype)
     x_dst = rng.normal(size=(g.n_dst, H * C)).astype(dtype)
     att = rng.normal(size=3 * H * C).astype(np.float32)
