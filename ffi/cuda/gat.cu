@@ -2,11 +2,11 @@
 // operands, attributes and results as the CPU twin (cpu/gat.cc), same per-edge math
 // (jgo/attention.h), same shape checks (jgo/attention_args.h).
 //
-// A group of lanes (a power of two <= 32 covering C) owns one (row, head); adjacent groups take
-// adjacent heads of a row, so the gathered feature rows are read coalesced. Every output element
-// is written by one group: no atomics, bitwise reproducible. Index arrays are not validated on
-// the host; edges whose neighbour or edge id is out of range are skipped and offsets are clamped
-// into [0, n_edges], so no kernel reads or writes out of bounds.
+// The three run on the chunked row-walk engine (cuda/chunk_walk.cuh): chunks of at most 256 edges, every
+// head of a row in one walker, split rows combined in chunk order (no float atomics, the same bits whatever
+// the block order). Heads the engine's backward does not take keep a group of lanes per (row, head).
+// Index arrays are not validated on the host; edges whose neighbour or edge id is out of range are
+// skipped and offsets are clamped into [0, n_edges], so no kernel reads or writes out of bounds.
 //
 // Compile check (zero warnings), from the repository root, on one line:
 //   nvcc -std=c++17 -O3 -Xcompiler -fPIC,-Wall,-Wextra --Werror all-warnings
@@ -38,13 +38,12 @@ namespace {
 // jgo_gat_fwd on the engine (cuda/chunk_walk.cuh): a walker of G lanes per window of chunks of the CSC and
 // tile of G * kV features of a row's H x C outputs: kV = 16 bytes of the feature type per lane, one 128-bit
 // gather per lane per edge, where C % kV == 0 (a lane's features then lie in one head); else one feature per
-// lane (the strided path: 32-bit loads, up to 32 features a tile). Each edge's
-// indices are staged once for all the heads; kGroup = 8 edges at a time: their rows and scores are loaded
-// before the first is used, their logits computed, then the group's maximum and one rescale of the
-// accumulators per group (the bucketed online softmax: an exp per logit, not two). A row of at most 256
-// edges is walked in position order by one walker and written once; a split row's chunks leave (acc, m,
-// l) per feature in scratch, and the last to arrive merges them in chunk order. No atomics on floats.
-// A lane keeps one softmax state: its features' head's.
+// lane (the strided path: 32-bit loads, up to 32 features a tile). Each edge's indices are staged once for
+// all the heads; kGroup = 8 edges at a time: their rows and scores are loaded before the first is used,
+// their logits computed, then the group's maximum and one rescale of the accumulators per group (the
+// bucketed online softmax: an exp per logit, not two). A row of at most 256 edges is walked in position
+// order by one walker and written once; a split row's chunks leave (acc, m, l) per feature in scratch, and
+// the last to arrive merges them in chunk order. A lane keeps one softmax state: its features' head's.
 
 struct GatWalk {
   int n_rows, n_edges, n_src, H, C, width, group, tiles;
