@@ -154,11 +154,12 @@ def test_hg_basis_split_rows_and_block_passes(rng, width, R, B, own, norm):
 
 
 # the fused GAT on the engine: (heads, C, dtype) -- one walker of 32 lanes on the vector path (C % 4 == 0), the
-# strided path (C = 5: one feature a lane, a head on 8 lanes), bfloat16 (8 halves a lane); and wider heads: 2
-# feature tiles forward and 2 tiles of 4 heads backward, heads of 34 features on the strided path (3 tiles forward;
-# the backward's group-per-(row, head) kernels, a head being wider than 32 lanes)
+# strided path (C = 5: one feature a lane, a head on 8 lanes), bfloat16 (8 halves a lane); and other head shapes:
+# 2 feature tiles forward and 2 tiles of 4 heads backward, heads of 34 features on the strided path (3 tiles
+# forward; the backward's group-per-(row, head) kernels, a head being wider than 32 lanes), 3 heads of 8 (the
+# reverse walk's partials of HC + H = 27 floats a chunk, padded to 16 bytes for its 128-bit stores)
 GAT = [(8, 16, "float32"), (2, 5, "float32"), (4, 16, "bfloat16")]
-GAT_WIDE = [(8, 32, "float32"), (2, 34, "float32")]
+GAT_SHAPES = [(8, 32, "float32"), (2, 34, "float32"), (3, 8, "float32")]
 
 
 def gat_inputs(rng, g, H, C, dtype):
@@ -218,8 +219,8 @@ def test_gat_split_rows_heads_and_infinities(rng, H, C, dtype):
     check_gat(rng, H, C, dtype)
 
 
-@pytest.mark.parametrize("H,C", [case[:2] for case in GAT_WIDE])
-def test_gat_heads_wider_than_a_walker(rng, H, C):
+@pytest.mark.parametrize("H,C", [case[:2] for case in GAT_SHAPES])
+def test_gat_other_head_shapes(rng, H, C):
     check_gat(rng, H, C, "float32")
 
 
@@ -325,6 +326,12 @@ def test_results_do_not_depend_on_the_block_order(rng, monkeypatch):
         return jgo.agg_hg_basis(hub, x, types, comp, n_edge_types=3, norm_by_dst_degree=True)
 
     x, x_dst, att, ef = gat_inputs(rng, g, 2, 4, "float32")
+    ef_finite = rng.normal(size=ef.shape).astype(np.float32)
+
+    def gat_backward():  # split rows of the CSC and of the reverse CSR (hub: 4 sources)
+        f = lambda x, att, ef: jgo.mha_gat(hub, x, att, x_dst=x_dst, num_heads=2, edge_feat=ef)
+        out, vjp = jax.vjp(f, x[:4], att, ef_finite)
+        return vjp(jnp.ones_like(out))
 
     def run():
         out, vjp = jax.vjp(hg_basis, u[:4], comp)
@@ -333,7 +340,7 @@ def test_results_do_not_depend_on_the_block_order(rng, monkeypatch):
                                         jgo.gspmm(g, u, op="copy_u", reduce="max"),
                                         jgo.gspmm(g, u, op="copy_u", reduce="mean"),
                                         jgo.edge_softmax(g, z), jgo.gsddmm(g, u, v, op="dot"), out,
-                                        *vjp(jnp.ones_like(out)), *attention)]
+                                        *vjp(jnp.ones_like(out)), *attention, *gat_backward())]
 
     monkeypatch.delenv("JGO_EMU_SHUFFLE", raising=False)
     first = run()

@@ -210,6 +210,7 @@ ffi::Error GatFwdCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuffer o
 
 struct GatBwdWalk {
   int n_rows, n_edges, nbr_bound, H, C, HC, group, lanes, heads, tiles;  // lanes a head, heads a walker tile
+  int partial_width;  // of a split chunk's partials: the reverse walk's [HC | H], padded to 16 bytes; H
   int64_t windows, slot_count, counter_count;
 };
 
@@ -369,8 +370,8 @@ __global__ void __launch_bounds__(kBlock, 1) GatBwdSrcEngineKernel(
         }
       };
       WalkPositions<true, true, false, kGroup, kEdge || kDrop>(pos, c.lo, c.hi, w, group);
-      if (c.split()) {  // the chunks' sums [slot, HC + H], folded in chunk order by the last to arrive
-        const int64_t slot = PartialSlot(c, a.slot_count), width = a.HC + a.H;
+      if (c.split()) {  // the chunks' sums [slot, HC | H], folded in chunk order by the last to arrive
+        const int64_t slot = PartialSlot(c, a.slot_count), width = a.partial_width;
         T* values = static_cast<T*>(split.values);
         StoreFeatures<kV, kVector>(values + slot * width, lf, acc, false);
         if (live && sub == 0) values[slot * width + a.HC + h] = acc_s;
@@ -430,8 +431,10 @@ ffi::Error GatBwdEngine(cudaStream_t stream, CudaScratch& scratch, const GatArgs
   a.counter_count = SplitScratch::CounterCount(g.n_edges);
   if (auto err = EngineSizes(name, {a.windows * a.tiles}); err.failure()) return err;
   const bool vector = per_lane > 1;
-  const int64_t width = by_src ? a.HC + a.H : a.H;
-  auto split = SplitScratchFor(name, scratch, stream, g.n_edges, width, sizeof(T), false, a.tiles);
+  // a chunk's partials start 16-byte aligned, as the 128-bit stores of grad_x's need
+  const int64_t align = 16 / int64_t(sizeof(T));
+  a.partial_width = by_src ? static_cast<int>((a.HC + a.H + align - 1) / align * align) : a.H;
+  auto split = SplitScratchFor(name, scratch, stream, g.n_edges, a.partial_width, sizeof(T), false, a.tiles);
   if (split.has_error()) return split.error();
   const T* se = g.has_edge ? s_edge.typed_data<T>() : nullptr;
   const int64_t blocks = WalkerBlocks(a.windows * a.tiles, a.group);
