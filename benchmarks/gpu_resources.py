@@ -69,7 +69,7 @@ REASONS = {
     "gat.cu:GatFwdKernel<*": "the engine: kInFlight = 8 edges' gathered rows (128-bit per lane) and scores in "
     "registers before the first is used, the staged indices, the head's running (max, sum) and the accumulators: "
     "89-168 registers (the Philox dropout mask and float64 the most)",
-    "gat.cu:GatBwd*EngineKernel<*": "the engine: the row's own operand (G_i or x_j) and kInFlight = 8 edges' "
+    "gat_backward.cu:GatBwd*EngineKernel<*": "the engine: the row's own operand (G_i or x_j) and kInFlight = 8 edges' "
     "gathered rows and scores (the destination's s_dst, lse and delta in the reverse walk) in registers before the "
     "first is used, and the sums: 90-207 registers",
     "update_efeat.cu:Efeat*Kernel<*": "kInFlight edges (4 when summing parts) x every part's 128-bit row loaded "

@@ -321,6 +321,27 @@ def test_out_of_range_index_reaching_the_kernel_is_an_error(rng):
                                rtol=1e-5, atol=1e-6)
 
 
+def test_int64_indices_beyond_int32_never_wrap_onto_a_node_or_edge(rng, x64):
+    """The CUDA kernels read an int64 graph as its int32 view (ffi/cuda/int32_graph.cuh): a neighbour id of 2^32 + j
+    or an edge id of 2^32 + e is out of range there as here, never j or e. The CPU kernels reject it; the CUDA
+    kernels skip the edge: the result of the graph without it (the reference's), not that of the graph."""
+    g = random_graph(rng, 7, 7, 24, index_dtype=np.int64)
+    x, a, _, ef = inputs(rng, g, heads=2, c=4, edge=True)
+    k_src, k_eid = 3, 9  # CSC positions: a wide neighbour id at one, a wide edge id at the other
+    wide = jnp.int64(1) << 32
+    bad = kernel_only(jgo.Graph(*(jnp.asarray(v) for v in (
+        g.src, g.dst, g.csc_offsets, g.csc_src.at[k_src].add(wide), g.csc_eid.at[k_eid].add(wide), g.csr_offsets,
+        g.csr_dst, g.csr_eid)), g.n_src, g.n_dst, validate=False))
+    skipped = np.asarray(g.csc_eid)[[k_src, k_eid]]
+    keep = np.setdiff1d(np.arange(g.n_edges), skipped)
+    without = jgo.Graph.from_edges(np.asarray(g.src)[keep], np.asarray(g.dst)[keep], g.n_src, g.n_dst)
+    with kernel_index_error(f".*edge {skipped[0]} has node index {int(g.csc_src[k_src]) + (1 << 32)}"):
+        got = jgo.mha_gat(bad, x, a, num_heads=2, edge_feat=ef).block_until_ready()
+        want = jgo.mha_gat(without, x, a, num_heads=2, edge_feat=ef[keep], impl="xla")
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        assert not np.allclose(got, jgo.mha_gat(g, x, a, num_heads=2, edge_feat=ef, impl="xla"))
+
+
 def test_forward_and_backward_are_bitwise_reproducible(rng):
     """No atomics anywhere: every output element is written by one thread, in a fixed order."""
     g = random_graph(rng, 50, 40, 600)

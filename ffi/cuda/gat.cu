@@ -1,12 +1,13 @@
-// CUDA handlers of the attention family: jgo_gat_fwd, jgo_gat_bwd_dst and jgo_gat_bwd_src. Same
-// operands, attributes and results as the CPU twin (cpu/gat.cc), same per-edge math
-// (jgo/attention.h), same shape checks (jgo/attention_args.h).
+// CUDA handler of the fused GAT's forward, jgo_gat_fwd (its backward: cuda/gat_backward.cu, a file of its own
+// so that nvcc compiles the two at once). Same operands, attributes and results as the CPU twin (cpu/gat.cc),
+// same per-edge math (jgo/attention.h), same shape checks (jgo/attention_args.h).
 //
-// The three run on the chunked row-walk engine (cuda/chunk_walk.cuh): chunks of at most 256 edges, every
-// head of a row in one walker, split rows combined in chunk order (no float atomics, the same bits whatever
-// the block order). Heads the engine's backward does not take keep a group of lanes per (row, head).
+// It runs on the chunked row-walk engine (cuda/chunk_walk.cuh): chunks of at most 256 edges, every head of a
+// row in one walker, split rows combined in chunk order (no float atomics, the same bits whatever the block
+// order).
 // Index arrays are not validated on the host; edges whose neighbour or edge id is out of range are
-// skipped and offsets are clamped into [0, n_edges], so no kernel reads or writes out of bounds.
+// skipped and offsets are clamped into [0, n_edges], so no kernel reads or writes out of bounds. The kernels
+// are compiled for int32 indices: an int64 graph reaches them as its int32 view (cuda/int32_graph.cuh).
 //
 // Compile check (zero warnings), from the repository root, on one line:
 //   nvcc -std=c++17 -O3 -Xcompiler -fPIC,-Wall,-Wextra --Werror all-warnings
@@ -22,6 +23,7 @@
 
 #include "cuda/launch.cuh"
 #include "cuda/chunk_walk.cuh"
+#include "cuda/int32_graph.cuh"
 #include "cuda/online_softmax.cuh"
 #include "cuda/walk_reduce.cuh"
 #include "cuda/storage.cuh"
@@ -140,10 +142,11 @@ __global__ void __launch_bounds__(kBlock, 1) GatFwdKernel(GatWalk a, Dropout dro
   });
 }
 
-template <typename S, typename T, typename I>
-ffi::Error GatFwdTyped(cudaStream_t stream, CudaScratch& scratch, const GatArgs& g, ffi::AnyBuffer offsets,
-                       ffi::AnyBuffer nbr, ffi::AnyBuffer eid, ffi::AnyBuffer x, ffi::AnyBuffer s_src,
-                       ffi::AnyBuffer s_dst, ffi::AnyBuffer s_edge, ffi::AnyBuffer out, ffi::AnyBuffer lse) {
+template <typename S, typename T>
+ffi::Error GatFwdTyped(cudaStream_t stream, CudaScratch& scratch, const GatArgs& g, const Int32Graph& graph,
+                       ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_dst, ffi::AnyBuffer s_edge,
+                       ffi::AnyBuffer out, ffi::AnyBuffer lse) {
+  using I = int32_t;
   constexpr const char* kName = "jgo_gat_fwd";
   if (g.n_rows == 0 || g.heads == 0) return ffi::Error::Success();
   GatWalk a;
@@ -177,8 +180,7 @@ ffi::Error GatFwdTyped(cudaStream_t stream, CudaScratch& scratch, const GatArgs&
   auto kernel = g.has_edge ? (g.drop.key ? pick(Yes{}, Yes{}) : pick(No{}, Yes{}))
                            : (g.drop.key ? pick(Yes{}, No{}) : pick(No{}, No{}));
   return LaunchBlocks(kName, kernel, WalkerBlocks(a.windows * a.tiles, a.group), 0, stream, a, g.drop,
-                      static_cast<T>(g.slope), offsets.typed_data<I>(), nbr.typed_data<I>(), eid.typed_data<I>(),
-                      Data<const S>(x), s_src.typed_data<T>(), s_dst.typed_data<T>(),
+                      static_cast<T>(g.slope), graph.offsets, graph.nbr, graph.eid, Data<const S>(x), s_src.typed_data<T>(), s_dst.typed_data<T>(),
                       g.has_edge ? s_edge.typed_data<T>() : nullptr, Data<S>(out), lse.typed_data<T>(), *split);
 }
 
@@ -190,442 +192,14 @@ ffi::Error GatFwdCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuffer o
   auto args = CheckGatFwd(offsets, nbr, eid, x, s_src, s_dst, s_edge, *out, *lse, negative_slope, has_edge);
   if (args.has_error()) return args.error();
   if (auto e = SetDropout("jgo_gat_fwd", *args, dropout_key, dropout_threshold, dropout_scale); e.failure()) return e;
-  return DispatchStorage(args->storage, args->score, offsets.element_type(), [&](auto s, auto t, auto i) {
-    return GatFwdTyped<decltype(s), decltype(t), decltype(i)>(stream, scratch, *args, offsets, nbr, eid, x, s_src,
-                                                              s_dst, s_edge, *out, *lse);
+  auto graph = Int32GraphOf("jgo_gat_fwd", stream, scratch, offsets, nbr, eid);
+  if (graph.has_error()) return graph.error();
+  return DispatchStorage(args->storage, args->score, [&](auto s, auto t) {
+    return GatFwdTyped<decltype(s), decltype(t)>(stream, scratch, *args, *graph, x, s_src, s_dst, s_edge, *out, *lse);
   });
-}
-
-// ---------------------------------------------------------------------------------------
-// The backward on the engine: jgo_gat_bwd_dst walks the CSC (rows = destinations i), jgo_gat_bwd_src the
-// reverse CSR (rows = sources j), each a walker per window of chunks and tile of heads. Each head takes L lanes
-// (a power of two covering C / kV), a lane kV adjacent features of its head: kV = 16 bytes of the feature type
-// and 128-bit loads where C % kV == 0 and the rows are aligned, else one feature a lane. The row's own
-// operand (G_i, or x_j) stays in registers; per edge the other is gathered, 4 edges at a time (their rows and
-// scores: 8 to 20 loads in flight; 8 edges took 112-207 registers, one block an SM, and modelled the reverse
-// walk 2.2x slower on the power-law graph), and the dot <G_i,h, x_j,h> is summed over the head's lanes by a
-// butterfly (the same bits on every lane). Split rows leave their chunk's sums in scratch and the last to
-// arrive folds them in chunk order: no float atomics.
-// Heads of more than 32 lanes take the group-per-(row, head) kernels below.
-
-struct GatBwdWalk {
-  int n_rows, n_edges, nbr_bound, H, C, HC, group, lanes, heads, tiles;  // lanes a head, heads a walker tile
-  int partial_width;  // of a split chunk's partials: the reverse walk's [HC | H], padded to 16 bytes; H
-  int64_t windows, slot_count, counter_count;
-};
-
-// This lane's head (live: < H) and its features f[v] = head * C + sub * kV + v (ok: inside the head).
-template <int kV, bool kVector>
-__device__ __forceinline__ LaneFeatures<kV, kVector> HeadFeatures(const GatBwdWalk& a, int tile, const Walker& w,
-                                                                  int& head, int& sub) {
-  LaneFeatures<kV, kVector> lf(0, 1, tile, 0);
-  sub = w.lane & (a.lanes - 1);
-  head = tile * a.heads + w.lane / a.lanes;
-#pragma unroll
-  for (int v = 0; v < kV; ++v) {
-    lf.f[v] = head * a.C + sub * kV + v;
-    lf.ok[v] = head < a.H && sub * kV + v < a.C;
-  }
-  return lf;
-}
-
-// Calls fn(window, tile, lf, live, h, sub) for this thread's walkers: the walker's window of chunks and tile of
-// heads, this lane's features, whether its head is one (< H), the head (0 if not) and the lane's place in it.
-template <int kV, bool kVector, typename Fn>
-__device__ __forceinline__ void ForEachHeadTile(const GatBwdWalk& a, const Walker& w, Fn fn) {
-  ForEachWalker(a.windows * a.tiles, a.group, [&](int64_t id) {
-    int64_t window;
-    int tile, head, sub;
-    WindowAndTile(id, a.tiles, window, tile);
-    const auto lf = HeadFeatures<kV, kVector>(a, tile, w, head, sub);
-    fn(window, tile, lf, head < a.H, head < a.H ? head : 0, sub);
-  });
-}
-
-// The sum of v over the `lanes` lanes of this lane's head (a butterfly: every lane gets the same bits).
-template <typename T>
-__device__ __forceinline__ T HeadSum(T v, int lanes, const Walker& w) {
-  for (int offset = lanes / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(w.mask, v, offset, w.group);
-  return v;
-}
-
-// jgo_gat_bwd_dst: grad_s_dst[i,h] = sum_e gp_e,h over the in-edges, grad_s_edge[e,h] = gp_e,h.
-// gpu-model: engine mlp>=8 vector-if kVector
-template <typename S, typename T, typename I, bool kDrop, bool kEdge, bool kVector>
-__global__ void __launch_bounds__(kBlock, 1) GatBwdDstEngineKernel(
-    GatBwdWalk a, Dropout drop, T slope, const I* __restrict__ offsets, const I* __restrict__ nbr,
-    const I* __restrict__ eid, const S* __restrict__ x, const T* __restrict__ s_src, const T* __restrict__ s_edge,
-    const T* __restrict__ dst_info, const S* __restrict__ grad, T* __restrict__ grad_s_dst,
-    T* __restrict__ grad_s_edge, SplitScratch split) {
-  constexpr int kV = kVector ? 16 / int(sizeof(S)) : 1;
-  constexpr int kGroup = kInFlight / 2;
-  const Walker w = ThisWalker(a.group);
-  const Positions<I, T> pos{nbr, eid, nullptr, a.nbr_bound, a.n_edges, 0};
-  ForEachHeadTile<kV, kVector>(a, w, [&](int64_t window, int tile, const auto& lf, bool live, int h, int sub) {
-    const LaneRows<kV, kVector, S> rows(x, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
-    const LaneRows<kV, kVector, S> grads(grad, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
-    ForEachChunk(offsets, a.n_rows, a.n_edges, window, w, [&](const Chunk& c) {
-      S g[kV];
-#pragma unroll
-      for (int v = 0; v < kV; ++v) g[v] = Narrow<S>(T(0));
-      grads.Load(c.row, lf.ok, g);
-      const T* info = dst_info + int64_t(c.row) * DstInfo::kCount * a.H + h;
-      const T sd = info[DstInfo::kSDst * a.H], lse = info[DstInfo::kLse * a.H], delta = info[DstInfo::kDelta * a.H];
-      T acc = T(0);
-      auto group = [&](const Staged<T> (&s)[kGroup], unsigned bits) {
-        S xs[kGroup][kV];
-        T ss[kGroup], se[kGroup];
-#pragma unroll
-        for (int u = 0; u < kGroup; ++u) {  // every load of the group before the first is used
-          if (!((bits >> u) & 1u)) continue;
-          rows.Load(s[u].j, lf.ok, xs[u]);
-          ss[u] = __ldg(s_src + int64_t(s[u].j) * a.H + h);
-          se[u] = kEdge ? __ldg(s_edge + int64_t(s[u].e) * a.H + h) : T(0);
-        }
-#pragma unroll
-        for (int u = 0; u < kGroup; ++u) {
-          if (!((bits >> u) & 1u)) continue;
-          T dot = T(0);
-#pragma unroll
-          for (int v = 0; v < kV; ++v)
-            if (lf.ok[v]) dot += Widen<T>(g[v]) * Widen<T>(xs[u][v]);
-          dot = HeadSum(dot, a.lanes, w);
-          const T p = GatPre(ss[u], sd, se[u]);
-          const T f = DropoutFactorIf<kDrop, T>(drop, s[u].e, h);
-          const T gp = GatLogitGrad(SoftmaxWeight(LeakyRelu(p, slope), lse, ExpFn{}), dot * f, delta, p, slope);
-          acc += gp;
-          if (kEdge && live && sub == 0) grad_s_edge[int64_t(s[u].e) * a.H + h] = gp;
-        }
-      };
-      WalkPositions<true, true, false, kGroup, kEdge || kDrop>(pos, c.lo, c.hi, w, group);
-      if (c.split()) {  // the chunks' sums [slot, H], folded in chunk order by the last to arrive
-        const int64_t slot = PartialSlot(c, a.slot_count);
-        T* values = static_cast<T*>(split.values);
-        if (live && sub == 0) values[slot * a.H + h] = acc;
-        if (!ArriveLast(split.counters + SplitCounter(c, a.counter_count, tile), c, w)) return;
-        acc = T(0);
-#pragma unroll 1
-        for (int q = 0; q < c.count && live; ++q) acc += __ldcg(values + (slot - c.index + q) * a.H + h);
-      }
-      if (live && sub == 0) grad_s_dst[int64_t(c.row) * a.H + h] = acc;
-    });
-  });
-}
-
-// jgo_gat_bwd_src: grad_x[j,h,:] = sum_e alpha_e,h d_e,h G[i,h,:] and grad_s_src[j,h] = sum_e gp_e,h over the
-// out-edges (the reverse CSR: rows = sources j, neighbours = destinations i).
-// gpu-model: engine mlp>=8 vector-if kVector
-template <typename S, typename T, typename I, bool kDrop, bool kEdge, bool kVector>
-__global__ void __launch_bounds__(kBlock, 1) GatBwdSrcEngineKernel(
-    GatBwdWalk a, Dropout drop, T slope, const I* __restrict__ offsets, const I* __restrict__ nbr,
-    const I* __restrict__ eid, const S* __restrict__ x, const T* __restrict__ s_src, const T* __restrict__ s_edge,
-    const T* __restrict__ dst_info, const S* __restrict__ grad, S* __restrict__ grad_x, T* __restrict__ grad_s_src,
-    SplitScratch split) {
-  constexpr int kV = kVector ? 16 / int(sizeof(S)) : 1;
-  constexpr int kGroup = kInFlight / 2;
-  const Walker w = ThisWalker(a.group);
-  const Positions<I, T> pos{nbr, eid, nullptr, a.nbr_bound, a.n_edges, 0};
-  const int HI = DstInfo::kCount * a.H;
-  ForEachHeadTile<kV, kVector>(a, w, [&](int64_t window, int tile, const auto& lf, bool live, int h, int sub) {
-    const LaneRows<kV, kVector, S> rows(x, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
-    const LaneRows<kV, kVector, S> grads(grad, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
-    ForEachChunk(offsets, a.n_rows, a.n_edges, window, w, [&](const Chunk& c) {
-      S xr[kV];
-#pragma unroll
-      for (int v = 0; v < kV; ++v) xr[v] = Narrow<S>(T(0));
-      rows.Load(c.row, lf.ok, xr);
-      const T ss = s_src[int64_t(c.row) * a.H + h];
-      T acc[kV], acc_s = T(0);
-#pragma unroll
-      for (int v = 0; v < kV; ++v) acc[v] = T(0);
-      auto group = [&](const Staged<T> (&s)[kGroup], unsigned bits) {
-        S gs[kGroup][kV];
-        T sd[kGroup], lse[kGroup], delta[kGroup], se[kGroup];
-#pragma unroll
-        for (int u = 0; u < kGroup; ++u) {  // every load of the group before the first is used
-          if (!((bits >> u) & 1u)) continue;
-          grads.Load(s[u].j, lf.ok, gs[u]);
-          const T* info = dst_info + int64_t(s[u].j) * HI + h;
-          sd[u] = __ldg(info + DstInfo::kSDst * a.H);
-          lse[u] = __ldg(info + DstInfo::kLse * a.H);
-          delta[u] = __ldg(info + DstInfo::kDelta * a.H);
-          se[u] = kEdge ? __ldg(s_edge + int64_t(s[u].e) * a.H + h) : T(0);
-        }
-#pragma unroll
-        for (int u = 0; u < kGroup; ++u) {
-          if (!((bits >> u) & 1u)) continue;
-          T dot = T(0);
-#pragma unroll
-          for (int v = 0; v < kV; ++v)
-            if (lf.ok[v]) dot += Widen<T>(gs[u][v]) * Widen<T>(xr[v]);
-          dot = HeadSum(dot, a.lanes, w);
-          const T p = GatPre(ss, sd[u], se[u]);
-          const T alpha = SoftmaxWeight(LeakyRelu(p, slope), lse[u], ExpFn{});
-          const T f = DropoutFactorIf<kDrop, T>(drop, s[u].e, h);
-          acc_s += GatLogitGrad(alpha, dot * f, delta[u], p, slope);
-          const T weight = alpha * f;
-#pragma unroll
-          for (int v = 0; v < kV; ++v)
-            if (lf.ok[v]) acc[v] += weight * Widen<T>(gs[u][v]);
-        }
-      };
-      WalkPositions<true, true, false, kGroup, kEdge || kDrop>(pos, c.lo, c.hi, w, group);
-      if (c.split()) {  // the chunks' sums [slot, HC | H], folded in chunk order by the last to arrive
-        const int64_t slot = PartialSlot(c, a.slot_count), width = a.partial_width;
-        T* values = static_cast<T*>(split.values);
-        StoreFeatures<kV, kVector>(values + slot * width, lf, acc, false);
-        if (live && sub == 0) values[slot * width + a.HC + h] = acc_s;
-        if (!ArriveLast(split.counters + SplitCounter(c, a.counter_count, tile), c, w)) return;
-        acc_s = T(0);
-#pragma unroll
-        for (int v = 0; v < kV; ++v) acc[v] = T(0);
-#pragma unroll 1
-        for (int q = 0; q < c.count; ++q) {
-          const T* part = values + (slot - c.index + q) * width;
-#pragma unroll
-          for (int v = 0; v < kV; ++v)
-            if (lf.ok[v]) acc[v] += __ldcg(part + lf.f[v]);
-          if (live) acc_s += __ldcg(part + a.HC + h);
-        }
-      }
-      S result[kV];
-#pragma unroll
-      for (int v = 0; v < kV; ++v) result[v] = Narrow<S>(acc[v]);
-      StoreFeatures<kV, kVector>(grad_x + int64_t(c.row) * a.HC, lf, result, false);
-      if (live && sub == 0) grad_s_src[int64_t(c.row) * a.H + h] = acc_s;
-    });
-  });
-}
-
-// The features a lane takes in the engine's backward: 16 bytes of S where C divides into them and the rows are
-// aligned (128-bit loads), else 1; 0 where the engine does not take the heads (C = 0, or over 32 lanes a head).
-template <typename S>
-int GatBwdLaneFeatures(const GatArgs& a, bool aligned) {
-  constexpr int kV = 16 / int(sizeof(S));
-  const int per_lane = a.dim % kV == 0 && aligned ? kV : 1;
-  return a.dim > 0 && a.dim <= 32 * int64_t(per_lane) ? per_lane : 0;
-}
-
-template <typename S, typename T, typename I>
-ffi::Error GatBwdEngine(cudaStream_t stream, CudaScratch& scratch, const GatArgs& g, bool by_src,
-                        ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid, ffi::AnyBuffer x,
-                        ffi::AnyBuffer s_src, ffi::AnyBuffer s_edge, ffi::AnyBuffer dst_info, ffi::AnyBuffer grad,
-                        ffi::AnyBuffer out_a, ffi::AnyBuffer out_b, int per_lane) {
-  const char* name = by_src ? "jgo_gat_bwd_src" : "jgo_gat_bwd_dst";
-  if (g.n_rows == 0 || g.heads == 0) return ffi::Error::Success();
-  if (auto err = EngineSizes(name, {g.n_rows, g.n_edges, g.n_src, g.n_dst, g.heads * g.dim}); err.failure())
-    return err;
-  GatBwdWalk a;
-  a.n_rows = static_cast<int>(g.n_rows);
-  a.n_edges = static_cast<int>(g.n_edges);
-  a.nbr_bound = static_cast<int>(std::min<int64_t>(g.nbr_bound, kMaxIndex));
-  a.H = static_cast<int>(g.heads);
-  a.C = static_cast<int>(g.dim);
-  a.HC = a.H * a.C;
-  a.lanes = GroupWidth((g.dim + per_lane - 1) / per_lane);
-  a.group = std::min<int>(kWarp, GroupWidth(int64_t(a.lanes) * g.heads));
-  a.heads = a.group / a.lanes;
-  a.tiles = static_cast<int>((g.heads + a.heads - 1) / a.heads);
-  a.windows = Windows(g.n_rows, g.n_edges);
-  a.slot_count = SplitScratch::SlotCount(g.n_edges);
-  a.counter_count = SplitScratch::CounterCount(g.n_edges);
-  if (auto err = EngineSizes(name, {a.windows * a.tiles}); err.failure()) return err;
-  const bool vector = per_lane > 1;
-  // a chunk's partials start 16-byte aligned, as the 128-bit stores of grad_x's need
-  const int64_t align = 16 / int64_t(sizeof(T));
-  a.partial_width = by_src ? static_cast<int>((a.HC + a.H + align - 1) / align * align) : a.H;
-  auto split = SplitScratchFor(name, scratch, stream, g.n_edges, a.partial_width, sizeof(T), false, a.tiles);
-  if (split.has_error()) return split.error();
-  const T* se = g.has_edge ? s_edge.typed_data<T>() : nullptr;
-  const int64_t blocks = WalkerBlocks(a.windows * a.tiles, a.group);
-  using Yes = std::true_type;
-  using No = std::false_type;
-  auto launch = [&](auto drop, auto edge) {
-    constexpr bool kDrop = decltype(drop)::value, kEdge = decltype(edge)::value;
-    if (by_src) {
-      auto kernel = vector ? GatBwdSrcEngineKernel<S, T, I, kDrop, kEdge, true>
-                           : GatBwdSrcEngineKernel<S, T, I, kDrop, kEdge, false>;
-      return LaunchBlocks(name, kernel, blocks, 0, stream, a, g.drop, static_cast<T>(g.slope),
-                          offsets.typed_data<I>(), nbr.typed_data<I>(), eid.typed_data<I>(), Data<const S>(x),
-                          s_src.typed_data<T>(), se, dst_info.typed_data<T>(), Data<const S>(grad), Data<S>(out_a),
-                          out_b.typed_data<T>(), *split);
-    }
-    auto kernel = vector ? GatBwdDstEngineKernel<S, T, I, kDrop, kEdge, true>
-                         : GatBwdDstEngineKernel<S, T, I, kDrop, kEdge, false>;
-    return LaunchBlocks(name, kernel, blocks, 0, stream, a, g.drop, static_cast<T>(g.slope), offsets.typed_data<I>(),
-                        nbr.typed_data<I>(), eid.typed_data<I>(), Data<const S>(x), s_src.typed_data<T>(), se,
-                        dst_info.typed_data<T>(), Data<const S>(grad), out_a.typed_data<T>(),
-                        g.has_edge ? out_b.typed_data<T>() : nullptr, *split);
-  };
-  return g.has_edge ? (g.drop.key ? launch(Yes{}, Yes{}) : launch(No{}, Yes{}))
-                    : (g.drop.key ? launch(Yes{}, No{}) : launch(No{}, No{}));
-}
-
-// ---------------------------------------------------------------------------------------
-// The backward of heads the engine does not take (C = 0, or more than 32 lanes a head: GatBwdLaneFeatures).
-// jgo_gat_bwd_dst: a group per (destination i, head h) over the in-edges (CSC):
-//   grad_s_dst[i,h] = sum_e gp_e,h      grad_s_edge[e,h] = gp_e,h
-// The lanes split the dot product <G[i,h], x[j,h]> and share its sum.
-
-template <typename S, typename T, typename I, bool kDrop, bool kEdge>
-__global__ void GatBwdDstKernel(GatArgs a, const I* offsets, const I* nbr, const I* eid, const S* x, const T* s_src,
-                                const T* s_edge, const T* dst_info, const S* grad, T* grad_s_dst, T* grad_s_edge,
-                                int group) {
-  const int64_t H = a.heads, C = a.dim, HC = H * C;
-  const T slope = static_cast<T>(a.slope);
-  const int lane = threadIdx.x % group;
-  const unsigned mask = GroupMask(group);
-  for (int64_t w = ThreadIndex() / group; w < a.n_rows * H; w += ThreadCount() / group) {
-    const int64_t r = w / H, h = w % H;
-    const int64_t begin = Clamp(offsets[r], 0, a.n_edges);
-    const int64_t end = Clamp(offsets[r + 1], begin, a.n_edges);
-    const T* info = dst_info + r * DstInfo::kCount * H;
-    const T sd = info[DstInfo::kSDst * H + h], lse = info[DstInfo::kLse * H + h];
-    const T delta = info[DstInfo::kDelta * H + h];
-    const S* g = grad + r * HC + h * C;
-    T acc = T(0);
-    for (int64_t k = begin; k < end; ++k) {
-      const int64_t j = nbr[k], e = eid[k];
-      if (!InRange(j, a.n_src) || !InRange(e, a.n_edges)) continue;
-      const S* xh = x + j * HC + h * C;
-      T dot = T(0);
-      for (int64_t c = lane; c < C; c += group) dot += Widen<T>(g[c]) * Widen<T>(xh[c]);
-      dot = GroupSum(dot, mask, group);
-      const T p = GatPre(s_src[j * H + h], sd, kEdge ? s_edge[e * H + h] : T(0));
-      const T f = DropoutFactorIf<kDrop, T>(a.drop, e, h);
-      const T gp = GatLogitGrad(SoftmaxWeight(LeakyRelu(p, slope), lse, ExpFn{}), dot * f, delta, p, slope);
-      acc += gp;
-      if (kEdge && lane == 0) grad_s_edge[e * H + h] = gp;
-    }
-    if (lane == 0) grad_s_dst[r * H + h] = acc;
-  }
-}
-
-// jgo_gat_bwd_src: a group per (source j, head h) over the out-edges (reverse CSR):
-//   grad_x[j,h,:] = sum_e alpha_e,h G[i,h,:]      grad_s_src[j,h] = sum_e gp_e,h
-
-template <typename S, typename T, typename I, bool kDrop, bool kEdge>
-__global__ void GatBwdSrcKernel(GatArgs a, const I* offsets, const I* nbr, const I* eid, const S* x, const T* s_src,
-                                const T* s_edge, const T* dst_info, const S* grad, S* grad_x, T* grad_s_src,
-                                int group) {
-  const int64_t H = a.heads, C = a.dim, HC = H * C, HI = DstInfo::kCount * H;
-  const T slope = static_cast<T>(a.slope);
-  const int lane = threadIdx.x % group;
-  const unsigned mask = GroupMask(group);
-  for (int64_t w = ThreadIndex() / group; w < a.n_rows * H; w += ThreadCount() / group) {
-    const int64_t r = w / H, h = w % H;
-    const int64_t begin = Clamp(offsets[r], 0, a.n_edges);
-    const int64_t end = Clamp(offsets[r + 1], begin, a.n_edges);
-    const S* xh = x + r * HC + h * C;
-    const T ss = s_src[r * H + h];
-    for (int64_t c0 = 0; c0 < C || c0 == 0; c0 += int64_t(kVec) * group) {
-      T acc[kVec];
-#pragma unroll
-      for (int v = 0; v < kVec; ++v) acc[v] = T(0);
-      T acc_s = T(0);
-      for (int64_t k = begin; k < end; ++k) {
-        const int64_t i = nbr[k], e = eid[k];
-        if (!InRange(i, a.n_dst) || !InRange(e, a.n_edges)) continue;
-        const S* gh = grad + i * HC + h * C;
-        const T* info = dst_info + i * HI;
-        T dot = T(0);
-        for (int64_t c = lane; c < C; c += group) dot += Widen<T>(gh[c]) * Widen<T>(xh[c]);
-        dot = GroupSum(dot, mask, group);
-        const T p = GatPre(ss, info[DstInfo::kSDst * H + h], kEdge ? s_edge[e * H + h] : T(0));
-        const T alpha = SoftmaxWeight(LeakyRelu(p, slope), info[DstInfo::kLse * H + h], ExpFn{});
-        const T f = DropoutFactorIf<kDrop, T>(a.drop, e, h);
-        acc_s += GatLogitGrad(alpha, dot * f, info[DstInfo::kDelta * H + h], p, slope);
-#pragma unroll
-        for (int v = 0; v < kVec; ++v) {
-          const int64_t c = c0 + lane + int64_t(v) * group;
-          if (c < C) acc[v] += alpha * f * Widen<T>(gh[c]);
-        }
-      }
-#pragma unroll
-      for (int v = 0; v < kVec; ++v) {
-        const int64_t c = c0 + lane + int64_t(v) * group;
-        if (c < C) grad_x[r * HC + h * C + c] = Narrow<S>(acc[v]);
-      }
-      if (c0 == 0 && lane == 0) grad_s_src[r * H + h] = acc_s;
-      if (C == 0) break;
-    }
-  }
-}
-
-template <typename S, typename T, typename I>
-ffi::Error GatBwdTyped(cudaStream_t stream, CudaScratch& scratch, const GatArgs& a, bool by_src, ffi::AnyBuffer offsets,
-                       ffi::AnyBuffer nbr, ffi::AnyBuffer eid, ffi::AnyBuffer x, ffi::AnyBuffer s_src,
-                       ffi::AnyBuffer s_edge, ffi::AnyBuffer dst_info, ffi::AnyBuffer grad, ffi::AnyBuffer out_a,
-                       ffi::AnyBuffer out_b) {
-  // An edge skipped for an out-of-range index leaves its grad_s_edge row unwritten: clear it first.
-  if (!by_src && a.has_edge && a.n_edges > 0) {
-    const cudaError_t err = cudaMemsetAsync(out_b.untyped_data(), 0, sizeof(T) * a.n_edges * a.heads, stream);
-    if (err != cudaSuccess)
-      return ffi::Error::Internal(std::string("jaxgraphops: jgo_gat_bwd_dst: ") + cudaGetErrorString(err));
-  }
-  const bool aligned =
-      Aligned(x.untyped_data()) && Aligned(grad.untyped_data()) && (!by_src || Aligned(out_a.untyped_data()));
-  if (const int per_lane = GatBwdLaneFeatures<S>(a, aligned); per_lane > 0)
-    return GatBwdEngine<S, T, I>(stream, scratch, a, by_src, offsets, nbr, eid, x, s_src, s_edge, dst_info, grad,
-                                 out_a, out_b, per_lane);
-  const int group = GroupWidth(a.dim);
-  const int64_t threads = a.n_rows * a.heads * group;
-  const T* se = a.has_edge ? s_edge.typed_data<T>() : nullptr;
-  T* rb = (by_src || a.has_edge) ? out_b.typed_data<T>() : nullptr;
-  if (by_src) {
-    auto kernel = a.has_edge
-                      ? (a.drop.key ? GatBwdSrcKernel<S, T, I, true, true> : GatBwdSrcKernel<S, T, I, false, true>)
-                      : (a.drop.key ? GatBwdSrcKernel<S, T, I, true, false> : GatBwdSrcKernel<S, T, I, false, false>);
-    return Launch("jgo_gat_bwd_src", kernel, threads, stream, a, offsets.typed_data<I>(), nbr.typed_data<I>(),
-                  eid.typed_data<I>(), Data<const S>(x), s_src.typed_data<T>(), se, dst_info.typed_data<T>(),
-                  Data<const S>(grad), Data<S>(out_a), rb, group);
-  }
-  auto kernel = a.has_edge
-                    ? (a.drop.key ? GatBwdDstKernel<S, T, I, true, true> : GatBwdDstKernel<S, T, I, false, true>)
-                    : (a.drop.key ? GatBwdDstKernel<S, T, I, true, false> : GatBwdDstKernel<S, T, I, false, false>);
-  return Launch("jgo_gat_bwd_dst", kernel, threads, stream, a, offsets.typed_data<I>(), nbr.typed_data<I>(),
-                eid.typed_data<I>(), Data<const S>(x), s_src.typed_data<T>(), se, dst_info.typed_data<T>(),
-                Data<const S>(grad), out_a.typed_data<T>(), rb, group);
-}
-
-ffi::Error GatBwd(cudaStream_t stream, CudaScratch& scratch, bool by_src, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
-                  ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_edge, ffi::AnyBuffer dst_info,
-                  ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::AnyBuffer out_a, ffi::AnyBuffer out_b,
-                  double negative_slope, bool has_edge, int64_t dropout_threshold, double dropout_scale) {
-  auto args = CheckGatBwd(offsets, nbr, eid, x, s_src, s_edge, dst_info, grad, out_a, out_b, by_src, negative_slope,
-                          has_edge);
-  if (args.has_error()) return args.error();
-  if (auto e = SetDropout(by_src ? "jgo_gat_bwd_src" : "jgo_gat_bwd_dst", *args, dropout_key, dropout_threshold,
-                          dropout_scale);
-      e.failure())
-    return e;
-  return DispatchStorage(args->storage, args->score, offsets.element_type(), [&](auto s, auto t, auto i) {
-    return GatBwdTyped<decltype(s), decltype(t), decltype(i)>(stream, scratch, *args, by_src, offsets, nbr, eid, x, s_src,
-                                                              s_edge, dst_info, grad, out_a, out_b);
-  });
-}
-
-ffi::Error GatBwdDstCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
-                         ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_edge, ffi::AnyBuffer dst_info,
-                         ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> grad_s_dst,
-                         ffi::Result<ffi::AnyBuffer> grad_s_edge, double negative_slope, bool has_edge,
-                         int64_t dropout_threshold, double dropout_scale) {
-  return GatBwd(stream, scratch, false, offsets, nbr, eid, x, s_src, s_edge, dst_info, grad, dropout_key,
-                *grad_s_dst, *grad_s_edge, negative_slope, has_edge, dropout_threshold, dropout_scale);
-}
-
-ffi::Error GatBwdSrcCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
-                         ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_edge, ffi::AnyBuffer dst_info,
-                         ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> grad_x,
-                         ffi::Result<ffi::AnyBuffer> grad_s_src, double negative_slope, bool has_edge,
-                         int64_t dropout_threshold, double dropout_scale) {
-  return GatBwd(stream, scratch, true, offsets, nbr, eid, x, s_src, s_edge, dst_info, grad, dropout_key,
-                *grad_x, *grad_s_src, negative_slope, has_edge, dropout_threshold, dropout_scale);
 }
 
 }  // namespace
 }  // namespace jgo
 
 JGO_CUDA_HANDLER_NO_TRAITS(GatFwd, jgo::GatFwdCuda, jgo::BindGatFwd<jgo::CudaStream, jgo::CudaScratch>());
-JGO_CUDA_HANDLER_NO_TRAITS(GatBwdDst, jgo::GatBwdDstCuda, jgo::BindGatBwdDst<jgo::CudaStream, jgo::CudaScratch>());
-JGO_CUDA_HANDLER_NO_TRAITS(GatBwdSrc, jgo::GatBwdSrcCuda, jgo::BindGatBwdSrc<jgo::CudaStream, jgo::CudaScratch>());

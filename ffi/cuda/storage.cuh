@@ -77,5 +77,12 @@ ffi::Error DispatchStorage(ffi::DataType storage, ffi::DataType score, ffi::Data
   });
 }
 
+// The same for kernels compiled for int32 indices only (an int64 graph reaches them as its int32 view:
+// cuda/int32_graph.cuh): fn(S{}, T{}).
+template <typename Fn>
+ffi::Error DispatchStorage(ffi::DataType storage, ffi::DataType score, Fn&& fn) {
+  return DispatchStorage(storage, score, ffi::DataType::S32, [&](auto s, auto t, auto) { return fn(s, t); });
+}
+
 }  // namespace JGO_CUDA_PLATFORM
 }  // namespace jgo

@@ -79,7 +79,8 @@ __global__ void __launch_bounds__(kBlock, 1) EfeatFwdKernel(EdgeRowsWalk a, Efea
     EfeatSource<T> from[kV][kSources];
 #pragma unroll
     for (int v = 0; v < kV; ++v) {
-      const int c = lf.f[v], Fe = int(args.f_edge), Fs = int(args.f_src);
+      const int c = lf.f[v];
+      [[maybe_unused]] const int Fe = int(args.f_edge), Fs = int(args.f_src);  // concat only
       if constexpr (kSum) {
         int q = 0;
         if constexpr (kE) from[v][q++] = EfeatColumn(args, ef, xs, xd, c, kEfeatEdge);
@@ -213,7 +214,7 @@ ffi::Error EfeatBwd(cudaStream_t stream, CudaScratch& scratch, const char* name,
     p.n_rows = a.n_rows;
     p.n_edges = a.n_edges;
     p.edge_len = a.g_width;
-    return LaunchReduce(name, stream, scratch, p);
+    return LaunchCopyEdgeSum(name, stream, scratch, p);
   });
 }
 

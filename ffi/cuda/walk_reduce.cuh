@@ -173,7 +173,7 @@ __global__ void __launch_bounds__(kBlock, 1) ReduceKernel(ReduceWalk a, const I*
     ForEachChunk(offsets, a.n_rows, a.n_edges, window, w, [&](const Chunk& c) {
       T acc[kV];
       int arg[kV];
-      int64_t row_mask[kV];
+      [[maybe_unused]] int64_t row_mask[kV];  // kByRow only
 #pragma unroll
       for (int v = 0; v < kV; ++v) {
         acc[v] = Red::init();
@@ -182,7 +182,7 @@ __global__ void __launch_bounds__(kBlock, 1) ReduceKernel(ReduceWalk a, const I*
       }
       auto group = [&](const Staged<T> (&s)[kGroup], unsigned bits) {
         T xs[kGroup][kV], ys[kGroup][kV];
-        I ms[kGroup][kV];
+        [[maybe_unused]] I ms[kGroup][kV];  // masked only
 #pragma unroll
         for (int u = 0; u < kGroup; ++u) {  // every load of the group before the first is used
           if (!((bits >> u) & 1u)) continue;
@@ -312,9 +312,12 @@ struct ReduceProblem : SpmmArgs {  // the operation and its shape, and the devic
 // The strides of a row of F contiguous features viewed as dims [1, 1, F].
 JGO_HD Strides3 FlatStrides() { return Strides3{0, 0, 1}; }
 
-// Launches ReduceKernel over the problem's windows and feature tiles, with the scratch of its split rows.
-template <typename T, typename I>
-ffi::Error LaunchReduce(const char* name, cudaStream_t stream, CudaScratch& scratch, const ReduceProblem<T, I>& p) {
+// Launches the ReduceKernel pick(vector, staged_edge) returns over the problem's windows and feature tiles, with
+// the scratch of its split rows. A file compiles the kernels its pick names: LaunchReduce's, every one jgo_spmm
+// may run; LaunchCopyEdgeSum's, the two of a copy_e sum.
+template <typename T, typename I, typename Pick>
+ffi::Error LaunchReduceWith(const char* name, cudaStream_t stream, CudaScratch& scratch, const ReduceProblem<T, I>& p,
+                            Pick pick) {
   constexpr int kV = 16 / int(sizeof(T));
   const int64_t F = p.dims.size();
   if (F == 0 || p.n_rows == 0) return ffi::Error::Success();
@@ -350,14 +353,34 @@ ffi::Error LaunchReduce(const char* name, cudaStream_t stream, CudaScratch& scra
   if (split.has_error()) return split.error();
   w.slot_count = SplitScratch::SlotCount(p.n_edges);
   w.counter_count = SplitScratch::CounterCount(p.n_edges);
-  ReduceKernelFn<T, I> kernel = PickReduce<T, I>(p.op, p.reduce, p.mask, vector, staged_edge);
-  if (p.nbr == nullptr) {  // pool: position k reads row k (a copy_u sum or mean, no mask)
-    kernel = vector ? ReduceKernel<T, I, Op::kCopyNode, Reduce::kSum, Mask::kNone, true, false, true>
-                    : ReduceKernel<T, I, Op::kCopyNode, Reduce::kSum, Mask::kNone, false, false, true>;
-  }
+  const ReduceKernelFn<T, I> kernel = pick(vector, staged_edge);
   return LaunchBlocks(name, kernel,
                       WalkerBlocks(w.windows * w.tiles, w.group), 0, stream, w, p.offsets, p.nbr, p.eid, p.node, p.edge,
                       p.mask_arg, p.out, want_arg ? p.arg_out : nullptr, *split);
+}
+
+// Any reduce of jgo_spmm, or pool's (nbr null: position k reads row k, a copy_u sum or mean without mask).
+template <typename T, typename I>
+ffi::Error LaunchReduce(const char* name, cudaStream_t stream, CudaScratch& scratch, const ReduceProblem<T, I>& p) {
+  return LaunchReduceWith(name, stream, scratch, p, [&](bool vector, bool staged_edge) -> ReduceKernelFn<T, I> {
+    if (p.nbr == nullptr) {
+      return vector ? ReduceKernel<T, I, Op::kCopyNode, Reduce::kSum, Mask::kNone, true, false, true>
+                    : ReduceKernel<T, I, Op::kCopyNode, Reduce::kSum, Mask::kNone, false, false, true>;
+    }
+    return PickReduce<T, I>(p.op, p.reduce, p.mask, vector, staged_edge);
+  });
+}
+
+// A copy_e sum without mask (p's op, reduction and mask are set so): the kernels PickReduce gives it, and no other.
+template <typename T, typename I>
+ffi::Error LaunchCopyEdgeSum(const char* name, cudaStream_t stream, CudaScratch& scratch, ReduceProblem<T, I> p) {
+  p.op = Op::kCopyEdge;
+  p.reduce = Reduce::kSum;
+  p.mask = Mask::kNone;
+  return LaunchReduceWith(name, stream, scratch, p, [](bool vector, bool) -> ReduceKernelFn<T, I> {
+    return vector ? ReduceKernel<T, I, Op::kCopyEdge, Reduce::kSum, Mask::kNone, true, false>
+                  : ReduceKernel<T, I, Op::kCopyEdge, Reduce::kSum, Mask::kNone, false, false>;
+  });
 }
 
 }  // namespace JGO_CUDA_PLATFORM
