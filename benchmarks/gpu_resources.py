@@ -58,9 +58,9 @@ REASONS = {
     "split rows' partials: 78-222 registers (float64 and the strided path the most; __launch_bounds__(kBlock, 1), "
     "so no spills). Its latency hiding is loads in flight per warp (8 before the first is used) rather than warps "
     "per SM: 8-24 warps keep 64-192 gathers in flight per SM",
-    "message_passing.cu:*Softmax*Kernel<*": "the engine's lanes over edges: kInFlight = 8 edges' logits per lane "
+    "edge_softmax.cu:*Softmax*Kernel<*": "the engine's lanes over edges: kInFlight = 8 edges' logits per lane "
     "(kV heads each, 128-bit), the running (max, sum) of kV heads and the butterfly merge: 70-122 registers",
-    "message_passing.cu:SddmmKernel<*": "the engine: kInFlight = 8 (4 with two gathered operands) edges' rows per "
+    "sddmm.cu:SddmmKernel<*": "the engine: kInFlight = 8 (4 with two gathered operands) edges' rows per "
     "lane in registers before the first is used, the walked row's operand and the mask rows: 80-255 registers",
     "dmpnn.cu:Dmpnn*Kernel<*": "the engine: the node's sum in registers while kInFlight edges' reverse rows and rev "
     "entries (and their validity) are loaded before any store, the own block beside them: 86-194 registers",
