@@ -180,8 +180,9 @@ ffi::Error GatFwdTyped(cudaStream_t stream, CudaScratch& scratch, const GatArgs&
   auto kernel = g.has_edge ? (g.drop.key ? pick(Yes{}, Yes{}) : pick(No{}, Yes{}))
                            : (g.drop.key ? pick(Yes{}, No{}) : pick(No{}, No{}));
   return LaunchBlocks(kName, kernel, WalkerBlocks(a.windows * a.tiles, a.group), 0, stream, a, g.drop,
-                      static_cast<T>(g.slope), graph.offsets, graph.nbr, graph.eid, Data<const S>(x), s_src.typed_data<T>(), s_dst.typed_data<T>(),
-                      g.has_edge ? s_edge.typed_data<T>() : nullptr, Data<S>(out), lse.typed_data<T>(), *split);
+                      static_cast<T>(g.slope), graph.offsets, graph.nbr, graph.eid, Data<const S>(x),
+                      s_src.typed_data<T>(), s_dst.typed_data<T>(), g.has_edge ? s_edge.typed_data<T>() : nullptr,
+                      Data<S>(out), lse.typed_data<T>(), *split);
 }
 
 ffi::Error GatFwdCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr,

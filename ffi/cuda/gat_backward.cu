@@ -286,8 +286,9 @@ ffi::Error GatBwdEngine(cudaStream_t stream, CudaScratch& scratch, const GatArgs
       auto kernel = vector ? GatBwdSrcEngineKernel<S, T, I, kDrop, kEdge, true>
                            : GatBwdSrcEngineKernel<S, T, I, kDrop, kEdge, false>;
       return LaunchBlocks(name, kernel, blocks, 0, stream, a, g.drop, static_cast<T>(g.slope), graph.offsets,
-                          graph.nbr, graph.eid, Data<const S>(x), s_src.typed_data<T>(), se, dst_info.typed_data<T>(), Data<const S>(grad), Data<S>(out_a),
-                          out_b.typed_data<T>(), *split);
+                          graph.nbr, graph.eid, Data<const S>(x), s_src.typed_data<T>(), se,
+                          dst_info.typed_data<T>(), Data<const S>(grad), Data<S>(out_a), out_b.typed_data<T>(),
+                          *split);
     }
     auto kernel = vector ? GatBwdDstEngineKernel<S, T, I, kDrop, kEdge, true>
                          : GatBwdDstEngineKernel<S, T, I, kDrop, kEdge, false>;
@@ -427,10 +428,11 @@ ffi::Error GatBwdTyped(cudaStream_t stream, CudaScratch& scratch, const GatArgs&
                 Data<const S>(grad), out_a.typed_data<T>(), rb, group);
 }
 
-ffi::Error GatBwd(cudaStream_t stream, CudaScratch& scratch, bool by_src, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
-                  ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_edge, ffi::AnyBuffer dst_info,
-                  ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::AnyBuffer out_a, ffi::AnyBuffer out_b,
-                  double negative_slope, bool has_edge, int64_t dropout_threshold, double dropout_scale) {
+ffi::Error GatBwd(cudaStream_t stream, CudaScratch& scratch, bool by_src, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr,
+                  ffi::AnyBuffer eid, ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_edge,
+                  ffi::AnyBuffer dst_info, ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::AnyBuffer out_a,
+                  ffi::AnyBuffer out_b, double negative_slope, bool has_edge, int64_t dropout_threshold,
+                  double dropout_scale) {
   auto args = CheckGatBwd(offsets, nbr, eid, x, s_src, s_edge, dst_info, grad, out_a, out_b, by_src, negative_slope,
                           has_edge);
   if (args.has_error()) return args.error();
@@ -444,20 +446,20 @@ ffi::Error GatBwd(cudaStream_t stream, CudaScratch& scratch, bool by_src, ffi::A
   });
 }
 
-ffi::Error GatBwdDstCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
-                         ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_edge, ffi::AnyBuffer dst_info,
-                         ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> grad_s_dst,
-                         ffi::Result<ffi::AnyBuffer> grad_s_edge, double negative_slope, bool has_edge,
-                         int64_t dropout_threshold, double dropout_scale) {
+ffi::Error GatBwdDstCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr,
+                         ffi::AnyBuffer eid, ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_edge,
+                         ffi::AnyBuffer dst_info, ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key,
+                         ffi::Result<ffi::AnyBuffer> grad_s_dst, ffi::Result<ffi::AnyBuffer> grad_s_edge,
+                         double negative_slope, bool has_edge, int64_t dropout_threshold, double dropout_scale) {
   return GatBwd(stream, scratch, false, offsets, nbr, eid, x, s_src, s_edge, dst_info, grad, dropout_key,
                 *grad_s_dst, *grad_s_edge, negative_slope, has_edge, dropout_threshold, dropout_scale);
 }
 
-ffi::Error GatBwdSrcCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
-                         ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_edge, ffi::AnyBuffer dst_info,
-                         ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> grad_x,
-                         ffi::Result<ffi::AnyBuffer> grad_s_src, double negative_slope, bool has_edge,
-                         int64_t dropout_threshold, double dropout_scale) {
+ffi::Error GatBwdSrcCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr,
+                         ffi::AnyBuffer eid, ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_edge,
+                         ffi::AnyBuffer dst_info, ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key,
+                         ffi::Result<ffi::AnyBuffer> grad_x, ffi::Result<ffi::AnyBuffer> grad_s_src,
+                         double negative_slope, bool has_edge, int64_t dropout_threshold, double dropout_scale) {
   return GatBwd(stream, scratch, true, offsets, nbr, eid, x, s_src, s_edge, dst_info, grad, dropout_key,
                 *grad_x, *grad_s_src, negative_slope, has_edge, dropout_threshold, dropout_scale);
 }

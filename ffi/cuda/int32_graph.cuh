@@ -50,7 +50,7 @@ inline ffi::ErrorOr<Int32Graph> Int32GraphOf(const char* name, cudaStream_t stre
   auto mem = scratch.Allocate(bytes, 256);
   if (!mem.has_value()) {
     return ffi::Unexpected(ffi::Error::Internal(std::string("jaxgraphops: ") + name + ": out of scratch memory (" +
-                                                std::to_string(bytes) + " bytes for the int32 copy of an int64 graph)"));
+                                                std::to_string(bytes) + " bytes: an int64 graph's int32 copy)"));
   }
   int32_t* out = static_cast<int32_t*>(*mem);
   if (auto err = Launch(name, NarrowGraphKernel, n_offsets + 2 * n_edges, stream, offsets.typed_data<int64_t>(),
