@@ -208,7 +208,6 @@ ffi::Error EfeatBwd(cudaStream_t stream, CudaScratch& scratch, const char* name,
     p.eid = eid.typed_data<I>();
     p.edge = G.typed_data<T>() + a.col;
     p.out = grad.typed_data<T>();
-    p.op = Op::kCopyEdge;
     p.dims = Dims3{1, 1, a.width};
     p.node_strides = p.edge_strides = FlatStrides();
     p.n_rows = a.n_rows;

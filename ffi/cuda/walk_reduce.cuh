@@ -371,15 +371,14 @@ ffi::Error LaunchReduce(const char* name, cudaStream_t stream, CudaScratch& scra
   });
 }
 
-// A copy_e sum without mask (p's op, reduction and mask are set so): the kernels PickReduce gives it, and no other.
+// p as a copy_e sum without mask (its op, reduction and mask set so): the kernels PickReduce gives it, no other.
 template <typename T, typename I>
 ffi::Error LaunchCopyEdgeSum(const char* name, cudaStream_t stream, CudaScratch& scratch, ReduceProblem<T, I> p) {
   p.op = Op::kCopyEdge;
   p.reduce = Reduce::kSum;
   p.mask = Mask::kNone;
-  return LaunchReduceWith(name, stream, scratch, p, [](bool vector, bool) -> ReduceKernelFn<T, I> {
-    return vector ? ReduceKernel<T, I, Op::kCopyEdge, Reduce::kSum, Mask::kNone, true, false>
-                  : ReduceKernel<T, I, Op::kCopyEdge, Reduce::kSum, Mask::kNone, false, false>;
+  return LaunchReduceWith(name, stream, scratch, p, [](bool vector, bool) {
+    return PickReducePath<T, I, Op::kCopyEdge, Reduce::kSum, Mask::kNone>(vector, false);
   });
 }
 
