@@ -224,6 +224,94 @@ def test_gat_other_head_shapes(rng, H, C):
     check_gat(rng, H, C, "float32")
 
 
+# GATv2 and TransformerConv (mha_simple) on the engine: (heads, C, dtype) -- a walker of 8 heads of 4 lanes (vector
+# path), the strided path (C = 5: a head on 8 lanes), bfloat16 (2 lanes a head); and other head shapes: 2 walkers of
+# one head of 32 lanes, 3 heads of 8 in a walker of 4 heads (one lane group idle), heads of 34 features (over 32 lanes
+# on the strided path: the group-per-(row, head) kernel)
+ATTENTION = [(8, 16, "float32"), (2, 5, "float32"), (4, 16, "bfloat16")]
+ATTENTION_SHAPES = [(2, 128, "float32"), (3, 8, "float32"), (2, 34, "float32")]
+
+
+def attention_call(op, g, a, b, c, H, ef, impl, **kw):
+    """mha_gat_v2(g, x_src=a, x_dst=b, attn_weights=c) or mha_simple(g, query=b, key=a, value=c)."""
+    if op == "gatv2":
+        return jgo.mha_gat_v2(g, a, b, c, num_heads=H, edge_feat=ef, impl=impl, **kw)
+    return jgo.mha_simple(g, b, a, c, num_heads=H, edge_feat=ef, impl=impl, **kw)
+
+
+def check_attention(rng, op, H, C, dtype):
+    """mha_gat_v2 or mha_simple against the pure-JAX reference on rows of 257 to 700 edges split into chunks (and
+    rows of 1 and none): head 0 of one row -inf throughout (its weights 0), a +inf logit in the third chunk of head 1
+    of another (that head NaN, as the reference), NaN in every head of one edge of a third; with and without
+    attention dropout; then the gradients (finite inputs) over split rows of the CSC and of the reverse CSR.
+    The logits are planted through the edge features (-inf, +inf, NaN; TransformerConv's -inf row through its query),
+    every other operand of the logits positive."""
+    g, _ = rows_graph(rng, (300, 700, 1, 513, 257), n_src=64)
+    a = np.abs(rng.normal(size=(g.n_src, H * C))).astype(np.float32)  # x_src, or the keys
+    b = np.abs(rng.normal(size=(g.n_dst, H * C))).astype(np.float32)  # x_dst, or the queries
+    c = np.abs(rng.normal(size=H * C if op == "gatv2" else (g.n_src, H * C))).astype(np.float32)
+    (c if op == "gatv2" else b)[...] /= np.sqrt(C)  # logits of order 1
+    ef = np.abs(rng.normal(size=(g.n_edges, H, C))).astype(np.float32)  # keys plus edge features stay positive
+    off, eid = np.asarray(g.csc_offsets), np.asarray(g.csc_eid)
+    big = np.flatnonzero(np.diff(off) > CHUNK)
+    if op == "gatv2":
+        ef[eid[off[big[0]]:off[big[0] + 1]], 0] = -np.inf
+    else:
+        b.reshape(g.n_dst, H, C)[big[0], 0] = -np.inf
+    ef[eid[off[big[1]] + 600], 1 % H] = np.inf
+    ef[eid[off[big[2]] + 300]] = np.nan
+    a, b, c, ef = (v.astype(dtype) for v in (a, b, c, ef.reshape(g.n_edges, H * C)))
+    if op == "gatv2":
+        c = c.astype(np.float32)  # the attention weights: float32 beside half features
+    tol = dict(rtol=2e-2, atol=2e-2) if dtype == "bfloat16" else dict(rtol=1e-4, atol=1e-5)
+    f32 = lambda v: np.asarray(v, np.float32)
+    for drop in ({}, dict(dropout_rate=0.3, dropout_key=jax.random.key(3))):
+        got = attention_call(op, g, a, b, c, H, ef, None, return_attention=True, **drop)
+        want = attention_call(op, g, *map(f32, (a, b, c)), H, f32(ef), "xla", return_attention=True, **drop)
+        for x, y in zip(got, want):
+            np.testing.assert_allclose(f32(x), f32(y), **tol)
+        if not drop:
+            out = f32(got[0]).reshape(g.n_dst, H, C)
+            assert np.isnan(out[big[1], 1 % H]).all() and not np.isnan(out[big[0], 0]).any()
+            assert np.all(f32(got[1])[eid[off[big[0]]:off[big[0] + 1]], 0] == 0)
+    ef = rng.normal(size=ef.shape).astype(dtype)
+    b = rng.normal(size=b.shape).astype(dtype)
+    # the same destination rows, from 6 sources of ~300 out-edges each: split rows of the reverse CSR too
+    hub = jgo.Graph.from_edges(rng.integers(0, 6, g.n_edges), np.asarray(g.dst), 6, g.n_dst)
+    G = rng.normal(size=(g.n_dst, H * C)).astype(dtype)
+    c6 = c if op == "gatv2" else c[:6]
+
+    def vjp(impl, cast):
+        f = lambda a, b, c, ef: attention_call(op, hub, a, b, c, H, ef, impl, dropout_rate=0.2,
+                                               dropout_key=jax.random.key(1))
+        out, pullback = jax.vjp(f, *map(cast, (a[:6], b, c6, ef)))
+        return pullback(G.astype(out.dtype))
+
+    # the oracle: XLA in float32 on the same (rounded) inputs; the kernels accumulate ~300 terms in float32 too
+    for x, y in zip(vjp(None, lambda v: v), vjp("xla", f32)):
+        np.testing.assert_allclose(f32(x), f32(y), rtol=tol["rtol"], atol=max(1e-4, tol["atol"] * np.abs(f32(y)).max()))
+
+
+@pytest.mark.parametrize("H,C,dtype", ATTENTION)
+def test_gatv2_split_rows_heads_and_infinities(rng, H, C, dtype):
+    check_attention(rng, "gatv2", H, C, dtype)
+
+
+@pytest.mark.parametrize("H,C,dtype", ATTENTION_SHAPES)
+def test_gatv2_other_head_shapes(rng, H, C, dtype):
+    check_attention(rng, "gatv2", H, C, dtype)
+
+
+@pytest.mark.parametrize("H,C,dtype", ATTENTION)
+def test_transformer_split_rows_heads_and_infinities(rng, H, C, dtype):
+    check_attention(rng, "simple", H, C, dtype)
+
+
+@pytest.mark.parametrize("H,C,dtype", ATTENTION_SHAPES)
+def test_transformer_other_head_shapes(rng, H, C, dtype):
+    check_attention(rng, "simple", H, C, dtype)
+
+
 def first_extreme(values, eids, reduce):
     """(value, edge id) of the first NaN, else the first max/min, in position order; (0, -1) for no edges."""
     if len(values) == 0:
@@ -336,11 +424,14 @@ def test_results_do_not_depend_on_the_block_order(rng, monkeypatch):
     def run():
         out, vjp = jax.vjp(hg_basis, u[:4], comp)
         attention = jgo.mha_gat(g, x, att, x_dst=x_dst, num_heads=2, edge_feat=ef, return_attention=True)
+        v2 = jgo.mha_gat_v2(g, x, x_dst, att[:8], num_heads=2, edge_feat=ef, return_attention=True)
+        transformer = jgo.mha_simple(g, x_dst, x, x, num_heads=2, edge_feat=ef_finite, return_attention=True)
         return [np.asarray(a) for a in (jgo.gspmm(g, u, w, op="u_mul_e", reduce="sum"),
                                         jgo.gspmm(g, u, op="copy_u", reduce="max"),
                                         jgo.gspmm(g, u, op="copy_u", reduce="mean"),
                                         jgo.edge_softmax(g, z), jgo.gsddmm(g, u, v, op="dot"), out,
-                                        *vjp(jnp.ones_like(out)), *attention, *gat_backward())]
+                                        *vjp(jnp.ones_like(out)), *attention, *gat_backward(), *v2,
+                                        *transformer)]
 
     monkeypatch.delenv("JGO_EMU_SHUFFLE", raising=False)
     first = run()

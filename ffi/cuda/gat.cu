@@ -23,8 +23,8 @@
 
 #include "cuda/launch.cuh"
 #include "cuda/chunk_walk.cuh"
+#include "cuda/head_walk.cuh"
 #include "cuda/int32_graph.cuh"
-#include "cuda/online_softmax.cuh"
 #include "cuda/walk_reduce.cuh"
 #include "cuda/storage.cuh"
 #include "handlers.h"
@@ -71,9 +71,7 @@ __global__ void __launch_bounds__(kBlock, 1) GatFwdKernel(GatWalk a, Dropout dro
     const int head = lf.ok[0] ? lf.f[0] / C : 0;
     ForEachChunk(offsets, a.n_rows, a.n_edges, window, w, [&](const Chunk& c) {
       const T sd = s_dst[int64_t(c.row) * a.H + head];
-      T m = -Infinity<T>(), l = T(0), acc[kV];
-#pragma unroll
-      for (int v = 0; v < kV; ++v) acc[v] = T(0);
+      AttendState<T, kV> st;
       auto group = [&](const Staged<T> (&s)[kGroup], unsigned bits) {
         S xs[kGroup][kV];
         T z[kGroup];
@@ -84,60 +82,20 @@ __global__ void __launch_bounds__(kBlock, 1) GatFwdKernel(GatWalk a, Dropout dro
           const T se = kEdge ? __ldg(s_edge + int64_t(s[u].e) * a.H + head) : T(0);
           z[u] = GatLogit(__ldg(s_src + int64_t(s[u].j) * a.H + head), sd, se, slope);
         }
-        T mg = m;  // the group's maximum, then one rescale per group
-#pragma unroll
-        for (int u = 0; u < kGroup; ++u)
-          if ((bits >> u) & 1u) mg = SoftmaxMax(mg, z[u]);
-        const T scale = mg == m ? T(1) : Exp(m - mg);
-        m = mg;
-        l *= scale;
-#pragma unroll
-        for (int v = 0; v < kV; ++v) acc[v] *= scale;
+        st.Rescale(z, bits);
 #pragma unroll
         for (int u = 0; u < kGroup; ++u) {
           if (!((bits >> u) & 1u)) continue;
-          const T weight = SoftmaxWeight(z[u], m, ExpFn{});
-          l += weight;
-          if (!a.values) continue;
-          const T wf = weight * DropoutFactorIf<kDrop, T>(drop, s[u].e, head);
-#pragma unroll
-          for (int v = 0; v < kV; ++v) acc[v] += wf * Widen<T>(xs[u][v]);
+          const T weight = st.Weigh(z[u]);
+          if (a.values) st.Add(weight * DropoutFactorIf<kDrop, T>(drop, s[u].e, head), xs[u]);
         }
       };
       WalkPositions<true, true, false, kGroup>(pos, c.lo, c.hi, w, group);
-      if (c.split()) {  // (acc, m, l) per feature of each chunk, merged in chunk order by the last to arrive
-        const int64_t slot = PartialSlot(c, a.slot_count), width3 = 3 * int64_t(a.width);
-        T* values = static_cast<T*>(split.values);
-        T ms[kV], ls[kV];
-#pragma unroll
-        for (int v = 0; v < kV; ++v) {
-          ms[v] = m;
-          ls[v] = l;
-        }
-        StoreFeatures<kV, kVector>(values + slot * width3, lf, acc, false);
-        StoreFeatures<kV, kVector>(values + slot * width3 + a.width, lf, ms, false);
-        StoreFeatures<kV, kVector>(values + slot * width3 + 2 * a.width, lf, ls, false);
-        if (!ArriveLast(split.counters + SplitCounter(c, a.counter_count, lf.tile), c, w)) return;
-        m = -Infinity<T>();
-        l = T(0);
-#pragma unroll
-        for (int v = 0; v < kV; ++v) acc[v] = T(0);
-#pragma unroll 1
-        for (int p = 0; p < c.count && lf.ok[0]; ++p) {  // the row's chunks, in order
-          const T* part = values + (slot - c.index + p) * width3;
-          T scale, scale2;
-          SoftmaxMerge(m, l, __ldcg(part + a.width + lf.f[0]), __ldcg(part + 2 * a.width + lf.f[0]), scale, scale2,
-                       ExpFn{});
-#pragma unroll
-          for (int v = 0; v < kV; ++v) acc[v] = acc[v] * scale + __ldcg(part + lf.f[v]) * scale2;
-        }
-      }
-      const T inv = SoftmaxInverse(l);
+      if (c.split() && !st.FoldSplit(c, split, a.slot_count, a.counter_count, a.width, lf, w)) return;
       S result[kV];
-#pragma unroll
-      for (int v = 0; v < kV; ++v) result[v] = Narrow<S>(acc[v] * inv);
+      st.Result(result);
       if (a.values) StoreFeatures<kV, kVector>(out + int64_t(c.row) * a.width, lf, result, a.stream);
-      if (lf.ok[0] && lf.f[0] % C == 0) lse[int64_t(c.row) * a.H + head] = SoftmaxLse(m, l);  // a head's first lane
+      if (lf.ok[0] && lf.f[0] % C == 0) lse[int64_t(c.row) * a.H + head] = SoftmaxLse(st.m, st.l);  // a head's first lane
     });
   });
 }

@@ -23,6 +23,7 @@
 
 #include "cuda/launch.cuh"
 #include "cuda/chunk_walk.cuh"
+#include "cuda/head_walk.cuh"
 #include "cuda/int32_graph.cuh"
 #include "cuda/online_softmax.cuh"
 #include "cuda/walk_reduce.cuh"
@@ -37,56 +38,18 @@ namespace {
 
 // ---------------------------------------------------------------------------------------
 // The backward on the engine: jgo_gat_bwd_dst walks the CSC (rows = destinations i), jgo_gat_bwd_src the
-// reverse CSR (rows = sources j), each a walker per window of chunks and tile of heads. Each head takes L lanes
-// (a power of two covering C / kV), a lane kV adjacent features of its head: kV = 16 bytes of the feature type
-// and 128-bit loads where C % kV == 0 and the rows are aligned, else one feature a lane. The row's own
-// operand (G_i, or x_j) stays in registers; per edge the other is gathered, 4 edges at a time (their rows and
-// scores: 8 to 20 loads in flight; 8 edges took 112-207 registers, one block an SM, and modelled the reverse
-// walk 2.2x slower on the power-law graph), and the dot <G_i,h, x_j,h> is summed over the head's lanes by a
-// butterfly (the same bits on every lane). Split rows leave their chunk's sums in scratch and the last to
-// arrive folds them in chunk order: no float atomics.
+// reverse CSR (rows = sources j), each a walker per window of chunks and tile of heads (cuda/head_walk.cuh).
+// The row's own operand (G_i, or x_j) stays in registers; per edge the other is gathered, 4 edges at a time
+// (their rows and scores: 8 to 20 loads in flight; 8 edges took 112-207 registers, one block an SM, and
+// modelled the reverse walk 2.2x slower on the power-law graph), and the dot <G_i,h, x_j,h> is summed over the
+// head's lanes by a butterfly. Split rows leave their chunk's sums in scratch and the last to arrive folds them
+// in chunk order: no float atomics.
 // Heads of more than 32 lanes take the group-per-(row, head) kernels below.
 
-struct GatBwdWalk {
-  int n_rows, n_edges, nbr_bound, H, C, HC, group, lanes, heads, tiles;  // lanes a head, heads a walker tile
-  int partial_width;  // of a split chunk's partials: the reverse walk's [HC | H], padded to 16 bytes; H
-  int64_t windows, slot_count, counter_count;
+// The reverse walk's split chunks leave [HC | H] partials, padded to 16 bytes (partial_width); the CSC walk's H.
+struct GatBwdWalk : HeadWalk {
+  int partial_width;
 };
-
-// This lane's head (live: < H) and its features f[v] = head * C + sub * kV + v (ok: inside the head).
-template <int kV, bool kVector>
-__device__ __forceinline__ LaneFeatures<kV, kVector> HeadFeatures(const GatBwdWalk& a, int tile, const Walker& w,
-                                                                  int& head, int& sub) {
-  LaneFeatures<kV, kVector> lf(0, 1, tile, 0);
-  sub = w.lane & (a.lanes - 1);
-  head = tile * a.heads + w.lane / a.lanes;
-#pragma unroll
-  for (int v = 0; v < kV; ++v) {
-    lf.f[v] = head * a.C + sub * kV + v;
-    lf.ok[v] = head < a.H && sub * kV + v < a.C;
-  }
-  return lf;
-}
-
-// Calls fn(window, tile, lf, live, h, sub) for this thread's walkers: the walker's window of chunks and tile of
-// heads, this lane's features, whether its head is one (< H), the head (0 if not) and the lane's place in it.
-template <int kV, bool kVector, typename Fn>
-__device__ __forceinline__ void ForEachHeadTile(const GatBwdWalk& a, const Walker& w, Fn fn) {
-  ForEachWalker(a.windows * a.tiles, a.group, [&](int64_t id) {
-    int64_t window;
-    int tile, head, sub;
-    WindowAndTile(id, a.tiles, window, tile);
-    const auto lf = HeadFeatures<kV, kVector>(a, tile, w, head, sub);
-    fn(window, tile, lf, head < a.H, head < a.H ? head : 0, sub);
-  });
-}
-
-// The sum of v over the `lanes` lanes of this lane's head (a butterfly: every lane gets the same bits).
-template <typename T>
-__device__ __forceinline__ T HeadSum(T v, int lanes, const Walker& w) {
-  for (int offset = lanes / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(w.mask, v, offset, w.group);
-  return v;
-}
 
 // jgo_gat_bwd_dst: grad_s_dst[i,h] = sum_e gp_e,h over the in-edges, grad_s_edge[e,h] = gp_e,h.
 // gpu-model: engine mlp>=8 vector-if kVector
@@ -236,15 +199,6 @@ __global__ void __launch_bounds__(kBlock, 1) GatBwdSrcEngineKernel(
   });
 }
 
-// The features a lane takes in the engine's backward: 16 bytes of S where C divides into them and the rows are
-// aligned (128-bit loads), else 1; 0 where the engine does not take the heads (C = 0, or over 32 lanes a head).
-template <typename S>
-int GatBwdLaneFeatures(const GatArgs& a, bool aligned) {
-  constexpr int kV = 16 / int(sizeof(S));
-  const int per_lane = a.dim % kV == 0 && aligned ? kV : 1;
-  return a.dim > 0 && a.dim <= 32 * int64_t(per_lane) ? per_lane : 0;
-}
-
 template <typename S, typename T>
 ffi::Error GatBwdEngine(cudaStream_t stream, CudaScratch& scratch, const GatArgs& g, bool by_src,
                         const Int32Graph& graph, ffi::AnyBuffer x, ffi::AnyBuffer s_src, ffi::AnyBuffer s_edge,
@@ -253,27 +207,11 @@ ffi::Error GatBwdEngine(cudaStream_t stream, CudaScratch& scratch, const GatArgs
   using I = int32_t;
   const char* name = by_src ? "jgo_gat_bwd_src" : "jgo_gat_bwd_dst";
   if (g.n_rows == 0 || g.heads == 0) return ffi::Error::Success();
-  if (auto err = EngineSizes(name, {g.n_rows, g.n_edges, g.n_src, g.n_dst, g.heads * g.dim}); err.failure())
-    return err;
-  GatBwdWalk a;
-  a.n_rows = static_cast<int>(g.n_rows);
-  a.n_edges = static_cast<int>(g.n_edges);
-  a.nbr_bound = static_cast<int>(std::min<int64_t>(g.nbr_bound, kMaxIndex));
-  a.H = static_cast<int>(g.heads);
-  a.C = static_cast<int>(g.dim);
-  a.HC = a.H * a.C;
-  a.lanes = GroupWidth((g.dim + per_lane - 1) / per_lane);
-  a.group = std::min<int>(kWarp, GroupWidth(int64_t(a.lanes) * g.heads));
-  a.heads = a.group / a.lanes;
-  a.tiles = static_cast<int>((g.heads + a.heads - 1) / a.heads);
-  a.windows = Windows(g.n_rows, g.n_edges);
-  a.slot_count = SplitScratch::SlotCount(g.n_edges);
-  a.counter_count = SplitScratch::CounterCount(g.n_edges);
-  if (auto err = EngineSizes(name, {a.windows * a.tiles}); err.failure()) return err;
+  auto walk = HeadWalkOf(name, g.n_rows, g.n_edges, g.nbr_bound, g.heads, g.dim, per_lane, 0);
+  if (walk.has_error()) return walk.error();
+  const int64_t align = 16 / int64_t(sizeof(T));  // a chunk's partials 16-byte aligned, for grad_x's 128-bit stores
+  const GatBwdWalk a{*walk, by_src ? static_cast<int>((walk->HC + walk->H + align - 1) / align * align) : walk->H};
   const bool vector = per_lane > 1;
-  // a chunk's partials start 16-byte aligned, as the 128-bit stores of grad_x's need
-  const int64_t align = 16 / int64_t(sizeof(T));
-  a.partial_width = by_src ? static_cast<int>((a.HC + a.H + align - 1) / align * align) : a.H;
   auto split = SplitScratchFor(name, scratch, stream, g.n_edges, a.partial_width, sizeof(T), false, a.tiles);
   if (split.has_error()) return split.error();
   const T* se = g.has_edge ? s_edge.typed_data<T>() : nullptr;
@@ -405,7 +343,7 @@ ffi::Error GatBwdTyped(cudaStream_t stream, CudaScratch& scratch, const GatArgs&
   }
   const bool aligned =
       Aligned(x.untyped_data()) && Aligned(grad.untyped_data()) && (!by_src || Aligned(out_a.untyped_data()));
-  if (const int per_lane = GatBwdLaneFeatures<S>(a, aligned); per_lane > 0)
+  if (const int per_lane = HeadLaneFeatures<S>(a.dim, aligned); per_lane > 0)
     return GatBwdEngine<S, T>(stream, scratch, a, by_src, graph, x, s_src, s_edge, dst_info, grad, out_a, out_b,
                               per_lane);
   const int group = GroupWidth(a.dim);

@@ -2,12 +2,16 @@
 // Same operands, attributes and results as the CPU twin (cpu/gatv2.cc), same math and
 // shape checks (jgo/gatv2.h).
 //
-// A group of lanes (a power of two <= 32 covering C) owns one (row, head): the lanes split the
-// C-length logit <a, leaky_relu(x_src[j] + x_dst[i] (+ e))> and the dot <G[i], x_src[j]> and
-// share the sums by shuffles; each lane accumulates kVec features in registers (wider heads take
-// several chunks, each re-walking the edges). Every output element is written by one group: no
-// atomics, bitwise reproducible. Index arrays are not validated on the host; edges whose
-// neighbour or edge id is out of range are skipped and offsets are clamped into [0, n_edges].
+// The forward runs on the chunked row-walk engine (cuda/chunk_walk.cuh, cuda/head_walk.cuh): a walker per
+// window of chunks of at most 256 edges and tile of whole heads, each gathered x_src row read once (128-bit
+// loads) for both the logit and the aggregation, split rows combined in chunk order (no float atomics, the same
+// bits whatever the block order). Heads the engine does not take (over 32 lanes a head) and the backward keep
+// a group of lanes per (row, head): the lanes split the C-length logit <a, leaky_relu(x_src[j] + x_dst[i] (+ e))>
+// and the dot <G[i], x_src[j]> and share the sums by shuffles; each lane accumulates kVec features in registers
+// (wider heads take several chunks, each re-walking the edges). Every output element is written by one walker
+// or group: no atomics, bitwise reproducible. Index arrays are not validated on the host; edges whose
+// neighbour or edge id is out of range are skipped and offsets are clamped into [0, n_edges]. The forward's
+// kernels are compiled for int32 indices: an int64 graph reaches them as its int32 view (cuda/int32_graph.cuh).
 //
 // Compile check (zero warnings), from the repository root, on one line:
 //   nvcc -std=c++17 -O3 -Xcompiler -fPIC,-Wall,-Wextra --Werror all-warnings
@@ -19,10 +23,15 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
+#include "cuda/chunk_walk.cuh"
+#include "cuda/head_walk.cuh"
+#include "cuda/int32_graph.cuh"
 #include "cuda/launch.cuh"
 #include "cuda/online_softmax.cuh"
 #include "cuda/storage.cuh"
+#include "cuda/walk_reduce.cuh"
 #include "handlers.h"
 #include "jgo/args.h"
 #include "jgo/attention.h"
@@ -55,7 +64,76 @@ __device__ __forceinline__ T GroupDot(const S* u, const S* v, int64_t C, int lan
 }
 
 // ---------------------------------------------------------------------------------------
-// jgo_gatv2_fwd: a group per (destination, head), one pass with an online softmax per chunk.
+// jgo_gatv2_fwd on the engine: per chunk the row's x_dst stays in registers and the lane's attention weights
+// a[h, c] for the whole walk; per edge the x_src row (and edge_feat row) is gathered, kGroup edges at a time
+// before the first is used, each edge's logit summed over its head's lanes, then the bucketed online softmax
+// (AttendState) accumulates the same x_src values: one read of each gathered row.
+
+// gpu-model: engine mlp>=8 vector-if kVector
+template <typename S, typename T, bool kDrop, bool kEdge, bool kVector>
+__global__ void __launch_bounds__(kBlock, 1) FwdEngineKernel(HeadWalk a, Dropout drop, T slope,
+                                                             const int* __restrict__ offsets,
+                                                             const int* __restrict__ nbr, const int* __restrict__ eid,
+                                                             const S* __restrict__ xs, const S* __restrict__ xd,
+                                                             const T* __restrict__ attn, const S* __restrict__ ef,
+                                                             S* __restrict__ out, T* __restrict__ lse,
+                                                             SplitScratch split) {
+  constexpr int kV = kVector ? 16 / int(sizeof(S)) : 1;
+  constexpr int kGroup = kInFlight;
+  const Walker w = ThisWalker(a.group);
+  const Positions<int, T> pos{nbr, eid, nullptr, a.nbr_bound, a.n_edges, 0};
+  ForEachHeadTile<kV, kVector>(a, w, [&](int64_t window, int, const auto& lf, bool live, int h, int sub) {
+    const LaneRows<kV, kVector, S> src(xs, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
+    const LaneRows<kV, kVector, S> dst(xd, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
+    const LaneRows<kV, kVector, S> edge(ef, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, kEdge);
+    T weights[kV];
+#pragma unroll
+    for (int v = 0; v < kV; ++v) weights[v] = lf.ok[v] ? attn[lf.f[v]] : T(0);
+    ForEachChunk(offsets, a.n_rows, a.n_edges, window, w, [&](const Chunk& c) {
+      S d[kV];
+#pragma unroll
+      for (int v = 0; v < kV; ++v) d[v] = Narrow<S>(T(0));
+      dst.Load(c.row, lf.ok, d);
+      AttendState<T, kV> st;
+      auto group = [&](const Staged<T> (&s)[kGroup], unsigned bits) {
+        S x[kGroup][kV], e[kGroup][kV];
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u) {  // every load of the group before the first is used
+          if (!((bits >> u) & 1u)) continue;
+          src.Load(s[u].j, lf.ok, x[u]);
+          if (kEdge) edge.Load(s[u].e, lf.ok, e[u]);
+        }
+        T z[kGroup];
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u) {
+          if (!((bits >> u) & 1u)) continue;
+          T part = T(0);
+#pragma unroll
+          for (int v = 0; v < kV; ++v) {
+            const T t = Gatv2Pre(Widen<T>(x[u][v]), Widen<T>(d[v]), kEdge ? Widen<T>(e[u][v]) : T(0));
+            if (lf.ok[v]) part += weights[v] * LeakyRelu(t, slope);
+          }
+          z[u] = HeadSum(part, a.lanes, w);
+        }
+        st.Rescale(z, bits);
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u) {
+          if (!((bits >> u) & 1u)) continue;
+          st.Add(st.Weigh(z[u]) * DropoutFactorIf<kDrop, T>(drop, s[u].e, h), x[u]);
+        }
+      };
+      WalkPositions<true, true, false, kGroup, kEdge || kDrop>(pos, c.lo, c.hi, w, group);
+      if (c.split() && !st.FoldSplit(c, split, a.slot_count, a.counter_count, a.HC, lf, w)) return;
+      S result[kV];
+      st.Result(result);
+      StoreFeatures<kV, kVector>(out + int64_t(c.row) * a.HC, lf, result, a.stream);
+      if (live && sub == 0) lse[int64_t(c.row) * a.H + h] = SoftmaxLse(st.m, st.l);
+    });
+  });
+}
+
+// ---------------------------------------------------------------------------------------
+// jgo_gatv2_fwd of heads the engine does not take: a group per (destination, head), one pass with an online softmax per chunk.
 
 template <typename S, typename T, typename I, bool kDrop, bool kEdge>
 __global__ void FwdKernel(GatArgs g, const I* offsets, const I* nbr, const I* eid, const S* xs, const S* xd,
@@ -196,8 +274,43 @@ ffi::Error CudaError(const char* name, cudaError_t err) {
   return ffi::Error::Internal(std::string("jaxgraphops: ") + name + ": " + cudaGetErrorString(err));
 }
 
-ffi::Error FwdCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
-                   ffi::AnyBuffer xs, ffi::AnyBuffer xd, ffi::AnyBuffer a, ffi::AnyBuffer ef,
+template <typename S, typename T>
+ffi::Error FwdTyped(cudaStream_t stream, CudaScratch& scratch, const GatArgs& g, const Int32Graph& graph,
+                    ffi::AnyBuffer xs, ffi::AnyBuffer xd, ffi::AnyBuffer a, ffi::AnyBuffer ef, ffi::AnyBuffer out,
+                    ffi::AnyBuffer lse) {
+  if (g.n_rows == 0 || g.heads == 0) return ffi::Error::Success();
+  using Yes = std::true_type;
+  using No = std::false_type;
+  const S* edge = g.has_edge ? Data<const S>(ef) : nullptr;
+  const bool aligned = Aligned(xs.untyped_data()) && Aligned(xd.untyped_data()) && Aligned(out.untyped_data()) &&
+                       (!g.has_edge || Aligned(ef.untyped_data()));
+  if (const int per_lane = HeadLaneFeatures<S>(g.dim, aligned); per_lane > 0) {
+    auto walk = HeadWalkOf(kFwd, g.n_rows, g.n_edges, g.nbr_bound, g.heads, g.dim, per_lane,
+                           static_cast<int64_t>(out.size_bytes()));
+    if (walk.has_error()) return walk.error();
+    auto split = SplitScratchFor(kFwd, scratch, stream, g.n_edges, 3 * int64_t(walk->HC), sizeof(T), false,
+                                 walk->tiles);
+    if (split.has_error()) return split.error();
+    auto launch = [&](auto drop, auto with_edge) {
+      constexpr bool kDrop = decltype(drop)::value, kEdge = decltype(with_edge)::value;
+      auto kernel = per_lane > 1 ? FwdEngineKernel<S, T, kDrop, kEdge, true> : FwdEngineKernel<S, T, kDrop, kEdge, false>;
+      return LaunchBlocks(kFwd, kernel, WalkerBlocks(walk->windows * walk->tiles, walk->group), 0, stream, *walk,
+                          g.drop, static_cast<T>(g.slope), graph.offsets, graph.nbr, graph.eid, Data<const S>(xs),
+                          Data<const S>(xd), Data<const T>(a), edge, Data<S>(out), Data<T>(lse), *split);
+    };
+    return g.has_edge ? (g.drop.key ? launch(Yes{}, Yes{}) : launch(No{}, Yes{}))
+                      : (g.drop.key ? launch(Yes{}, No{}) : launch(No{}, No{}));
+  }
+  using I = int32_t;
+  auto kernel = g.has_edge ? (g.drop.key ? FwdKernel<S, T, I, true, true> : FwdKernel<S, T, I, false, true>)
+                           : (g.drop.key ? FwdKernel<S, T, I, true, false> : FwdKernel<S, T, I, false, false>);
+  return Launch(kFwd, kernel, g.n_rows * g.heads * GroupWidth(g.dim), stream, g, graph.offsets, graph.nbr, graph.eid,
+                Data<const S>(xs), Data<const S>(xd), Data<const T>(a), edge, Data<S>(out), Data<T>(lse),
+                GroupWidth(g.dim));
+}
+
+ffi::Error FwdCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr,
+                   ffi::AnyBuffer eid, ffi::AnyBuffer xs, ffi::AnyBuffer xd, ffi::AnyBuffer a, ffi::AnyBuffer ef,
                    ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> lse,
                    double negative_slope, bool has_edge, int64_t dropout_threshold, double dropout_scale) {
   auto args = CheckGatv2(kFwd, offsets, nbr, eid, xs, xd, a, ef, nullptr, nullptr, false, negative_slope, has_edge);
@@ -206,18 +319,10 @@ ffi::Error FwdCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer n
   const auto ft = args->storage;
   if (auto e = CheckResult(kFwd, "out", *out, ft, {args->n_dst, args->heads, args->dim}); e.failure()) return e;
   if (auto e = CheckResult(kFwd, "lse", *lse, args->score, {args->n_dst, args->heads}); e.failure()) return e;
-  const GatArgs g = *args;
-  return DispatchStorage(g.storage, g.score, offsets.element_type(), [&](auto s, auto t, auto i) {
-    using S = decltype(s);
-    using T = decltype(t);
-    using I = decltype(i);
-    const int group = GroupWidth(g.dim);
-    auto kernel = g.has_edge
-                      ? (g.drop.key ? FwdKernel<S, T, I, true, true> : FwdKernel<S, T, I, false, true>)
-                      : (g.drop.key ? FwdKernel<S, T, I, true, false> : FwdKernel<S, T, I, false, false>);
-    return Launch("jgo_gatv2_fwd", kernel, g.n_rows * g.heads * group, stream, g, offsets.typed_data<I>(),
-                  nbr.typed_data<I>(), eid.typed_data<I>(), Data<const S>(xs), Data<const S>(xd), Data<const T>(a),
-                  g.has_edge ? Data<const S>(ef) : nullptr, Data<S>(*out), Data<T>(*lse), group);
+  auto graph = Int32GraphOf(kFwd, stream, scratch, offsets, nbr, eid);
+  if (graph.has_error()) return graph.error();
+  return DispatchStorage(args->storage, args->score, [&](auto s, auto t) {
+    return FwdTyped<decltype(s), decltype(t)>(stream, scratch, *args, *graph, xs, xd, a, ef, *out, *lse);
   });
 }
 
@@ -289,6 +394,6 @@ ffi::Error BwdSrcCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffe
 }  // namespace
 }  // namespace jgo
 
-JGO_CUDA_HANDLER(Gatv2Fwd, jgo::FwdCuda, jgo::BindGatv2Fwd<jgo::CudaStream>());
+JGO_CUDA_HANDLER_NO_TRAITS(Gatv2Fwd, jgo::FwdCuda, jgo::BindGatv2Fwd<jgo::CudaStream, jgo::CudaScratch>());
 JGO_CUDA_HANDLER(Gatv2BwdDst, jgo::BwdDstCuda, jgo::BindGatv2BwdDst<jgo::CudaStream>());
 JGO_CUDA_HANDLER(Gatv2BwdSrc, jgo::BwdSrcCuda, jgo::BindGatv2BwdSrc<jgo::CudaStream>());

@@ -6,13 +6,17 @@
 // storage type S); scores, softmax statistics and accumulators are float32 for half storage, else
 // S (the accumulation type A), and lse / dst_info are stored in A.
 //
-// A group of lanes (a power of two <= 32 covering C) owns one (row, head): the lanes split the
-// C-length dot products <q, k + ef> and <G, v + ef> and share the sums by shuffles; adjacent groups
-// take adjacent heads of a row, so gathered rows are read coalesced. Each lane accumulates kVec
-// features in registers (wider heads take several chunks, each re-walking the edges). Every
-// output element is written by one group: no atomics, bitwise reproducible. Index arrays are not
-// validated on the host; edges whose neighbour or edge id is out of range are skipped and offsets
-// are clamped into [0, n_edges], so no kernel reads or writes out of bounds.
+// The forward runs on the chunked row-walk engine (cuda/chunk_walk.cuh, cuda/head_walk.cuh): a walker per
+// window of chunks of at most 256 edges and tile of whole heads, each edge's key and value rows gathered together
+// (128-bit loads), split rows combined in chunk order (no float atomics, the same bits whatever the block order).
+// Heads the engine does not take (over 32 lanes a head) and the backward keep a group of lanes (a power of two
+// <= 32 covering C) per (row, head): the lanes split the C-length dot products <q, k + ef> and <G, v + ef> and
+// share the sums by shuffles; adjacent groups take adjacent heads of a row, so gathered rows are read coalesced.
+// Each lane accumulates kVec features in registers (wider heads take several chunks, each re-walking the
+// edges). Every output element is written by one walker or group: no atomics, bitwise reproducible. Index
+// arrays are not validated on the host; edges whose neighbour or edge id is out of range are skipped and
+// offsets are clamped into [0, n_edges], so no kernel reads or writes out of bounds. The forward's kernels are
+// compiled for int32 indices: an int64 graph reaches them as its int32 view (cuda/int32_graph.cuh).
 //
 // Compile check (zero warnings), from the repository root, on one line:
 //   nvcc -std=c++17 -O3 -Xcompiler -fPIC,-Wall,-Wextra --Werror all-warnings
@@ -23,10 +27,15 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
+#include "cuda/chunk_walk.cuh"
+#include "cuda/head_walk.cuh"
+#include "cuda/int32_graph.cuh"
 #include "cuda/launch.cuh"
 #include "cuda/online_softmax.cuh"
 #include "cuda/storage.cuh"
+#include "cuda/walk_reduce.cuh"
 #include "handlers.h"
 #include "jgo/args.h"
 #include "jgo/attention.h"
@@ -57,7 +66,76 @@ __device__ __forceinline__ const S* HeadRow(const S* base, int64_t row, int64_t 
 }
 
 // ---------------------------------------------------------------------------------------
-// jgo_mha_simple_fwd: a group per (destination, head), one pass over the in-edges with an online
+// jgo_mha_simple_fwd on the engine: per chunk the row's query stays in registers; per edge the key and value
+// rows (and the edge_feat row) are gathered, kGroup edges at a time before the first is used, each edge's logit
+// summed over its head's lanes, then the bucketed online softmax (AttendState) accumulates the values.
+
+// gpu-model: engine mlp>=8 vector-if kVector
+template <typename S, bool kDrop, bool kEdge, bool kVector>
+__global__ void __launch_bounds__(kBlock, 1) FwdEngineKernel(HeadWalk a, Dropout drop, Compute<S> scale,
+                                                             const int* __restrict__ offsets,
+                                                             const int* __restrict__ nbr, const int* __restrict__ eid,
+                                                             const S* __restrict__ q, const S* __restrict__ k,
+                                                             const S* __restrict__ v, const S* __restrict__ ef,
+                                                             S* __restrict__ out, Compute<S>* __restrict__ lse,
+                                                             SplitScratch split) {
+  using A = Compute<S>;
+  constexpr int kV = kVector ? 16 / int(sizeof(S)) : 1;
+  constexpr int kGroup = kInFlight;
+  const Walker w = ThisWalker(a.group);
+  const Positions<int, A> pos{nbr, eid, nullptr, a.nbr_bound, a.n_edges, 0};
+  ForEachHeadTile<kV, kVector>(a, w, [&](int64_t window, int, const auto& lf, bool live, int h, int sub) {
+    const LaneRows<kV, kVector, S> queries(q, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
+    const LaneRows<kV, kVector, S> keys(k, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
+    const LaneRows<kV, kVector, S> values(v, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
+    const LaneRows<kV, kVector, S> edge(ef, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, kEdge);
+    ForEachChunk(offsets, a.n_rows, a.n_edges, window, w, [&](const Chunk& c) {
+      S qr[kV];
+#pragma unroll
+      for (int u = 0; u < kV; ++u) qr[u] = Narrow<S>(A(0));
+      queries.Load(c.row, lf.ok, qr);
+      AttendState<A, kV> st;
+      auto group = [&](const Staged<A> (&s)[kGroup], unsigned bits) {
+        S ks[kGroup][kV], vs[kGroup][kV], es[kGroup][kV];
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u) {  // every load of the group before the first is used
+          if (!((bits >> u) & 1u)) continue;
+          keys.Load(s[u].j, lf.ok, ks[u]);
+          values.Load(s[u].j, lf.ok, vs[u]);
+          if (kEdge) edge.Load(s[u].e, lf.ok, es[u]);
+        }
+        A z[kGroup];
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u) {
+          if (!((bits >> u) & 1u)) continue;
+          A dot = A(0);
+#pragma unroll
+          for (int f = 0; f < kV; ++f)
+            if (lf.ok[f]) dot += Widen<A>(qr[f]) * WithEdge(Widen<A>(ks[u][f]), kEdge ? Widen<A>(es[u][f]) : A(0));
+          z[u] = SimpleLogit(HeadSum(dot, a.lanes, w), scale);
+        }
+        st.Rescale(z, bits);
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u) {
+          if (!((bits >> u) & 1u)) continue;
+          A value[kV];
+#pragma unroll
+          for (int f = 0; f < kV; ++f) value[f] = WithEdge(Widen<A>(vs[u][f]), kEdge ? Widen<A>(es[u][f]) : A(0));
+          st.Add(st.Weigh(z[u]) * DropoutFactorIf<kDrop, A>(drop, s[u].e, h), value);
+        }
+      };
+      WalkPositions<true, true, false, kGroup, kEdge || kDrop>(pos, c.lo, c.hi, w, group);
+      if (c.split() && !st.FoldSplit(c, split, a.slot_count, a.counter_count, a.HC, lf, w)) return;
+      S result[kV];
+      st.Result(result);
+      StoreFeatures<kV, kVector>(out + int64_t(c.row) * a.HC, lf, result, a.stream);
+      if (live && sub == 0) lse[int64_t(c.row) * a.H + h] = SoftmaxLse(st.m, st.l);
+    });
+  });
+}
+
+// ---------------------------------------------------------------------------------------
+// jgo_mha_simple_fwd of heads the engine does not take: a group per (destination, head), one pass over the in-edges with an online
 // softmax per chunk of kVec * group features.
 
 template <typename S, typename I, bool kDrop, bool kEdge>
@@ -220,26 +298,55 @@ constexpr const char* kFwd = "jgo_mha_simple_fwd";
 constexpr const char* kBwdDst = "jgo_mha_simple_bwd_dst";
 constexpr const char* kBwdSrc = "jgo_mha_simple_bwd_src";
 
-ffi::Error FwdCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
-                   ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::AnyBuffer ef, ffi::AnyBuffer dropout_key,
-                   ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> lse, double scale, bool has_edge,
-                   int64_t dropout_threshold, double dropout_scale) {
+template <typename S>
+ffi::Error FwdTyped(cudaStream_t stream, CudaScratch& scratch, const SimpleArgs& g, const Int32Graph& graph,
+                    ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::AnyBuffer ef, ffi::AnyBuffer out,
+                    ffi::AnyBuffer lse) {
+  using A = Compute<S>;
+  if (g.n_rows == 0 || g.heads == 0) return ffi::Error::Success();
+  using Yes = std::true_type;
+  using No = std::false_type;
+  const S* edge = g.has_edge ? Data<const S>(ef) : nullptr;
+  const bool aligned = Aligned(q.untyped_data()) && Aligned(k.untyped_data()) && Aligned(v.untyped_data()) &&
+                       Aligned(out.untyped_data()) && (!g.has_edge || Aligned(ef.untyped_data()));
+  if (const int per_lane = HeadLaneFeatures<S>(g.dim, aligned); per_lane > 0) {
+    auto walk = HeadWalkOf(kFwd, g.n_rows, g.n_edges, g.nbr_bound, g.heads, g.dim, per_lane,
+                           static_cast<int64_t>(out.size_bytes()));
+    if (walk.has_error()) return walk.error();
+    auto split = SplitScratchFor(kFwd, scratch, stream, g.n_edges, 3 * int64_t(walk->HC), sizeof(A), false,
+                                 walk->tiles);
+    if (split.has_error()) return split.error();
+    auto launch = [&](auto drop, auto with_edge) {
+      constexpr bool kDrop = decltype(drop)::value, kEdge = decltype(with_edge)::value;
+      auto kernel = per_lane > 1 ? FwdEngineKernel<S, kDrop, kEdge, true> : FwdEngineKernel<S, kDrop, kEdge, false>;
+      return LaunchBlocks(kFwd, kernel, WalkerBlocks(walk->windows * walk->tiles, walk->group), 0, stream, *walk,
+                          g.drop, static_cast<A>(g.scale), graph.offsets, graph.nbr, graph.eid, Data<const S>(q),
+                          Data<const S>(k), Data<const S>(v), edge, Data<S>(out), Data<A>(lse), *split);
+    };
+    return g.has_edge ? (g.drop.key ? launch(Yes{}, Yes{}) : launch(No{}, Yes{}))
+                      : (g.drop.key ? launch(Yes{}, No{}) : launch(No{}, No{}));
+  }
+  using I = int32_t;
+  auto kernel = g.has_edge ? (g.drop.key ? FwdKernel<S, I, true, true> : FwdKernel<S, I, false, true>)
+                           : (g.drop.key ? FwdKernel<S, I, true, false> : FwdKernel<S, I, false, false>);
+  return Launch(kFwd, kernel, g.n_rows * g.heads * GroupWidth(g.dim), stream, g, graph.offsets, graph.nbr, graph.eid,
+                Data<const S>(q), Data<const S>(k), Data<const S>(v), edge, Data<S>(out), Data<A>(lse),
+                GroupWidth(g.dim));
+}
+
+ffi::Error FwdCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr,
+                   ffi::AnyBuffer eid, ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::AnyBuffer ef,
+                   ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> lse,
+                   double scale, bool has_edge, int64_t dropout_threshold, double dropout_scale) {
   auto args = CheckMhaSimple(kFwd, offsets, nbr, eid, q, k, v, ef, nullptr, nullptr, false, scale, has_edge, true);
   if (args.has_error()) return args.error();
   if (auto e = SetDropout(kFwd, *args, dropout_key, dropout_threshold, dropout_scale); e.failure()) return e;
   const auto ft = q.element_type();
   if (auto e = CheckMhaSimpleResults(kFwd, *args, ft, 0, *out, *lse); e.failure()) return e;
-  const SimpleArgs g = *args;
-  return DispatchStorage(ft, SimpleAccType(ft), offsets.element_type(), [&](auto s, auto, auto i) {
-    using S = decltype(s);
-    using I = decltype(i);
-    const int group = GroupWidth(g.dim);
-    auto kernel = g.has_edge
-                      ? (g.drop.key ? FwdKernel<S, I, true, true> : FwdKernel<S, I, false, true>)
-                      : (g.drop.key ? FwdKernel<S, I, true, false> : FwdKernel<S, I, false, false>);
-    return Launch("jgo_mha_simple_fwd", kernel, g.n_rows * g.heads * group, stream, g, Data<const I>(offsets),
-                  Data<const I>(nbr), Data<const I>(eid), Data<const S>(q), Data<const S>(k), Data<const S>(v),
-                  g.has_edge ? Data<const S>(ef) : nullptr, Data<S>(*out), Data<Compute<S>>(*lse), group);
+  auto graph = Int32GraphOf(kFwd, stream, scratch, offsets, nbr, eid);
+  if (graph.has_error()) return graph.error();
+  return DispatchStorage(ft, SimpleAccType(ft), [&](auto s, auto) {
+    return FwdTyped<decltype(s)>(stream, scratch, *args, *graph, q, k, v, ef, *out, *lse);
   });
 }
 
@@ -304,6 +411,6 @@ ffi::Error BwdSrcCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffe
 }  // namespace
 }  // namespace jgo
 
-JGO_CUDA_HANDLER(MhaSimpleFwd, jgo::FwdCuda, jgo::BindMhaSimpleFwd<jgo::CudaStream>());
+JGO_CUDA_HANDLER_NO_TRAITS(MhaSimpleFwd, jgo::FwdCuda, jgo::BindMhaSimpleFwd<jgo::CudaStream, jgo::CudaScratch>());
 JGO_CUDA_HANDLER(MhaSimpleBwdDst, jgo::BwdDstCuda, jgo::BindMhaSimpleBwdDst<jgo::CudaStream>());
 JGO_CUDA_HANDLER(MhaSimpleBwdSrc, jgo::BwdSrcCuda, jgo::BindMhaSimpleBwdSrc<jgo::CudaStream>());
