@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(kBlock, 1) FwdEngineKernel(HeadWalk a, Dropout
                                                              S* __restrict__ out, T* __restrict__ lse,
                                                              SplitScratch split) {
   constexpr int kV = kVector ? 16 / int(sizeof(S)) : 1;
-  constexpr int kGroup = kInFlight;
+  constexpr int kGroup = kEdge ? kInFlight / 2 : kInFlight;  // 8 rows in flight (x_src, and edge_feat)
   const Walker w = ThisWalker(a.group);
   const Positions<int, T> pos{nbr, eid, nullptr, a.nbr_bound, a.n_edges, 0};
   ForEachHeadTile<kV, kVector>(a, w, [&](int64_t window, int, const auto& lf, bool live, int h, int sub) {

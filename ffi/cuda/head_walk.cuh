@@ -184,5 +184,35 @@ struct AttendState {
   }
 };
 
+// ---------------------------------------------------------------------------------------
+// Split rows' sums
+
+// A split chunk's kN accumulators of the lane's kV features: left in its slot ([kN x width] values), then the
+// arrival at the row's counter; true on the walker that arrives last, whose accumulators then hold the sums of
+// the row's chunks, added in chunk order (the same bits whatever the block order).
+template <int kN, int kV, bool kVector, typename T>
+__device__ bool FoldSplitSums(const Chunk& c, const SplitScratch& split, int64_t slot_count, int64_t counter_count,
+                              int width, const LaneFeatures<kV, kVector>& lf, const Walker& w, T (&acc)[kN][kV]) {
+  const int64_t slot = PartialSlot(c, slot_count), stride = kN * int64_t(width);
+  T* values = static_cast<T*>(split.values);
+#pragma unroll
+  for (int n = 0; n < kN; ++n) StoreFeatures<kV, kVector>(values + slot * stride + n * width, lf, acc[n], false);
+  if (!ArriveLast(split.counters + SplitCounter(c, counter_count, lf.tile), c, w)) return false;
+#pragma unroll
+  for (int n = 0; n < kN; ++n)
+#pragma unroll
+    for (int v = 0; v < kV; ++v) acc[n][v] = T(0);
+#pragma unroll 1
+  for (int p = 0; p < c.count; ++p) {  // the row's chunks, in order
+    const T* part = values + (slot - c.index + p) * stride;
+#pragma unroll
+    for (int n = 0; n < kN; ++n)
+#pragma unroll
+      for (int v = 0; v < kV; ++v)
+        if (lf.ok[v]) acc[n][v] += __ldcg(part + n * width + lf.f[v]);
+  }
+  return true;
+}
+
 }  // namespace JGO_CUDA_PLATFORM
 }  // namespace jgo

@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <type_traits>
 
 #include "cuda/chunk_walk.cuh"
@@ -81,7 +82,7 @@ __global__ void __launch_bounds__(kBlock, 1) FwdEngineKernel(HeadWalk a, Dropout
                                                              SplitScratch split) {
   using A = Compute<S>;
   constexpr int kV = kVector ? 16 / int(sizeof(S)) : 1;
-  constexpr int kGroup = kInFlight;
+  constexpr int kGroup = kInFlight / 2;  // 8 or 12 rows in flight (key and value, and edge_feat)
   const Walker w = ThisWalker(a.group);
   const Positions<int, A> pos{nbr, eid, nullptr, a.nbr_bound, a.n_edges, 0};
   ForEachHeadTile<kV, kVector>(a, w, [&](int64_t window, int, const auto& lf, bool live, int h, int sub) {
@@ -184,6 +185,176 @@ __global__ void FwdKernel(SimpleArgs g, const I* offsets, const I* nbr, const I*
 }
 
 // ---------------------------------------------------------------------------------------
+// The backward on the engine: jgo_mha_simple_bwd_dst walks the CSC (rows = destinations i), jgo_mha_simple_bwd_src
+// the reverse CSR (rows = sources j). The row's own operands stay in registers (q_i and G_i, or k_j and v_j); per
+// edge the others are gathered, 4 edges at a time, and the two dots <q_i, k'_e> and <G_i, v'_e> are summed over
+// the head's lanes. Split rows leave their chunk's sums in scratch, folded in chunk order by the last to arrive.
+
+// jgo_mha_simple_bwd_dst: grad_q[i] = sum_e scale ds_e k'_e, grad_ef[e] = scale ds_e q[i] + alpha_e d_e G[i].
+// gpu-model: engine mlp>=8 vector-if kVector
+template <typename S, bool kDrop, bool kEdge, bool kVector>
+__global__ void __launch_bounds__(kBlock, 1) BwdDstEngineKernel(HeadWalk a, Dropout drop, Compute<S> scale,
+                                                                const int* __restrict__ offsets,
+                                                                const int* __restrict__ nbr,
+                                                                const int* __restrict__ eid, const S* __restrict__ q,
+                                                                const S* __restrict__ k, const S* __restrict__ v,
+                                                                const S* __restrict__ ef,
+                                                                const Compute<S>* __restrict__ info,
+                                                                const S* __restrict__ grad, S* __restrict__ grad_q,
+                                                                S* __restrict__ grad_ef, SplitScratch split) {
+  using A = Compute<S>;
+  constexpr int kV = kVector ? 16 / int(sizeof(S)) : 1;
+  constexpr int kGroup = kInFlight / 2;  // 8 or 12 rows in flight (key and value, and edge_feat)
+  const Walker w = ThisWalker(a.group);
+  const Positions<int, A> pos{nbr, eid, nullptr, a.nbr_bound, a.n_edges, 0};
+  const int HI = SimpleInfo::kCount * a.H;
+  ForEachHeadTile<kV, kVector>(a, w, [&](int64_t window, int, const auto& lf, bool, int h, int) {
+    const LaneRows<kV, kVector, S> queries(q, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
+    const LaneRows<kV, kVector, S> grads(grad, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
+    const LaneRows<kV, kVector, S> keys(k, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
+    const LaneRows<kV, kVector, S> values(v, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
+    const LaneRows<kV, kVector, S> edge(ef, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, kEdge);
+    ForEachChunk(offsets, a.n_rows, a.n_edges, window, w, [&](const Chunk& c) {
+      S qr[kV], gr[kV];
+#pragma unroll
+      for (int f = 0; f < kV; ++f) qr[f] = gr[f] = Narrow<S>(A(0));
+      queries.Load(c.row, lf.ok, qr);
+      grads.Load(c.row, lf.ok, gr);
+      const A lse = info[int64_t(c.row) * HI + SimpleInfo::kLse * a.H + h];
+      const A delta = info[int64_t(c.row) * HI + SimpleInfo::kDelta * a.H + h];
+      A acc[1][kV];
+#pragma unroll
+      for (int f = 0; f < kV; ++f) acc[0][f] = A(0);
+      auto group = [&](const Staged<A> (&s)[kGroup], unsigned bits) {
+        S ks[kGroup][kV], vs[kGroup][kV], es[kGroup][kV];
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u) {  // every load of the group before the first is used
+          if (!((bits >> u) & 1u)) continue;
+          keys.Load(s[u].j, lf.ok, ks[u]);
+          values.Load(s[u].j, lf.ok, vs[u]);
+          if (kEdge) edge.Load(s[u].e, lf.ok, es[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u) {
+          if (!((bits >> u) & 1u)) continue;
+          A kk[kV], dz = A(0), dg = A(0);
+#pragma unroll
+          for (int f = 0; f < kV; ++f) {
+            const A e = kEdge ? Widen<A>(es[u][f]) : A(0);
+            kk[f] = WithEdge(Widen<A>(ks[u][f]), e);
+            if (lf.ok[f]) {
+              dz += Widen<A>(qr[f]) * kk[f];
+              dg += Widen<A>(gr[f]) * WithEdge(Widen<A>(vs[u][f]), e);
+            }
+          }
+          const A alpha = SoftmaxWeight(SimpleLogit(HeadSum(dz, a.lanes, w), scale), lse, ExpFn{});
+          const A d = DropoutFactorIf<kDrop, A>(drop, s[u].e, h);
+          const A sds = scale * SimpleLogitGrad(alpha, d * HeadSum(dg, a.lanes, w), delta);
+#pragma unroll
+          for (int f = 0; f < kV; ++f) acc[0][f] += sds * kk[f];
+          if constexpr (kEdge) {
+            S ge[kV];
+#pragma unroll
+            for (int f = 0; f < kV; ++f)
+              ge[f] = Narrow<S>(SimpleEdgeGrad(sds, Widen<A>(qr[f]), alpha * d, Widen<A>(gr[f])));
+            StoreFeatures<kV, kVector>(grad_ef + int64_t(s[u].e) * a.HC, lf, ge, a.stream);
+          }
+        }
+      };
+      WalkPositions<true, true, false, kGroup, kEdge || kDrop>(pos, c.lo, c.hi, w, group);
+      if (c.split() && !FoldSplitSums(c, split, a.slot_count, a.counter_count, a.HC, lf, w, acc)) return;
+      S result[kV];
+#pragma unroll
+      for (int f = 0; f < kV; ++f) result[f] = Narrow<S>(acc[0][f]);
+      StoreFeatures<kV, kVector>(grad_q + int64_t(c.row) * a.HC, lf, result, false);
+    });
+  });
+}
+
+// jgo_mha_simple_bwd_src: grad_k[j] = sum_e scale ds_e q[i], grad_v[j] = sum_e alpha_e d_e G[i] over the out-edges.
+// gpu-model: engine mlp>=8 vector-if kVector
+template <typename S, bool kDrop, bool kEdge, bool kVector>
+__global__ void __launch_bounds__(kBlock, 1) BwdSrcEngineKernel(HeadWalk a, Dropout drop, Compute<S> scale,
+                                                                const int* __restrict__ offsets,
+                                                                const int* __restrict__ nbr,
+                                                                const int* __restrict__ eid, const S* __restrict__ q,
+                                                                const S* __restrict__ k, const S* __restrict__ v,
+                                                                const S* __restrict__ ef,
+                                                                const Compute<S>* __restrict__ info,
+                                                                const S* __restrict__ grad, S* __restrict__ grad_k,
+                                                                S* __restrict__ grad_v, SplitScratch split) {
+  using A = Compute<S>;
+  constexpr int kV = kVector ? 16 / int(sizeof(S)) : 1;
+  constexpr int kGroup = kInFlight / 2;  // 8 or 12 rows and 8 scalars in flight (q_i and G_i, and edge_feat)
+  const Walker w = ThisWalker(a.group);
+  const Positions<int, A> pos{nbr, eid, nullptr, a.nbr_bound, a.n_edges, 0};
+  const int HI = SimpleInfo::kCount * a.H;
+  ForEachHeadTile<kV, kVector>(a, w, [&](int64_t window, int, const auto& lf, bool, int h, int) {
+    const LaneRows<kV, kVector, S> queries(q, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
+    const LaneRows<kV, kVector, S> grads(grad, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
+    const LaneRows<kV, kVector, S> keys(k, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
+    const LaneRows<kV, kVector, S> values(v, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
+    const LaneRows<kV, kVector, S> edge(ef, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, kEdge);
+    ForEachChunk(offsets, a.n_rows, a.n_edges, window, w, [&](const Chunk& c) {
+      S kr[kV], vr[kV];
+#pragma unroll
+      for (int f = 0; f < kV; ++f) kr[f] = vr[f] = Narrow<S>(A(0));
+      keys.Load(c.row, lf.ok, kr);
+      values.Load(c.row, lf.ok, vr);
+      A acc[2][kV];  // grad_k, grad_v
+#pragma unroll
+      for (int f = 0; f < kV; ++f) acc[0][f] = acc[1][f] = A(0);
+      auto group = [&](const Staged<A> (&s)[kGroup], unsigned bits) {
+        S qs[kGroup][kV], gs[kGroup][kV], es[kGroup][kV];
+        A lse[kGroup], delta[kGroup];
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u) {  // every load of the group before the first is used
+          if (!((bits >> u) & 1u)) continue;
+          queries.Load(s[u].j, lf.ok, qs[u]);
+          grads.Load(s[u].j, lf.ok, gs[u]);
+          if (kEdge) edge.Load(s[u].e, lf.ok, es[u]);
+          const Compute<S>* row = info + int64_t(s[u].j) * HI + h;
+          lse[u] = __ldg(row + SimpleInfo::kLse * a.H);
+          delta[u] = __ldg(row + SimpleInfo::kDelta * a.H);
+        }
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u) {
+          if (!((bits >> u) & 1u)) continue;
+          A dz = A(0), dg = A(0);
+#pragma unroll
+          for (int f = 0; f < kV; ++f) {
+            const A e = kEdge ? Widen<A>(es[u][f]) : A(0);
+            if (lf.ok[f]) {
+              dz += Widen<A>(qs[u][f]) * WithEdge(Widen<A>(kr[f]), e);
+              dg += Widen<A>(gs[u][f]) * WithEdge(Widen<A>(vr[f]), e);
+            }
+          }
+          const A alpha = SoftmaxWeight(SimpleLogit(HeadSum(dz, a.lanes, w), scale), lse[u], ExpFn{});
+          const A d = DropoutFactorIf<kDrop, A>(drop, s[u].e, h);
+          const A sds = scale * SimpleLogitGrad(alpha, d * HeadSum(dg, a.lanes, w), delta[u]);
+#pragma unroll
+          for (int f = 0; f < kV; ++f) {
+            acc[0][f] += sds * Widen<A>(qs[u][f]);
+            acc[1][f] += alpha * d * Widen<A>(gs[u][f]);
+          }
+        }
+      };
+      WalkPositions<true, true, false, kGroup, kEdge || kDrop>(pos, c.lo, c.hi, w, group);
+      if (c.split() && !FoldSplitSums(c, split, a.slot_count, a.counter_count, a.HC, lf, w, acc)) return;
+      S rk[kV], rv[kV];
+#pragma unroll
+      for (int f = 0; f < kV; ++f) {
+        rk[f] = Narrow<S>(acc[0][f]);
+        rv[f] = Narrow<S>(acc[1][f]);
+      }
+      StoreFeatures<kV, kVector>(grad_k + int64_t(c.row) * a.HC, lf, rk, false);
+      StoreFeatures<kV, kVector>(grad_v + int64_t(c.row) * a.HC, lf, rv, false);
+    });
+  });
+}
+
+// ---------------------------------------------------------------------------------------
+// The backward of heads the engine does not take.
 // jgo_mha_simple_bwd_dst: a group per (destination i, head h) over the in-edges (CSC):
 //   grad_q[i] = sum_e scale ds_e k'_e,   grad_ef[e] = scale ds_e q[i] + alpha_e G[i]
 
@@ -350,67 +521,110 @@ ffi::Error FwdCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuffer offs
   });
 }
 
-ffi::Error BwdDstCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
-                      ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::AnyBuffer ef, ffi::AnyBuffer info,
-                      ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> grad_q,
-                      ffi::Result<ffi::AnyBuffer> grad_ef, double scale, bool has_edge, int64_t dropout_threshold,
-                      double dropout_scale) {
-  auto args = CheckMhaSimple(kBwdDst, offsets, nbr, eid, q, k, v, ef, &info, &grad, false, scale, has_edge, true);
+// Both backward passes (by_src: the reverse CSR's, out_a = grad_k and out_b = grad_v; else the CSC's, out_a =
+// grad_q and out_b = grad_ef) on the engine, or the group-per-(row, head) kernels for heads it does not take.
+template <typename S>
+ffi::Error BwdTyped(cudaStream_t stream, CudaScratch& scratch, const SimpleArgs& g, bool by_src,
+                    const Int32Graph& graph, ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::AnyBuffer ef,
+                    ffi::AnyBuffer info, ffi::AnyBuffer grad, ffi::AnyBuffer out_a, ffi::AnyBuffer out_b) {
+  using A = Compute<S>;
+  const char* name = by_src ? kBwdSrc : kBwdDst;
+  S* gef = !by_src && g.has_edge ? Data<S>(out_b) : nullptr;
+  // An edge skipped for an out-of-range index leaves its grad_edge_feat row unwritten: clear it first.
+  const int64_t ef_count = g.n_edges * g.heads * g.dim;
+  if (gef && ef_count > 0) {
+    const cudaError_t err = cudaMemsetAsync(gef, 0, sizeof(S) * ef_count, stream);
+    if (err != cudaSuccess) return ffi::Error::Internal(std::string("jaxgraphops: ") + name + ": " + cudaGetErrorString(err));
+  }
+  if (g.n_rows == 0 || g.heads == 0 || g.dim == 0) return ffi::Error::Success();
+  using Yes = std::true_type;
+  using No = std::false_type;
+  const S* edge = g.has_edge ? Data<const S>(ef) : nullptr;
+  const bool aligned = Aligned(q.untyped_data()) && Aligned(k.untyped_data()) && Aligned(v.untyped_data()) &&
+                       Aligned(grad.untyped_data()) && Aligned(out_a.untyped_data()) &&
+                       (!g.has_edge || Aligned(ef.untyped_data())) && (!by_src || Aligned(out_b.untyped_data()));
+  const auto args = std::make_tuple(Data<const S>(q), Data<const S>(k), Data<const S>(v), edge,
+                                    Data<const A>(info), Data<const S>(grad), Data<S>(out_a),
+                                    by_src ? Data<S>(out_b) : gef);
+  if (const int per_lane = HeadLaneFeatures<S>(g.dim, aligned); per_lane > 0) {
+    auto walk = HeadWalkOf(name, g.n_rows, g.n_edges, g.nbr_bound, g.heads, g.dim, per_lane,
+                           gef ? int64_t(sizeof(S)) * ef_count : 0);
+    if (walk.has_error()) return walk.error();
+    auto split = SplitScratchFor(name, scratch, stream, g.n_edges, (by_src ? 2 : 1) * int64_t(walk->HC), sizeof(A),
+                                 false, walk->tiles);
+    if (split.has_error()) return split.error();
+    const int64_t blocks = WalkerBlocks(walk->windows * walk->tiles, walk->group);
+    auto launch = [&](auto drop, auto with_edge) {
+      constexpr bool kDrop = decltype(drop)::value, kEdge = decltype(with_edge)::value;
+      auto kernel = by_src ? (per_lane > 1 ? BwdSrcEngineKernel<S, kDrop, kEdge, true>
+                                           : BwdSrcEngineKernel<S, kDrop, kEdge, false>)
+                           : (per_lane > 1 ? BwdDstEngineKernel<S, kDrop, kEdge, true>
+                                           : BwdDstEngineKernel<S, kDrop, kEdge, false>);
+      return std::apply(
+          [&](auto... ptrs) {
+            return LaunchBlocks(name, kernel, blocks, 0, stream, *walk, g.drop, static_cast<A>(g.scale),
+                                graph.offsets, graph.nbr, graph.eid, ptrs..., *split);
+          },
+          args);
+    };
+    return g.has_edge ? (g.drop.key ? launch(Yes{}, Yes{}) : launch(No{}, Yes{}))
+                      : (g.drop.key ? launch(Yes{}, No{}) : launch(No{}, No{}));
+  }
+  using I = int32_t;
+  auto pick = [&](auto drop, auto with_edge) {
+    constexpr bool kDrop = decltype(drop)::value, kEdge = decltype(with_edge)::value;
+    return by_src ? BwdSrcKernel<S, I, kDrop, kEdge> : BwdDstKernel<S, I, kDrop, kEdge>;
+  };
+  auto kernel = g.has_edge ? (g.drop.key ? pick(Yes{}, Yes{}) : pick(No{}, Yes{}))
+                           : (g.drop.key ? pick(Yes{}, No{}) : pick(No{}, No{}));
+  return std::apply(
+      [&](auto... ptrs) {
+        return Launch(name, kernel, g.n_rows * g.heads * GroupWidth(g.dim), stream, g, graph.offsets, graph.nbr,
+                      graph.eid, ptrs..., GroupWidth(g.dim));
+      },
+      args);
+}
+
+ffi::Error Bwd(cudaStream_t stream, CudaScratch& scratch, bool by_src, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr,
+               ffi::AnyBuffer eid, ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::AnyBuffer ef,
+               ffi::AnyBuffer info, ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::AnyBuffer out_a,
+               ffi::AnyBuffer out_b, double scale, bool has_edge, int64_t dropout_threshold, double dropout_scale) {
+  const char* name = by_src ? kBwdSrc : kBwdDst;
+  auto args = CheckMhaSimple(name, offsets, nbr, eid, q, k, v, ef, &info, &grad, by_src, scale, has_edge, true);
   if (args.has_error()) return args.error();
-  if (auto e = SetDropout(kBwdDst, *args, dropout_key, dropout_threshold, dropout_scale); e.failure()) return e;
+  if (auto e = SetDropout(name, *args, dropout_key, dropout_threshold, dropout_scale); e.failure()) return e;
   const auto ft = q.element_type();
-  if (auto e = CheckMhaSimpleResults(kBwdDst, *args, ft, 1, *grad_q, *grad_ef); e.failure()) return e;
-  const SimpleArgs g = *args;
-  return DispatchStorage(ft, SimpleAccType(ft), offsets.element_type(), [&](auto s, auto, auto i) {
-    using S = decltype(s);
-    using I = decltype(i);
-    S* gef = g.has_edge ? Data<S>(*grad_ef) : nullptr;
-    // An edge skipped for an out-of-range index leaves its grad_edge_feat row unwritten: clear it first.
-    const int64_t ef_count = g.n_edges * g.heads * g.dim;
-    if (g.has_edge && ef_count > 0) {
-      const cudaError_t err = cudaMemsetAsync(gef, 0, sizeof(S) * ef_count, stream);
-      if (err != cudaSuccess)
-        return ffi::Error::Internal(std::string("jaxgraphops: jgo_mha_simple_bwd_dst: ") + cudaGetErrorString(err));
-    }
-    const int group = GroupWidth(g.dim);
-    auto kernel = g.has_edge
-                      ? (g.drop.key ? BwdDstKernel<S, I, true, true> : BwdDstKernel<S, I, false, true>)
-                      : (g.drop.key ? BwdDstKernel<S, I, true, false> : BwdDstKernel<S, I, false, false>);
-    return Launch("jgo_mha_simple_bwd_dst", kernel, g.n_rows * g.heads * group, stream, g, Data<const I>(offsets),
-                  Data<const I>(nbr), Data<const I>(eid), Data<const S>(q), Data<const S>(k), Data<const S>(v),
-                  g.has_edge ? Data<const S>(ef) : nullptr, Data<const Compute<S>>(info), Data<const S>(grad),
-                  Data<S>(*grad_q), gef, group);
+  if (auto e = CheckMhaSimpleResults(name, *args, ft, by_src ? 2 : 1, out_a, out_b); e.failure()) return e;
+  auto graph = Int32GraphOf(name, stream, scratch, offsets, nbr, eid);
+  if (graph.has_error()) return graph.error();
+  return DispatchStorage(ft, SimpleAccType(ft), [&](auto s, auto) {
+    return BwdTyped<decltype(s)>(stream, scratch, *args, by_src, *graph, q, k, v, ef, info, grad, out_a, out_b);
   });
 }
 
-ffi::Error BwdSrcCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
-                      ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::AnyBuffer ef, ffi::AnyBuffer info,
-                      ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> grad_k,
-                      ffi::Result<ffi::AnyBuffer> grad_v, double scale, bool has_edge, int64_t dropout_threshold,
-                      double dropout_scale) {
-  auto args = CheckMhaSimple(kBwdSrc, offsets, nbr, eid, q, k, v, ef, &info, &grad, true, scale, has_edge, true);
-  if (args.has_error()) return args.error();
-  if (auto e = SetDropout(kBwdSrc, *args, dropout_key, dropout_threshold, dropout_scale); e.failure()) return e;
-  const auto ft = q.element_type();
-  if (auto e = CheckMhaSimpleResults(kBwdSrc, *args, ft, 2, *grad_k, *grad_v); e.failure()) return e;
-  const SimpleArgs g = *args;
-  return DispatchStorage(ft, SimpleAccType(ft), offsets.element_type(), [&](auto s, auto, auto i) {
-    using S = decltype(s);
-    using I = decltype(i);
-    const int group = GroupWidth(g.dim);
-    auto kernel = g.has_edge
-                      ? (g.drop.key ? BwdSrcKernel<S, I, true, true> : BwdSrcKernel<S, I, false, true>)
-                      : (g.drop.key ? BwdSrcKernel<S, I, true, false> : BwdSrcKernel<S, I, false, false>);
-    return Launch("jgo_mha_simple_bwd_src", kernel, g.n_rows * g.heads * group, stream, g, Data<const I>(offsets),
-                  Data<const I>(nbr), Data<const I>(eid), Data<const S>(q), Data<const S>(k), Data<const S>(v),
-                  g.has_edge ? Data<const S>(ef) : nullptr, Data<const Compute<S>>(info), Data<const S>(grad),
-                  Data<S>(*grad_k), Data<S>(*grad_v), group);
-  });
+ffi::Error BwdDstCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr,
+                      ffi::AnyBuffer eid, ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::AnyBuffer ef,
+                      ffi::AnyBuffer info, ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key,
+                      ffi::Result<ffi::AnyBuffer> grad_q, ffi::Result<ffi::AnyBuffer> grad_ef, double scale,
+                      bool has_edge, int64_t dropout_threshold, double dropout_scale) {
+  return Bwd(stream, scratch, false, offsets, nbr, eid, q, k, v, ef, info, grad, dropout_key, *grad_q, *grad_ef, scale,
+             has_edge, dropout_threshold, dropout_scale);
+}
+
+ffi::Error BwdSrcCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr,
+                      ffi::AnyBuffer eid, ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::AnyBuffer ef,
+                      ffi::AnyBuffer info, ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key,
+                      ffi::Result<ffi::AnyBuffer> grad_k, ffi::Result<ffi::AnyBuffer> grad_v, double scale,
+                      bool has_edge, int64_t dropout_threshold, double dropout_scale) {
+  return Bwd(stream, scratch, true, offsets, nbr, eid, q, k, v, ef, info, grad, dropout_key, *grad_k, *grad_v, scale,
+             has_edge, dropout_threshold, dropout_scale);
 }
 
 }  // namespace
 }  // namespace jgo
 
 JGO_CUDA_HANDLER_NO_TRAITS(MhaSimpleFwd, jgo::FwdCuda, jgo::BindMhaSimpleFwd<jgo::CudaStream, jgo::CudaScratch>());
-JGO_CUDA_HANDLER(MhaSimpleBwdDst, jgo::BwdDstCuda, jgo::BindMhaSimpleBwdDst<jgo::CudaStream>());
-JGO_CUDA_HANDLER(MhaSimpleBwdSrc, jgo::BwdSrcCuda, jgo::BindMhaSimpleBwdSrc<jgo::CudaStream>());
+JGO_CUDA_HANDLER_NO_TRAITS(MhaSimpleBwdDst, jgo::BwdDstCuda,
+                           jgo::BindMhaSimpleBwdDst<jgo::CudaStream, jgo::CudaScratch>());
+JGO_CUDA_HANDLER_NO_TRAITS(MhaSimpleBwdSrc, jgo::BwdSrcCuda,
+                           jgo::BindMhaSimpleBwdSrc<jgo::CudaStream, jgo::CudaScratch>());
