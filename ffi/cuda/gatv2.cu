@@ -161,6 +161,184 @@ __global__ void FwdKernel(GatArgs g, const I* offsets, const I* nbr, const I* ei
 }
 
 // ---------------------------------------------------------------------------------------
+// The backward on the engine: jgo_gatv2_bwd_dst walks the CSC (rows = destinations i), jgo_gatv2_bwd_src the
+// reverse CSR (rows = sources j). The row's own operands stay in registers (x_dst[i] and G[i], or x_src[j]) with
+// the lane's attention weights; per edge the others are gathered, kGroup edges at a time, and the logit and the
+// dot <G[i], x_src[j]> are summed over the head's lanes. Split rows leave their chunk's sums in scratch, folded
+// in chunk order by the last to arrive.
+
+// jgo_gatv2_bwd_dst: grad_xd[i] = sum_e dt_e, grad_a_rows[i] = sum_e dz_e leaky(t_e), grad_ef[e] = dt_e.
+// The floor of 4 loads in flight is the half instantiations' without edge_feat (4 edges a group); the others keep 8.
+// gpu-model: engine mlp>=4 vector-if kVector
+template <typename S, typename T, bool kDrop, bool kEdge, bool kVector>
+__global__ void __launch_bounds__(kBlock, 1) BwdDstEngineKernel(HeadWalk a, Dropout drop, T slope,
+                                                                const int* __restrict__ offsets,
+                                                                const int* __restrict__ nbr,
+                                                                const int* __restrict__ eid, const S* __restrict__ xs,
+                                                                const S* __restrict__ xd, const T* __restrict__ attn,
+                                                                const S* __restrict__ ef, const T* __restrict__ info,
+                                                                const S* __restrict__ grad, S* __restrict__ grad_xd,
+                                                                T* __restrict__ grad_a, S* __restrict__ grad_ef,
+                                                                SplitScratch split) {
+  constexpr int kV = kVector ? 16 / int(sizeof(S)) : 1;
+  // 8 rows in flight (x_src, and edge_feat); 4 for half features without edge_feat (8 spilled at 255 registers)
+  constexpr int kGroup = kEdge || sizeof(S) == 2 ? kInFlight / 2 : kInFlight;
+  const Walker w = ThisWalker(a.group);
+  const Positions<int, T> pos{nbr, eid, nullptr, a.nbr_bound, a.n_edges, 0};
+  const int HI = Gatv2Info::kCount * a.H;
+  ForEachHeadTile<kV, kVector>(a, w, [&](int64_t window, int, const auto& lf, bool, int h, int) {
+    const LaneRows<kV, kVector, S> src(xs, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
+    const LaneRows<kV, kVector, S> dst(xd, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
+    const LaneRows<kV, kVector, S> grads(grad, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
+    const LaneRows<kV, kVector, S> edge(ef, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, kEdge);
+    T weights[kV];
+#pragma unroll
+    for (int v = 0; v < kV; ++v) weights[v] = lf.ok[v] ? attn[lf.f[v]] : T(0);
+    ForEachChunk(offsets, a.n_rows, a.n_edges, window, w, [&](const Chunk& c) {
+      S d[kV], g[kV];
+#pragma unroll
+      for (int v = 0; v < kV; ++v) d[v] = g[v] = Narrow<S>(T(0));
+      dst.Load(c.row, lf.ok, d);
+      grads.Load(c.row, lf.ok, g);
+      const T lse = info[int64_t(c.row) * HI + Gatv2Info::kLse * a.H + h];
+      const T delta = info[int64_t(c.row) * HI + Gatv2Info::kDelta * a.H + h];
+      T acc[2][kV];  // grad_x_dst, grad_attn_rows
+#pragma unroll
+      for (int v = 0; v < kV; ++v) acc[0][v] = acc[1][v] = T(0);
+      auto group = [&](const Staged<T> (&s)[kGroup], unsigned bits) {
+        S x[kGroup][kV], e[kGroup][kV];
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u) {  // every load of the group before the first is used
+          if (!((bits >> u) & 1u)) continue;
+          src.Load(s[u].j, lf.ok, x[u]);
+          if (kEdge) edge.Load(s[u].e, lf.ok, e[u]);
+        }
+        T z[kGroup], dot[kGroup], dz[kGroup];
+        auto pre = [&](int u, int v) {
+          return Gatv2Pre(Widen<T>(x[u][v]), Widen<T>(d[v]), kEdge ? Widen<T>(e[u][v]) : T(0));
+        };
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u) {  // the group's logits and dots, then their butterflies
+          if (!((bits >> u) & 1u)) continue;
+          z[u] = dot[u] = T(0);
+#pragma unroll
+          for (int v = 0; v < kV; ++v) {
+            if (lf.ok[v]) {
+              z[u] += weights[v] * LeakyRelu(pre(u, v), slope);
+              dot[u] += Widen<T>(g[v]) * Widen<T>(x[u][v]);
+            }
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u) {
+          if (!((bits >> u) & 1u)) continue;
+          const T alpha = SoftmaxWeight(HeadSum(z[u], a.lanes, w), lse, ExpFn{});
+          dz[u] = alpha * (HeadSum(dot[u], a.lanes, w) * DropoutFactorIf<kDrop, T>(drop, s[u].e, h) - delta);
+        }
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u) {
+          if (!((bits >> u) & 1u)) continue;
+          S dt[kV];
+#pragma unroll
+          for (int v = 0; v < kV; ++v) {  // t again (adds): no widened features live across the butterflies
+            const T t = pre(u, v), dtv = Gatv2PreGrad(dz[u], weights[v], t, slope);
+            acc[0][v] += dtv;
+            acc[1][v] += Gatv2WeightGrad(dz[u], t, slope);
+            dt[v] = Narrow<S>(dtv);
+          }
+          if (kEdge) StoreFeatures<kV, kVector>(grad_ef + int64_t(s[u].e) * a.HC, lf, dt, a.stream);
+        }
+      };
+      WalkPositions<true, true, false, kGroup, kEdge || kDrop>(pos, c.lo, c.hi, w, group);
+      if (c.split() && !FoldSplitSums(c, split, a.slot_count, a.counter_count, a.HC, lf, w, acc)) return;
+      S result[kV];
+#pragma unroll
+      for (int v = 0; v < kV; ++v) result[v] = Narrow<S>(acc[0][v]);
+      StoreFeatures<kV, kVector>(grad_xd + int64_t(c.row) * a.HC, lf, result, false);
+      StoreFeatures<kV, kVector>(grad_a + int64_t(c.row) * a.HC, lf, acc[1], false);
+    });
+  });
+}
+
+// jgo_gatv2_bwd_src: grad_xs[j] = sum_e alpha_e d_e G[i] + dt_e over the out-edges.
+// gpu-model: engine mlp>=8 vector-if kVector
+template <typename S, typename T, bool kDrop, bool kEdge, bool kVector>
+__global__ void __launch_bounds__(kBlock, 1) BwdSrcEngineKernel(HeadWalk a, Dropout drop, T slope,
+                                                                const int* __restrict__ offsets,
+                                                                const int* __restrict__ nbr,
+                                                                const int* __restrict__ eid, const S* __restrict__ xs,
+                                                                const S* __restrict__ xd, const T* __restrict__ attn,
+                                                                const S* __restrict__ ef, const T* __restrict__ info,
+                                                                const S* __restrict__ grad, S* __restrict__ grad_xs,
+                                                                SplitScratch split) {
+  constexpr int kV = kVector ? 16 / int(sizeof(S)) : 1;
+  // 8 or 12 rows and 8 scalars in flight (x_dst and G, and edge_feat); half features with edge_feat: 6 and 4 (12
+  // spilled at 255 registers)
+  constexpr int kGroup = kEdge && sizeof(S) == 2 ? kInFlight / 4 : kInFlight / 2;
+  const Walker w = ThisWalker(a.group);
+  const Positions<int, T> pos{nbr, eid, nullptr, a.nbr_bound, a.n_edges, 0};
+  const int HI = Gatv2Info::kCount * a.H;
+  ForEachHeadTile<kV, kVector>(a, w, [&](int64_t window, int, const auto& lf, bool, int h, int) {
+    const LaneRows<kV, kVector, S> src(xs, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
+    const LaneRows<kV, kVector, S> dst(xd, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
+    const LaneRows<kV, kVector, S> grads(grad, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
+    const LaneRows<kV, kVector, S> edge(ef, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, kEdge);
+    T weights[kV];
+#pragma unroll
+    for (int v = 0; v < kV; ++v) weights[v] = lf.ok[v] ? attn[lf.f[v]] : T(0);
+    ForEachChunk(offsets, a.n_rows, a.n_edges, window, w, [&](const Chunk& c) {
+      S x[kV];
+#pragma unroll
+      for (int v = 0; v < kV; ++v) x[v] = Narrow<S>(T(0));
+      src.Load(c.row, lf.ok, x);
+      T acc[1][kV];
+#pragma unroll
+      for (int v = 0; v < kV; ++v) acc[0][v] = T(0);
+      auto group = [&](const Staged<T> (&s)[kGroup], unsigned bits) {
+        S d[kGroup][kV], g[kGroup][kV], e[kGroup][kV];
+        T lse[kGroup], delta[kGroup];
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u) {  // every load of the group before the first is used
+          if (!((bits >> u) & 1u)) continue;
+          dst.Load(s[u].j, lf.ok, d[u]);
+          grads.Load(s[u].j, lf.ok, g[u]);
+          if (kEdge) edge.Load(s[u].e, lf.ok, e[u]);
+          const T* row = info + int64_t(s[u].j) * HI + h;
+          lse[u] = __ldg(row + Gatv2Info::kLse * a.H);
+          delta[u] = __ldg(row + Gatv2Info::kDelta * a.H);
+        }
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u) {
+          if (!((bits >> u) & 1u)) continue;
+          T t[kV], z = T(0), dot = T(0);
+#pragma unroll
+          for (int v = 0; v < kV; ++v) {
+            t[v] = Gatv2Pre(Widen<T>(x[v]), Widen<T>(d[u][v]), kEdge ? Widen<T>(e[u][v]) : T(0));
+            if (lf.ok[v]) {
+              z += weights[v] * LeakyRelu(t[v], slope);
+              dot += Widen<T>(g[u][v]) * Widen<T>(x[v]);
+            }
+          }
+          const T alpha = SoftmaxWeight(HeadSum(z, a.lanes, w), lse[u], ExpFn{});
+          const T f = DropoutFactorIf<kDrop, T>(drop, s[u].e, h);
+          const T dz = alpha * (HeadSum(dot, a.lanes, w) * f - delta[u]);
+#pragma unroll
+          for (int v = 0; v < kV; ++v)
+            acc[0][v] += alpha * f * Widen<T>(g[u][v]) + Gatv2PreGrad(dz, weights[v], t[v], slope);
+        }
+      };
+      WalkPositions<true, true, false, kGroup, kEdge || kDrop>(pos, c.lo, c.hi, w, group);
+      if (c.split() && !FoldSplitSums(c, split, a.slot_count, a.counter_count, a.HC, lf, w, acc)) return;
+      S result[kV];
+#pragma unroll
+      for (int v = 0; v < kV; ++v) result[v] = Narrow<S>(acc[0][v]);
+      StoreFeatures<kV, kVector>(grad_xs + int64_t(c.row) * a.HC, lf, result, false);
+    });
+  });
+}
+
+// ---------------------------------------------------------------------------------------
+// The backward of heads the engine does not take.
 // jgo_gatv2_bwd_dst: a group per (destination i, head h) over the in-edges (CSC):
 //   grad_xd[i] = sum_e dt_e,  grad_a_rows[i] = sum_e dz_e leaky(t_e),  grad_ef[e] = dt_e
 
@@ -326,11 +504,105 @@ ffi::Error FwdCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuffer offs
   });
 }
 
-ffi::Error BwdDstCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
-                      ffi::AnyBuffer xs, ffi::AnyBuffer xd, ffi::AnyBuffer a, ffi::AnyBuffer ef, ffi::AnyBuffer info,
-                      ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> grad_xd,
-                      ffi::Result<ffi::AnyBuffer> grad_a, ffi::Result<ffi::AnyBuffer> grad_ef, double negative_slope,
-                      bool has_edge, int64_t dropout_threshold, double dropout_scale) {
+// The walk of a backward pass on the engine (per_lane > 0, HeadLaneFeatures) and its split-row scratch of `sums`
+// partial rows a chunk; out_bytes: the per-edge output's.
+template <typename T>
+ffi::Error BwdWalk(const char* name, cudaStream_t stream, CudaScratch& scratch, const GatArgs& g, int per_lane,
+                   int sums, int64_t out_bytes, HeadWalk& walk, SplitScratch& split, int64_t& blocks) {
+  auto w = HeadWalkOf(name, g.n_rows, g.n_edges, g.nbr_bound, g.heads, g.dim, per_lane, out_bytes);
+  if (w.has_error()) return w.error();
+  auto s = SplitScratchFor(name, scratch, stream, g.n_edges, sums * int64_t(w->HC), sizeof(T), false, w->tiles);
+  if (s.has_error()) return s.error();
+  walk = *w;
+  split = *s;
+  blocks = WalkerBlocks(walk.windows * walk.tiles, walk.group);
+  return ffi::Error::Success();
+}
+
+template <typename S, typename T>
+ffi::Error BwdDstTyped(cudaStream_t stream, CudaScratch& scratch, const GatArgs& g, const Int32Graph& graph,
+                       ffi::AnyBuffer xs, ffi::AnyBuffer xd, ffi::AnyBuffer a, ffi::AnyBuffer ef, ffi::AnyBuffer info,
+                       ffi::AnyBuffer grad, ffi::AnyBuffer grad_xd, ffi::AnyBuffer grad_a, ffi::AnyBuffer grad_ef) {
+  S* gef = g.has_edge ? Data<S>(grad_ef) : nullptr;
+  // An edge skipped for an out-of-range index leaves its grad_edge_feat row unwritten: clear it first.
+  const int64_t ef_bytes = int64_t(sizeof(S)) * g.n_edges * g.heads * g.dim;
+  if (gef && ef_bytes > 0) {
+    const cudaError_t err = cudaMemsetAsync(gef, 0, static_cast<size_t>(ef_bytes), stream);
+    if (err != cudaSuccess) return CudaError(kBwdDst, err);
+  }
+  if (g.n_rows == 0 || g.heads == 0 || g.dim == 0) return ffi::Error::Success();
+  using Yes = std::true_type;
+  using No = std::false_type;
+  const S* edge = g.has_edge ? Data<const S>(ef) : nullptr;
+  const bool aligned = Aligned(xs.untyped_data()) && Aligned(xd.untyped_data()) && Aligned(grad.untyped_data()) &&
+                       Aligned(grad_xd.untyped_data()) && Aligned(grad_a.untyped_data()) &&
+                       (!g.has_edge || (Aligned(ef.untyped_data()) && Aligned(grad_ef.untyped_data())));
+  if (const int per_lane = HeadLaneFeatures<S>(g.dim, aligned); per_lane > 0) {
+    HeadWalk walk;
+    SplitScratch split;
+    int64_t blocks;
+    if (auto err = BwdWalk<T>(kBwdDst, stream, scratch, g, per_lane, 2, ef_bytes, walk, split, blocks); err.failure())
+      return err;
+    auto launch = [&](auto drop, auto with_edge) {
+      constexpr bool kDrop = decltype(drop)::value, kEdge = decltype(with_edge)::value;
+      auto kernel = per_lane > 1 ? BwdDstEngineKernel<S, T, kDrop, kEdge, true>
+                                 : BwdDstEngineKernel<S, T, kDrop, kEdge, false>;
+      return LaunchBlocks(kBwdDst, kernel, blocks, 0, stream, walk, g.drop, static_cast<T>(g.slope), graph.offsets,
+                          graph.nbr, graph.eid, Data<const S>(xs), Data<const S>(xd), Data<const T>(a), edge,
+                          Data<const T>(info), Data<const S>(grad), Data<S>(grad_xd), Data<T>(grad_a), gef, split);
+    };
+    return g.has_edge ? (g.drop.key ? launch(Yes{}, Yes{}) : launch(No{}, Yes{}))
+                      : (g.drop.key ? launch(Yes{}, No{}) : launch(No{}, No{}));
+  }
+  using I = int32_t;
+  auto kernel = g.has_edge ? (g.drop.key ? BwdDstKernel<S, T, I, true, true> : BwdDstKernel<S, T, I, false, true>)
+                           : (g.drop.key ? BwdDstKernel<S, T, I, true, false> : BwdDstKernel<S, T, I, false, false>);
+  return Launch(kBwdDst, kernel, g.n_rows * g.heads * GroupWidth(g.dim), stream, g, graph.offsets, graph.nbr,
+                graph.eid, Data<const S>(xs), Data<const S>(xd), Data<const T>(a), edge, Data<const T>(info),
+                Data<const S>(grad), Data<S>(grad_xd), Data<T>(grad_a), gef, GroupWidth(g.dim));
+}
+
+template <typename S, typename T>
+ffi::Error BwdSrcTyped(cudaStream_t stream, CudaScratch& scratch, const GatArgs& g, const Int32Graph& graph,
+                       ffi::AnyBuffer xs, ffi::AnyBuffer xd, ffi::AnyBuffer a, ffi::AnyBuffer ef, ffi::AnyBuffer info,
+                       ffi::AnyBuffer grad, ffi::AnyBuffer grad_xs) {
+  if (g.n_rows == 0 || g.heads == 0 || g.dim == 0) return ffi::Error::Success();
+  using Yes = std::true_type;
+  using No = std::false_type;
+  const S* edge = g.has_edge ? Data<const S>(ef) : nullptr;
+  const bool aligned = Aligned(xs.untyped_data()) && Aligned(xd.untyped_data()) && Aligned(grad.untyped_data()) &&
+                       Aligned(grad_xs.untyped_data()) && (!g.has_edge || Aligned(ef.untyped_data()));
+  if (const int per_lane = HeadLaneFeatures<S>(g.dim, aligned); per_lane > 0) {
+    HeadWalk walk;
+    SplitScratch split;
+    int64_t blocks;
+    if (auto err = BwdWalk<T>(kBwdSrc, stream, scratch, g, per_lane, 1, 0, walk, split, blocks); err.failure())
+      return err;
+    auto launch = [&](auto drop, auto with_edge) {
+      constexpr bool kDrop = decltype(drop)::value, kEdge = decltype(with_edge)::value;
+      auto kernel = per_lane > 1 ? BwdSrcEngineKernel<S, T, kDrop, kEdge, true>
+                                 : BwdSrcEngineKernel<S, T, kDrop, kEdge, false>;
+      return LaunchBlocks(kBwdSrc, kernel, blocks, 0, stream, walk, g.drop, static_cast<T>(g.slope), graph.offsets,
+                          graph.nbr, graph.eid, Data<const S>(xs), Data<const S>(xd), Data<const T>(a), edge,
+                          Data<const T>(info), Data<const S>(grad), Data<S>(grad_xs), split);
+    };
+    return g.has_edge ? (g.drop.key ? launch(Yes{}, Yes{}) : launch(No{}, Yes{}))
+                      : (g.drop.key ? launch(Yes{}, No{}) : launch(No{}, No{}));
+  }
+  using I = int32_t;
+  auto kernel = g.has_edge ? (g.drop.key ? BwdSrcKernel<S, T, I, true, true> : BwdSrcKernel<S, T, I, false, true>)
+                           : (g.drop.key ? BwdSrcKernel<S, T, I, true, false> : BwdSrcKernel<S, T, I, false, false>);
+  return Launch(kBwdSrc, kernel, g.n_rows * g.heads * GroupWidth(g.dim), stream, g, graph.offsets, graph.nbr,
+                graph.eid, Data<const S>(xs), Data<const S>(xd), Data<const T>(a), edge, Data<const T>(info),
+                Data<const S>(grad), Data<S>(grad_xs), GroupWidth(g.dim));
+}
+
+ffi::Error BwdDstCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr,
+                      ffi::AnyBuffer eid, ffi::AnyBuffer xs, ffi::AnyBuffer xd, ffi::AnyBuffer a, ffi::AnyBuffer ef,
+                      ffi::AnyBuffer info, ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key,
+                      ffi::Result<ffi::AnyBuffer> grad_xd, ffi::Result<ffi::AnyBuffer> grad_a,
+                      ffi::Result<ffi::AnyBuffer> grad_ef, double negative_slope, bool has_edge,
+                      int64_t dropout_threshold, double dropout_scale) {
   auto args = CheckGatv2(kBwdDst, offsets, nbr, eid, xs, xd, a, ef, &info, &grad, false, negative_slope, has_edge);
   if (args.has_error()) return args.error();
   if (auto e = SetDropout(kBwdDst, *args, dropout_key, dropout_threshold, dropout_scale); e.failure()) return e;
@@ -342,32 +614,19 @@ ffi::Error BwdDstCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffe
     if (auto e = CheckResult(kBwdDst, "grad_edge_feat", *grad_ef, ft, {args->n_edges, H, C}); e.failure())
       return e;
   }
-  const GatArgs g = *args;
-  return DispatchStorage(g.storage, g.score, offsets.element_type(), [&](auto s, auto t, auto i) {
-    using S = decltype(s);
-    using T = decltype(t);
-    using I = decltype(i);
-    S* gef = g.has_edge ? Data<S>(*grad_ef) : nullptr;
-    // An edge skipped for an out-of-range index leaves its grad_edge_feat row unwritten: clear it first.
-    if (g.has_edge && g.n_edges * H * C > 0) {
-      const cudaError_t err = cudaMemsetAsync(gef, 0, sizeof(S) * g.n_edges * H * C, stream);
-      if (err != cudaSuccess) return CudaError("jgo_gatv2_bwd_dst", err);
-    }
-    const int group = GroupWidth(g.dim);
-    auto kernel = g.has_edge
-                      ? (g.drop.key ? BwdDstKernel<S, T, I, true, true> : BwdDstKernel<S, T, I, false, true>)
-                      : (g.drop.key ? BwdDstKernel<S, T, I, true, false> : BwdDstKernel<S, T, I, false, false>);
-    return Launch("jgo_gatv2_bwd_dst", kernel, g.n_rows * g.heads * group, stream, g, offsets.typed_data<I>(),
-                  nbr.typed_data<I>(), eid.typed_data<I>(), Data<const S>(xs), Data<const S>(xd), Data<const T>(a),
-                  g.has_edge ? Data<const S>(ef) : nullptr, Data<const T>(info), Data<const S>(grad),
-                  Data<S>(*grad_xd), Data<T>(*grad_a), gef, group);
+  auto graph = Int32GraphOf(kBwdDst, stream, scratch, offsets, nbr, eid);
+  if (graph.has_error()) return graph.error();
+  return DispatchStorage(args->storage, args->score, [&](auto s, auto t) {
+    return BwdDstTyped<decltype(s), decltype(t)>(stream, scratch, *args, *graph, xs, xd, a, ef, info, grad, *grad_xd,
+                                                 *grad_a, *grad_ef);
   });
 }
 
-ffi::Error BwdSrcCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr, ffi::AnyBuffer eid,
-                      ffi::AnyBuffer xs, ffi::AnyBuffer xd, ffi::AnyBuffer a, ffi::AnyBuffer ef, ffi::AnyBuffer info,
-                      ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key, ffi::Result<ffi::AnyBuffer> grad_xs,
-                      double negative_slope, bool has_edge, int64_t dropout_threshold, double dropout_scale) {
+ffi::Error BwdSrcCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuffer offsets, ffi::AnyBuffer nbr,
+                      ffi::AnyBuffer eid, ffi::AnyBuffer xs, ffi::AnyBuffer xd, ffi::AnyBuffer a, ffi::AnyBuffer ef,
+                      ffi::AnyBuffer info, ffi::AnyBuffer grad, ffi::AnyBuffer dropout_key,
+                      ffi::Result<ffi::AnyBuffer> grad_xs, double negative_slope, bool has_edge,
+                      int64_t dropout_threshold, double dropout_scale) {
   auto args = CheckGatv2(kBwdSrc, offsets, nbr, eid, xs, xd, a, ef, &info, &grad, true, negative_slope, has_edge);
   if (args.has_error()) return args.error();
   if (auto e = SetDropout(kBwdSrc, *args, dropout_key, dropout_threshold, dropout_scale); e.failure()) return e;
@@ -375,19 +634,11 @@ ffi::Error BwdSrcCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffe
   if (auto e = CheckResult(kBwdSrc, "grad_x_src", *grad_xs, ft, {args->n_src, args->heads, args->dim});
       e.failure())
     return e;
-  const GatArgs g = *args;
-  return DispatchStorage(g.storage, g.score, offsets.element_type(), [&](auto s, auto t, auto i) {
-    using S = decltype(s);
-    using T = decltype(t);
-    using I = decltype(i);
-    const int group = GroupWidth(g.dim);
-    auto kernel = g.has_edge
-                      ? (g.drop.key ? BwdSrcKernel<S, T, I, true, true> : BwdSrcKernel<S, T, I, false, true>)
-                      : (g.drop.key ? BwdSrcKernel<S, T, I, true, false> : BwdSrcKernel<S, T, I, false, false>);
-    return Launch("jgo_gatv2_bwd_src", kernel, g.n_rows * g.heads * group, stream, g, offsets.typed_data<I>(),
-                  nbr.typed_data<I>(), eid.typed_data<I>(), Data<const S>(xs), Data<const S>(xd), Data<const T>(a),
-                  g.has_edge ? Data<const S>(ef) : nullptr, Data<const T>(info), Data<const S>(grad),
-                  Data<S>(*grad_xs), group);
+  auto graph = Int32GraphOf(kBwdSrc, stream, scratch, offsets, nbr, eid);
+  if (graph.has_error()) return graph.error();
+  return DispatchStorage(args->storage, args->score, [&](auto s, auto t) {
+    return BwdSrcTyped<decltype(s), decltype(t)>(stream, scratch, *args, *graph, xs, xd, a, ef, info, grad,
+                                                 *grad_xs);
   });
 }
 
@@ -395,5 +646,5 @@ ffi::Error BwdSrcCuda(cudaStream_t stream, ffi::AnyBuffer offsets, ffi::AnyBuffe
 }  // namespace jgo
 
 JGO_CUDA_HANDLER_NO_TRAITS(Gatv2Fwd, jgo::FwdCuda, jgo::BindGatv2Fwd<jgo::CudaStream, jgo::CudaScratch>());
-JGO_CUDA_HANDLER(Gatv2BwdDst, jgo::BwdDstCuda, jgo::BindGatv2BwdDst<jgo::CudaStream>());
-JGO_CUDA_HANDLER(Gatv2BwdSrc, jgo::BwdSrcCuda, jgo::BindGatv2BwdSrc<jgo::CudaStream>());
+JGO_CUDA_HANDLER_NO_TRAITS(Gatv2BwdDst, jgo::BwdDstCuda, jgo::BindGatv2BwdDst<jgo::CudaStream, jgo::CudaScratch>());
+JGO_CUDA_HANDLER_NO_TRAITS(Gatv2BwdSrc, jgo::BwdSrcCuda, jgo::BindGatv2BwdSrc<jgo::CudaStream, jgo::CudaScratch>());
