@@ -231,6 +231,22 @@ def kernel_only(g):
     return g
 
 
+def beyond_int32(g, k_src=3, k_eid=9):
+    """``(bad, without, keep, match)`` for an int64 graph ``g``: ``bad`` is ``g`` (kernel_only) with the neighbour id at
+    CSC position ``k_src`` and the edge id at ``k_eid`` raised by 2^32, ``without`` the graph of ``g`` without those
+    two edges (kept: the edge ids ``keep``), ``match`` the CPU kernels' error on ``bad``. The CUDA kernels read an
+    int64 graph as its int32 view (ffi/cuda/int32_graph.cuh), where such an id is out of range as here, never the
+    id it would wrap to: they skip the edge, so their result on ``bad`` is the reference's on ``without``."""
+    wide = jnp.int64(1) << 32
+    bad = kernel_only(jgo.Graph(*(jnp.asarray(v) for v in (
+        g.src, g.dst, g.csc_offsets, g.csc_src.at[k_src].add(wide), g.csc_eid.at[k_eid].add(wide), g.csr_offsets,
+        g.csr_dst, g.csr_eid)), g.n_src, g.n_dst, validate=False))
+    skipped = np.asarray(g.csc_eid)[[k_src, k_eid]]
+    keep = np.setdiff1d(np.arange(g.n_edges), skipped)
+    without = jgo.Graph.from_edges(np.asarray(g.src)[keep], np.asarray(g.dst)[keep], g.n_src, g.n_dst)
+    return bad, without, keep, f".*edge {skipped[0]} has node index {int(g.csc_src[k_src]) + (1 << 32)}"
+
+
 def repeated_edge_id(g):
     """``g`` hand-built with the id of its last edge replaced by 0 in csc_eid and csr_eid: edge ids in range
     but not a permutation (edge 0 appears twice, the last edge never). Returns the graph and the missing id."""

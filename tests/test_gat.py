@@ -5,8 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import (
-    MASK_ORDERS, check_grads, check_half_precision, check_masked_attention, jit_jacfwd, jit_jacrev, kernel_index_error,
-    kernel_only, masked_attention_graph, random_graph, segment_softmax_np,
+    MASK_ORDERS, beyond_int32, check_grads, check_half_precision, check_masked_attention, jit_jacfwd, jit_jacrev,
+    kernel_index_error, kernel_only, masked_attention_graph, random_graph, segment_softmax_np,
 )
 
 import jaxgraphops as jgo
@@ -327,15 +327,8 @@ def test_int64_indices_beyond_int32_never_wrap_onto_a_node_or_edge(rng, x64):
     kernels skip the edge: the result of the graph without it (the reference's), not that of the graph."""
     g = random_graph(rng, 7, 7, 24, index_dtype=np.int64)
     x, a, _, ef = inputs(rng, g, heads=2, c=4, edge=True)
-    k_src, k_eid = 3, 9  # CSC positions: a wide neighbour id at one, a wide edge id at the other
-    wide = jnp.int64(1) << 32
-    bad = kernel_only(jgo.Graph(*(jnp.asarray(v) for v in (
-        g.src, g.dst, g.csc_offsets, g.csc_src.at[k_src].add(wide), g.csc_eid.at[k_eid].add(wide), g.csr_offsets,
-        g.csr_dst, g.csr_eid)), g.n_src, g.n_dst, validate=False))
-    skipped = np.asarray(g.csc_eid)[[k_src, k_eid]]
-    keep = np.setdiff1d(np.arange(g.n_edges), skipped)
-    without = jgo.Graph.from_edges(np.asarray(g.src)[keep], np.asarray(g.dst)[keep], g.n_src, g.n_dst)
-    with kernel_index_error(f".*edge {skipped[0]} has node index {int(g.csc_src[k_src]) + (1 << 32)}"):
+    bad, without, keep, match = beyond_int32(g)
+    with kernel_index_error(match):
         got = jgo.mha_gat(bad, x, a, num_heads=2, edge_feat=ef).block_until_ready()
         want = jgo.mha_gat(without, x, a, num_heads=2, edge_feat=ef[keep], impl="xla")
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -5,8 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import (
-    MASK_ORDERS, check_grads, check_half_precision, check_masked_attention, jit_jacfwd, jit_jacrev, kernel_index_error,
-    kernel_only, masked_attention_graph, random_graph, segment_softmax_np,
+    MASK_ORDERS, beyond_int32, check_grads, check_half_precision, check_masked_attention, jit_jacfwd, jit_jacrev,
+    kernel_index_error, kernel_only, masked_attention_graph, random_graph, segment_softmax_np,
 )
 
 import jaxgraphops as jgo
@@ -377,6 +377,19 @@ def test_out_of_range_index_reaching_the_kernel_is_an_error(rng):
     # the process survives and keeps working
     np.testing.assert_allclose(jgo.mha_gat_v2(g, x, None, a, num_heads=2),
                                jgo.mha_gat_v2(g, x, None, a, num_heads=2, impl="xla"), rtol=1e-5, atol=1e-6)
+
+
+def test_int64_indices_beyond_int32_never_wrap_onto_a_node_or_edge(rng, x64):
+    """A neighbour id of 2^32 + j or an edge id of 2^32 + e (conftest.beyond_int32): the CPU kernels reject it, the
+    CUDA kernels skip the edge (the reference's result on the graph without it, not that on the graph)."""
+    g = random_graph(rng, 7, 7, 24, index_dtype=np.int64)
+    x, xd, a, ef = inputs(rng, g, heads=2, c=4, edge=True, bipartite=True)
+    bad, without, keep, match = beyond_int32(g)
+    with kernel_index_error(match):
+        got = jgo.mha_gat_v2(bad, x, xd, a, num_heads=2, edge_feat=ef).block_until_ready()
+        want = jgo.mha_gat_v2(without, x, xd, a, num_heads=2, edge_feat=ef[keep], impl="xla")
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        assert not np.allclose(got, jgo.mha_gat_v2(g, x, xd, a, num_heads=2, edge_feat=ef, impl="xla"))
 
 
 def test_forward_and_backward_are_bitwise_reproducible(rng):

@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import (
-    MASK_ORDERS, check_grads, check_half_precision, check_masked_attention, jit_jacfwd, jit_jacrev, kernel_index_error,
-    kernel_only, masked_attention_graph, random_graph, segment_softmax_np,
+    MASK_ORDERS, beyond_int32, check_grads, check_half_precision, check_masked_attention, jit_jacfwd, jit_jacrev,
+    kernel_index_error, kernel_only, masked_attention_graph, random_graph, segment_softmax_np,
 )
 
 import jaxgraphops as jgo
@@ -271,6 +271,19 @@ def test_reverse_mode_runs_the_fused_backward_kernels(rng, edge):
     assert "jgo_mha_simple_bwd_src" in hlo_kv and "jgo_mha_simple_bwd_dst" not in hlo_kv
     hlo_q = jax.jit(jax.grad(loss)).lower(q, k, v, ef).as_text()
     assert "jgo_mha_simple_bwd_dst" in hlo_q and "jgo_mha_simple_bwd_src" not in hlo_q
+
+
+def test_int64_indices_beyond_int32_never_wrap_onto_a_node_or_edge(rng, x64):
+    """A neighbour id of 2^32 + j or an edge id of 2^32 + e (conftest.beyond_int32): the CPU kernels reject it, the
+    CUDA kernels skip the edge (the reference's result on the graph without it, not that on the graph)."""
+    g = random_graph(rng, 7, 7, 24, index_dtype=np.int64)
+    q, k, v, ef = inputs(rng, g, heads=2, c=4, edge=True)
+    bad, without, keep, match = beyond_int32(g)
+    with kernel_index_error(match):
+        got = jgo.mha_simple(bad, q, k, v, num_heads=2, edge_feat=ef).block_until_ready()
+        want = jgo.mha_simple(without, q, k, v, num_heads=2, edge_feat=ef[keep], impl="xla")
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        assert not np.allclose(got, jgo.mha_simple(g, q, k, v, num_heads=2, edge_feat=ef, impl="xla"))
 
 
 def test_forward_and_backward_are_bitwise_reproducible(rng):

@@ -181,8 +181,7 @@ __global__ void __launch_bounds__(kBlock, 1) BwdDstEngineKernel(HeadWalk a, Drop
                                                                 T* __restrict__ grad_a, S* __restrict__ grad_ef,
                                                                 SplitScratch split) {
   constexpr int kV = kVector ? 16 / int(sizeof(S)) : 1;
-  // 8 rows in flight (x_src, and edge_feat); 4 for half features without edge_feat (8 spilled at 255 registers)
-  constexpr int kGroup = kEdge || sizeof(S) == 2 ? kInFlight / 2 : kInFlight;
+  constexpr int kGroup = kInFlight / 2;
   const Walker w = ThisWalker(a.group);
   const Positions<int, T> pos{nbr, eid, nullptr, a.nbr_bound, a.n_edges, 0};
   const int HI = Gatv2Info::kCount * a.H;
