@@ -72,6 +72,14 @@ REASONS = {
     "gat_backward.cu:GatBwd*EngineKernel<*": "the engine: the row's own operand (G_i or x_j) and kInFlight = 8 edges' "
     "gathered rows and scores (the destination's s_dst, lse and delta in the reverse walk) in registers before the "
     "first is used, and the sums: 90-207 registers",
+    "gatv2.cu:*EngineKernel<*": "the engine on head tiles (ffi/cuda/head_walk.cuh): 4-8 edges' gathered rows "
+    "(128-bit per lane; x_src, or x_dst and G, and edge_feat) in registers before the first is used, the row's own "
+    "operands and the lane's attention weights, the head's running (max, sum) or the gradient sums: 75-246 "
+    "registers (half features with edge_feat and the Philox dropout mask the most)",
+    "mha_simple.cu:*EngineKernel<*": "the engine on head tiles (ffi/cuda/head_walk.cuh): 4 edges' key and value (or "
+    "query and G) rows and edge_feat rows (128-bit per lane) in registers before the first is used, the row's own "
+    "operands, the head's running (max, sum) or the gradient sums: 72-255 registers (half features with edge_feat "
+    "the most)",
     "update_efeat.cu:Efeat*Kernel<*": "kInFlight edges (4 when summing parts) x every part's 128-bit row loaded "
     "before the first store: 56-135 registers",
     "message_passing.cu:PoolBwdKernel<*": "kInFlight rows of ct in registers before the stores: 64-80 registers",

@@ -224,10 +224,10 @@ def test_gat_other_head_shapes(rng, H, C):
     check_gat(rng, H, C, "float32")
 
 
-# GATv2 and TransformerConv (mha_simple) on the engine: (heads, C, dtype) -- a walker of 8 heads of 4 lanes (vector
-# path), the strided path (C = 5: a head on 8 lanes), bfloat16 (2 lanes a head); and other head shapes: 2 walkers of
-# one head of 32 lanes, 3 heads of 8 in a walker of 4 heads (one lane group idle), heads of 34 features (over 32 lanes
-# on the strided path: the group-per-(row, head) kernel)
+# GATv2 and TransformerConv (mha_simple) on the engine (128-bit loads): (heads, C, dtype) -- a walker of 8 heads of
+# 4 lanes, bfloat16 (2 lanes a head), and C = 5 (not a multiple of 4: the group-per-(row, head) kernels); other head
+# shapes: 2 walkers of one head of 32 lanes, 3 heads of 8 in a walker of 4 heads (one lane group idle), heads of 34
+# features (the group-per-(row, head) kernels again)
 ATTENTION = [(8, 16, "float32"), (2, 5, "float32"), (4, 16, "bfloat16")]
 ATTENTION_SHAPES = [(2, 128, "float32"), (3, 8, "float32"), (2, 34, "float32")]
 

@@ -119,9 +119,9 @@ MUTANTS = (
     Mutant("head-sum", "attention on head tiles: a head's dot summed over half of its lanes (a butterfly step short)",
            "ffi/cuda/head_walk.cuh", "for (int offset = lanes / 2; offset > 0; offset /= 2)",
            "for (int offset = lanes / 2; offset > 1; offset /= 2)", (ENGINE,)),
-    Mutant("head-tile-lanes", "attention on head tiles: a lane's features taken from the head of another lane group",
-           "ffi/cuda/head_walk.cuh", "head = tile * a.heads + w.lane / a.lanes;",
-           "head = tile * a.heads + (w.lane / a.lanes + 1) % a.heads;", (ENGINE,)),
+    Mutant("head-tile-lanes", "attention on head tiles: heads dealt to lanes round-robin, so a head's butterfly "
+           "sums lanes of other heads", "ffi/cuda/head_walk.cuh", "head = tile * a.heads + w.lane / a.lanes;",
+           "head = tile * a.heads + w.lane % a.heads;", (ENGINE,)),
     Mutant("split-sums", "attention backward: a split row's sums leave out its first chunk",
            "ffi/cuda/head_walk.cuh", "for (int p = 0; p < c.count; ++p) {  // the row's chunks, in order",
            "for (int p = 1; p < c.count; ++p) {  // the row's chunks, in order", (ENGINE,)),

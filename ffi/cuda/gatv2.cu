@@ -2,16 +2,17 @@
 // Same operands, attributes and results as the CPU twin (cpu/gatv2.cc), same math and
 // shape checks (jgo/gatv2.h).
 //
-// The forward runs on the chunked row-walk engine (cuda/chunk_walk.cuh, cuda/head_walk.cuh): a walker per
-// window of chunks of at most 256 edges and tile of whole heads, each gathered x_src row read once (128-bit
-// loads) for both the logit and the aggregation, split rows combined in chunk order (no float atomics, the same
-// bits whatever the block order). Heads the engine does not take (over 32 lanes a head) and the backward keep
-// a group of lanes per (row, head): the lanes split the C-length logit <a, leaky_relu(x_src[j] + x_dst[i] (+ e))>
-// and the dot <G[i], x_src[j]> and share the sums by shuffles; each lane accumulates kVec features in registers
-// (wider heads take several chunks, each re-walking the edges). Every output element is written by one walker
-// or group: no atomics, bitwise reproducible. Index arrays are not validated on the host; edges whose
-// neighbour or edge id is out of range are skipped and offsets are clamped into [0, n_edges]. The forward's
-// kernels are compiled for int32 indices: an int64 graph reaches them as its int32 view (cuda/int32_graph.cuh).
+// Forward and backward run on the chunked row-walk engine (cuda/chunk_walk.cuh, cuda/head_walk.cuh): a walker
+// per window of chunks of at most 256 edges and tile of whole heads, 128-bit loads, each gathered row read once
+// per edge, split rows combined in chunk order (no float atomics, the same bits whatever the block order).
+// Heads the engine does not take (C not a multiple of 16 bytes of S, unaligned operands, or over 32 lanes a
+// head) keep a group of lanes per (row, head): the lanes split the C-length logit
+// <a, leaky_relu(x_src[j] + x_dst[i] (+ e))> and the dot <G[i], x_src[j]> and share the sums by shuffles; each
+// lane accumulates kVec features in registers (wider heads take several chunks, each re-walking the edges).
+// Every output element is written by one walker or group: bitwise reproducible. Index arrays are not validated
+// on the host; edges whose neighbour or edge id is out of range are skipped and offsets are clamped into
+// [0, n_edges]. The kernels are compiled for int32 indices: an int64 graph reaches them as its int32 view
+// (cuda/int32_graph.cuh).
 //
 // Compile check (zero warnings), from the repository root, on one line:
 //   nvcc -std=c++17 -O3 -Xcompiler -fPIC,-Wall,-Wextra --Werror all-warnings
@@ -69,8 +70,8 @@ __device__ __forceinline__ T GroupDot(const S* u, const S* v, int64_t C, int lan
 // before the first is used, each edge's logit summed over its head's lanes, then the bucketed online softmax
 // (AttendState) accumulates the same x_src values: one read of each gathered row.
 
-// gpu-model: engine mlp>=8 vector-if kVector
-template <typename S, typename T, bool kDrop, bool kEdge, bool kVector>
+// gpu-model: engine mlp>=8
+template <typename S, typename T, bool kDrop, bool kEdge>
 __global__ void __launch_bounds__(kBlock, 1) FwdEngineKernel(HeadWalk a, Dropout drop, T slope,
                                                              const int* __restrict__ offsets,
                                                              const int* __restrict__ nbr, const int* __restrict__ eid,
@@ -78,7 +79,8 @@ __global__ void __launch_bounds__(kBlock, 1) FwdEngineKernel(HeadWalk a, Dropout
                                                              const T* __restrict__ attn, const S* __restrict__ ef,
                                                              S* __restrict__ out, T* __restrict__ lse,
                                                              SplitScratch split) {
-  constexpr int kV = kVector ? 16 / int(sizeof(S)) : 1;
+  constexpr bool kVector = true;  // 128-bit loads: the handler's rows are aligned and C % kV == 0
+  constexpr int kV = 16 / int(sizeof(S));
   constexpr int kGroup = kEdge ? kInFlight / 2 : kInFlight;  // 8 rows in flight (x_src, and edge_feat)
   const Walker w = ThisWalker(a.group);
   const Positions<int, T> pos{nbr, eid, nullptr, a.nbr_bound, a.n_edges, 0};
@@ -169,8 +171,8 @@ __global__ void FwdKernel(GatArgs g, const I* offsets, const I* nbr, const I* ei
 
 // jgo_gatv2_bwd_dst: grad_xd[i] = sum_e dt_e, grad_a_rows[i] = sum_e dz_e leaky(t_e), grad_ef[e] = dt_e.
 // The floor of 4 loads in flight is the half instantiations' without edge_feat (4 edges a group); the others keep 8.
-// gpu-model: engine mlp>=4 vector-if kVector
-template <typename S, typename T, bool kDrop, bool kEdge, bool kVector>
+// gpu-model: engine mlp>=4
+template <typename S, typename T, bool kDrop, bool kEdge>
 __global__ void __launch_bounds__(kBlock, 1) BwdDstEngineKernel(HeadWalk a, Dropout drop, T slope,
                                                                 const int* __restrict__ offsets,
                                                                 const int* __restrict__ nbr,
@@ -180,7 +182,8 @@ __global__ void __launch_bounds__(kBlock, 1) BwdDstEngineKernel(HeadWalk a, Drop
                                                                 const S* __restrict__ grad, S* __restrict__ grad_xd,
                                                                 T* __restrict__ grad_a, S* __restrict__ grad_ef,
                                                                 SplitScratch split) {
-  constexpr int kV = kVector ? 16 / int(sizeof(S)) : 1;
+  constexpr bool kVector = true;  // 128-bit loads: the handler's rows are aligned and C % kV == 0
+  constexpr int kV = 16 / int(sizeof(S));
   constexpr int kGroup = kInFlight / 2;
   const Walker w = ThisWalker(a.group);
   const Positions<int, T> pos{nbr, eid, nullptr, a.nbr_bound, a.n_edges, 0};
@@ -260,8 +263,8 @@ __global__ void __launch_bounds__(kBlock, 1) BwdDstEngineKernel(HeadWalk a, Drop
 }
 
 // jgo_gatv2_bwd_src: grad_xs[j] = sum_e alpha_e d_e G[i] + dt_e over the out-edges.
-// gpu-model: engine mlp>=8 vector-if kVector
-template <typename S, typename T, bool kDrop, bool kEdge, bool kVector>
+// gpu-model: engine mlp>=8
+template <typename S, typename T, bool kDrop, bool kEdge>
 __global__ void __launch_bounds__(kBlock, 1) BwdSrcEngineKernel(HeadWalk a, Dropout drop, T slope,
                                                                 const int* __restrict__ offsets,
                                                                 const int* __restrict__ nbr,
@@ -270,7 +273,8 @@ __global__ void __launch_bounds__(kBlock, 1) BwdSrcEngineKernel(HeadWalk a, Drop
                                                                 const S* __restrict__ ef, const T* __restrict__ info,
                                                                 const S* __restrict__ grad, S* __restrict__ grad_xs,
                                                                 SplitScratch split) {
-  constexpr int kV = kVector ? 16 / int(sizeof(S)) : 1;
+  constexpr bool kVector = true;  // 128-bit loads: the handler's rows are aligned and C % kV == 0
+  constexpr int kV = 16 / int(sizeof(S));
   // 8 or 12 rows and 8 scalars in flight (x_dst and G, and edge_feat); half features with edge_feat: 6 and 4 (12
   // spilled at 255 registers)
   constexpr int kGroup = kEdge && sizeof(S) == 2 ? kInFlight / 4 : kInFlight / 2;
@@ -461,7 +465,7 @@ ffi::Error FwdTyped(cudaStream_t stream, CudaScratch& scratch, const GatArgs& g,
   const S* edge = g.has_edge ? Data<const S>(ef) : nullptr;
   const bool aligned = Aligned(xs.untyped_data()) && Aligned(xd.untyped_data()) && Aligned(out.untyped_data()) &&
                        (!g.has_edge || Aligned(ef.untyped_data()));
-  if (const int per_lane = HeadLaneFeatures<S>(g.dim, aligned); per_lane > 0) {
+  if (const int per_lane = HeadLaneFeatures<S>(g.dim, aligned); per_lane > 1) {
     auto walk = HeadWalkOf(kFwd, g.n_rows, g.n_edges, g.nbr_bound, g.heads, g.dim, per_lane,
                            static_cast<int64_t>(out.size_bytes()));
     if (walk.has_error()) return walk.error();
@@ -470,7 +474,7 @@ ffi::Error FwdTyped(cudaStream_t stream, CudaScratch& scratch, const GatArgs& g,
     if (split.has_error()) return split.error();
     auto launch = [&](auto drop, auto with_edge) {
       constexpr bool kDrop = decltype(drop)::value, kEdge = decltype(with_edge)::value;
-      auto kernel = per_lane > 1 ? FwdEngineKernel<S, T, kDrop, kEdge, true> : FwdEngineKernel<S, T, kDrop, kEdge, false>;
+      auto kernel = FwdEngineKernel<S, T, kDrop, kEdge>;
       return LaunchBlocks(kFwd, kernel, WalkerBlocks(walk->windows * walk->tiles, walk->group), 0, stream, *walk,
                           g.drop, static_cast<T>(g.slope), graph.offsets, graph.nbr, graph.eid, Data<const S>(xs),
                           Data<const S>(xd), Data<const T>(a), edge, Data<S>(out), Data<T>(lse), *split);
@@ -536,7 +540,7 @@ ffi::Error BwdDstTyped(cudaStream_t stream, CudaScratch& scratch, const GatArgs&
   const bool aligned = Aligned(xs.untyped_data()) && Aligned(xd.untyped_data()) && Aligned(grad.untyped_data()) &&
                        Aligned(grad_xd.untyped_data()) && Aligned(grad_a.untyped_data()) &&
                        (!g.has_edge || (Aligned(ef.untyped_data()) && Aligned(grad_ef.untyped_data())));
-  if (const int per_lane = HeadLaneFeatures<S>(g.dim, aligned); per_lane > 0) {
+  if (const int per_lane = HeadLaneFeatures<S>(g.dim, aligned); per_lane > 1) {
     HeadWalk walk;
     SplitScratch split;
     int64_t blocks;
@@ -544,8 +548,7 @@ ffi::Error BwdDstTyped(cudaStream_t stream, CudaScratch& scratch, const GatArgs&
       return err;
     auto launch = [&](auto drop, auto with_edge) {
       constexpr bool kDrop = decltype(drop)::value, kEdge = decltype(with_edge)::value;
-      auto kernel = per_lane > 1 ? BwdDstEngineKernel<S, T, kDrop, kEdge, true>
-                                 : BwdDstEngineKernel<S, T, kDrop, kEdge, false>;
+      auto kernel = BwdDstEngineKernel<S, T, kDrop, kEdge>;
       return LaunchBlocks(kBwdDst, kernel, blocks, 0, stream, walk, g.drop, static_cast<T>(g.slope), graph.offsets,
                           graph.nbr, graph.eid, Data<const S>(xs), Data<const S>(xd), Data<const T>(a), edge,
                           Data<const T>(info), Data<const S>(grad), Data<S>(grad_xd), Data<T>(grad_a), gef, split);
@@ -571,7 +574,7 @@ ffi::Error BwdSrcTyped(cudaStream_t stream, CudaScratch& scratch, const GatArgs&
   const S* edge = g.has_edge ? Data<const S>(ef) : nullptr;
   const bool aligned = Aligned(xs.untyped_data()) && Aligned(xd.untyped_data()) && Aligned(grad.untyped_data()) &&
                        Aligned(grad_xs.untyped_data()) && (!g.has_edge || Aligned(ef.untyped_data()));
-  if (const int per_lane = HeadLaneFeatures<S>(g.dim, aligned); per_lane > 0) {
+  if (const int per_lane = HeadLaneFeatures<S>(g.dim, aligned); per_lane > 1) {
     HeadWalk walk;
     SplitScratch split;
     int64_t blocks;
@@ -579,8 +582,7 @@ ffi::Error BwdSrcTyped(cudaStream_t stream, CudaScratch& scratch, const GatArgs&
       return err;
     auto launch = [&](auto drop, auto with_edge) {
       constexpr bool kDrop = decltype(drop)::value, kEdge = decltype(with_edge)::value;
-      auto kernel = per_lane > 1 ? BwdSrcEngineKernel<S, T, kDrop, kEdge, true>
-                                 : BwdSrcEngineKernel<S, T, kDrop, kEdge, false>;
+      auto kernel = BwdSrcEngineKernel<S, T, kDrop, kEdge>;
       return LaunchBlocks(kBwdSrc, kernel, blocks, 0, stream, walk, g.drop, static_cast<T>(g.slope), graph.offsets,
                           graph.nbr, graph.eid, Data<const S>(xs), Data<const S>(xd), Data<const T>(a), edge,
                           Data<const T>(info), Data<const S>(grad), Data<S>(grad_xs), split);

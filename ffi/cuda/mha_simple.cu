@@ -6,17 +6,17 @@
 // storage type S); scores, softmax statistics and accumulators are float32 for half storage, else
 // S (the accumulation type A), and lse / dst_info are stored in A.
 //
-// The forward runs on the chunked row-walk engine (cuda/chunk_walk.cuh, cuda/head_walk.cuh): a walker per
-// window of chunks of at most 256 edges and tile of whole heads, each edge's key and value rows gathered together
-// (128-bit loads), split rows combined in chunk order (no float atomics, the same bits whatever the block order).
-// Heads the engine does not take (over 32 lanes a head) and the backward keep a group of lanes (a power of two
-// <= 32 covering C) per (row, head): the lanes split the C-length dot products <q, k + ef> and <G, v + ef> and
-// share the sums by shuffles; adjacent groups take adjacent heads of a row, so gathered rows are read coalesced.
-// Each lane accumulates kVec features in registers (wider heads take several chunks, each re-walking the
-// edges). Every output element is written by one walker or group: no atomics, bitwise reproducible. Index
-// arrays are not validated on the host; edges whose neighbour or edge id is out of range are skipped and
-// offsets are clamped into [0, n_edges], so no kernel reads or writes out of bounds. The forward's kernels are
-// compiled for int32 indices: an int64 graph reaches them as its int32 view (cuda/int32_graph.cuh).
+// Forward and backward run on the chunked row-walk engine (cuda/chunk_walk.cuh, cuda/head_walk.cuh): a walker
+// per window of chunks of at most 256 edges and tile of whole heads, 128-bit loads, each edge's rows gathered
+// together, split rows combined in chunk order (no float atomics, the same bits whatever the block order).
+// Heads the engine does not take (C not a multiple of 16 bytes of S, unaligned operands, or over 32 lanes a
+// head) keep a group of lanes (a power of two <= 32 covering C) per (row, head): the lanes split the C-length
+// dot products <q, k + ef> and <G, v + ef> and share the sums by shuffles; adjacent groups take adjacent heads
+// of a row, so gathered rows are read coalesced. Each lane accumulates kVec features in registers (wider heads
+// take several chunks, each re-walking the edges). Every output element is written by one walker or group:
+// bitwise reproducible. Index arrays are not validated on the host; edges whose neighbour or edge id is out of
+// range are skipped and offsets are clamped into [0, n_edges], so no kernel reads or writes out of bounds. The
+// kernels are compiled for int32 indices: an int64 graph reaches them as its int32 view (cuda/int32_graph.cuh).
 //
 // Compile check (zero warnings), from the repository root, on one line:
 //   nvcc -std=c++17 -O3 -Xcompiler -fPIC,-Wall,-Wextra --Werror all-warnings
@@ -71,8 +71,8 @@ __device__ __forceinline__ const S* HeadRow(const S* base, int64_t row, int64_t 
 // rows (and the edge_feat row) are gathered, kGroup edges at a time before the first is used, each edge's logit
 // summed over its head's lanes, then the bucketed online softmax (AttendState) accumulates the values.
 
-// gpu-model: engine mlp>=8 vector-if kVector
-template <typename S, bool kDrop, bool kEdge, bool kVector>
+// gpu-model: engine mlp>=8
+template <typename S, bool kDrop, bool kEdge>
 __global__ void __launch_bounds__(kBlock, 1) FwdEngineKernel(HeadWalk a, Dropout drop, Compute<S> scale,
                                                              const int* __restrict__ offsets,
                                                              const int* __restrict__ nbr, const int* __restrict__ eid,
@@ -81,7 +81,8 @@ __global__ void __launch_bounds__(kBlock, 1) FwdEngineKernel(HeadWalk a, Dropout
                                                              S* __restrict__ out, Compute<S>* __restrict__ lse,
                                                              SplitScratch split) {
   using A = Compute<S>;
-  constexpr int kV = kVector ? 16 / int(sizeof(S)) : 1;
+  constexpr bool kVector = true;  // 128-bit loads: the handler's rows are aligned and C % kV == 0
+  constexpr int kV = 16 / int(sizeof(S));
   constexpr int kGroup = kInFlight / 2;  // 8 or 12 rows in flight (key and value, and edge_feat)
   const Walker w = ThisWalker(a.group);
   const Positions<int, A> pos{nbr, eid, nullptr, a.nbr_bound, a.n_edges, 0};
@@ -191,8 +192,8 @@ __global__ void FwdKernel(SimpleArgs g, const I* offsets, const I* nbr, const I*
 // the head's lanes. Split rows leave their chunk's sums in scratch, folded in chunk order by the last to arrive.
 
 // jgo_mha_simple_bwd_dst: grad_q[i] = sum_e scale ds_e k'_e, grad_ef[e] = scale ds_e q[i] + alpha_e d_e G[i].
-// gpu-model: engine mlp>=8 vector-if kVector
-template <typename S, bool kDrop, bool kEdge, bool kVector>
+// gpu-model: engine mlp>=8
+template <typename S, bool kDrop, bool kEdge>
 __global__ void __launch_bounds__(kBlock, 1) BwdDstEngineKernel(HeadWalk a, Dropout drop, Compute<S> scale,
                                                                 const int* __restrict__ offsets,
                                                                 const int* __restrict__ nbr,
@@ -203,7 +204,8 @@ __global__ void __launch_bounds__(kBlock, 1) BwdDstEngineKernel(HeadWalk a, Drop
                                                                 const S* __restrict__ grad, S* __restrict__ grad_q,
                                                                 S* __restrict__ grad_ef, SplitScratch split) {
   using A = Compute<S>;
-  constexpr int kV = kVector ? 16 / int(sizeof(S)) : 1;
+  constexpr bool kVector = true;  // 128-bit loads: the handler's rows are aligned and C % kV == 0
+  constexpr int kV = 16 / int(sizeof(S));
   constexpr int kGroup = kInFlight / 2;  // 8 or 12 rows in flight (key and value, and edge_feat)
   const Walker w = ThisWalker(a.group);
   const Positions<int, A> pos{nbr, eid, nullptr, a.nbr_bound, a.n_edges, 0};
@@ -272,8 +274,8 @@ __global__ void __launch_bounds__(kBlock, 1) BwdDstEngineKernel(HeadWalk a, Drop
 }
 
 // jgo_mha_simple_bwd_src: grad_k[j] = sum_e scale ds_e q[i], grad_v[j] = sum_e alpha_e d_e G[i] over the out-edges.
-// gpu-model: engine mlp>=8 vector-if kVector
-template <typename S, bool kDrop, bool kEdge, bool kVector>
+// gpu-model: engine mlp>=8
+template <typename S, bool kDrop, bool kEdge>
 __global__ void __launch_bounds__(kBlock, 1) BwdSrcEngineKernel(HeadWalk a, Dropout drop, Compute<S> scale,
                                                                 const int* __restrict__ offsets,
                                                                 const int* __restrict__ nbr,
@@ -284,7 +286,8 @@ __global__ void __launch_bounds__(kBlock, 1) BwdSrcEngineKernel(HeadWalk a, Drop
                                                                 const S* __restrict__ grad, S* __restrict__ grad_k,
                                                                 S* __restrict__ grad_v, SplitScratch split) {
   using A = Compute<S>;
-  constexpr int kV = kVector ? 16 / int(sizeof(S)) : 1;
+  constexpr bool kVector = true;  // 128-bit loads: the handler's rows are aligned and C % kV == 0
+  constexpr int kV = 16 / int(sizeof(S));
   constexpr int kGroup = kInFlight / 2;  // 8 or 12 rows and 8 scalars in flight (q_i and G_i, and edge_feat)
   const Walker w = ThisWalker(a.group);
   const Positions<int, A> pos{nbr, eid, nullptr, a.nbr_bound, a.n_edges, 0};
@@ -480,7 +483,7 @@ ffi::Error FwdTyped(cudaStream_t stream, CudaScratch& scratch, const SimpleArgs&
   const S* edge = g.has_edge ? Data<const S>(ef) : nullptr;
   const bool aligned = Aligned(q.untyped_data()) && Aligned(k.untyped_data()) && Aligned(v.untyped_data()) &&
                        Aligned(out.untyped_data()) && (!g.has_edge || Aligned(ef.untyped_data()));
-  if (const int per_lane = HeadLaneFeatures<S>(g.dim, aligned); per_lane > 0) {
+  if (const int per_lane = HeadLaneFeatures<S>(g.dim, aligned); per_lane > 1) {
     auto walk = HeadWalkOf(kFwd, g.n_rows, g.n_edges, g.nbr_bound, g.heads, g.dim, per_lane,
                            static_cast<int64_t>(out.size_bytes()));
     if (walk.has_error()) return walk.error();
@@ -489,7 +492,7 @@ ffi::Error FwdTyped(cudaStream_t stream, CudaScratch& scratch, const SimpleArgs&
     if (split.has_error()) return split.error();
     auto launch = [&](auto drop, auto with_edge) {
       constexpr bool kDrop = decltype(drop)::value, kEdge = decltype(with_edge)::value;
-      auto kernel = per_lane > 1 ? FwdEngineKernel<S, kDrop, kEdge, true> : FwdEngineKernel<S, kDrop, kEdge, false>;
+      auto kernel = FwdEngineKernel<S, kDrop, kEdge>;
       return LaunchBlocks(kFwd, kernel, WalkerBlocks(walk->windows * walk->tiles, walk->group), 0, stream, *walk,
                           g.drop, static_cast<A>(g.scale), graph.offsets, graph.nbr, graph.eid, Data<const S>(q),
                           Data<const S>(k), Data<const S>(v), edge, Data<S>(out), Data<A>(lse), *split);
@@ -546,7 +549,7 @@ ffi::Error BwdTyped(cudaStream_t stream, CudaScratch& scratch, const SimpleArgs&
   const auto args = std::make_tuple(Data<const S>(q), Data<const S>(k), Data<const S>(v), edge,
                                     Data<const A>(info), Data<const S>(grad), Data<S>(out_a),
                                     by_src ? Data<S>(out_b) : gef);
-  if (const int per_lane = HeadLaneFeatures<S>(g.dim, aligned); per_lane > 0) {
+  if (const int per_lane = HeadLaneFeatures<S>(g.dim, aligned); per_lane > 1) {
     auto walk = HeadWalkOf(name, g.n_rows, g.n_edges, g.nbr_bound, g.heads, g.dim, per_lane,
                            gef ? int64_t(sizeof(S)) * ef_count : 0);
     if (walk.has_error()) return walk.error();
@@ -556,10 +559,7 @@ ffi::Error BwdTyped(cudaStream_t stream, CudaScratch& scratch, const SimpleArgs&
     const int64_t blocks = WalkerBlocks(walk->windows * walk->tiles, walk->group);
     auto launch = [&](auto drop, auto with_edge) {
       constexpr bool kDrop = decltype(drop)::value, kEdge = decltype(with_edge)::value;
-      auto kernel = by_src ? (per_lane > 1 ? BwdSrcEngineKernel<S, kDrop, kEdge, true>
-                                           : BwdSrcEngineKernel<S, kDrop, kEdge, false>)
-                           : (per_lane > 1 ? BwdDstEngineKernel<S, kDrop, kEdge, true>
-                                           : BwdDstEngineKernel<S, kDrop, kEdge, false>);
+      auto kernel = by_src ? BwdSrcEngineKernel<S, kDrop, kEdge> : BwdDstEngineKernel<S, kDrop, kEdge>;
       return std::apply(
           [&](auto... ptrs) {
             return LaunchBlocks(name, kernel, blocks, 0, stream, *walk, g.drop, static_cast<A>(g.scale),

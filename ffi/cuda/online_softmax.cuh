@@ -1,6 +1,7 @@
-// The forward walk of the fused attention kernels not yet on the engine (GATv2's): one (destination
-// row, head) handled by a group of lanes with an online softmax over its in-edges. kVec and ExpFn also
-// serve mha_simple and GAT's backward of heads wider than the engine takes.
+// The forward walk of the fused attention kernels for heads the engine does not take (over 32 lanes a head:
+// cuda/head_walk.cuh): one (destination row, head) handled by a group of lanes with an online softmax over its
+// in-edges (GATv2's). kVec also serves TransformerConv's and the backward kernels of such heads; ExpFn every
+// attention kernel.
 #pragma once
 
 #include <cstdint>
