@@ -170,8 +170,7 @@ __global__ void FwdKernel(GatArgs g, const I* offsets, const I* nbr, const I* ei
 // in chunk order by the last to arrive.
 
 // jgo_gatv2_bwd_dst: grad_xd[i] = sum_e dt_e, grad_a_rows[i] = sum_e dz_e leaky(t_e), grad_ef[e] = dt_e.
-// The floor of 4 loads in flight is the half instantiations' without edge_feat (4 edges a group); the others keep 8.
-// gpu-model: engine mlp>=4
+// gpu-model: engine mlp>=8
 template <typename S, typename T, bool kDrop, bool kEdge>
 __global__ void __launch_bounds__(kBlock, 1) BwdDstEngineKernel(HeadWalk a, Dropout drop, T slope,
                                                                 const int* __restrict__ offsets,
@@ -184,7 +183,7 @@ __global__ void __launch_bounds__(kBlock, 1) BwdDstEngineKernel(HeadWalk a, Drop
                                                                 SplitScratch split) {
   constexpr bool kVector = true;  // 128-bit loads: the handler's rows are aligned and C % kV == 0
   constexpr int kV = 16 / int(sizeof(S));
-  constexpr int kGroup = kInFlight / 2;
+  constexpr int kGroup = kInFlight / 2;  // 4 edges: 8 took 143 registers (one block an SM), modelled 2.3x slower
   const Walker w = ThisWalker(a.group);
   const Positions<int, T> pos{nbr, eid, nullptr, a.nbr_bound, a.n_edges, 0};
   const int HI = Gatv2Info::kCount * a.H;
@@ -263,7 +262,9 @@ __global__ void __launch_bounds__(kBlock, 1) BwdDstEngineKernel(HeadWalk a, Drop
 }
 
 // jgo_gatv2_bwd_src: grad_xs[j] = sum_e alpha_e d_e G[i] + dt_e over the out-edges.
-// gpu-model: engine mlp>=8
+// The floor of 5 loads in flight is the half instantiations' with edge_feat (2 edges a group, 4 spilled); the
+// others keep 8-20.
+// gpu-model: engine mlp>=5
 template <typename S, typename T, bool kDrop, bool kEdge>
 __global__ void __launch_bounds__(kBlock, 1) BwdSrcEngineKernel(HeadWalk a, Dropout drop, T slope,
                                                                 const int* __restrict__ offsets,
