@@ -95,7 +95,7 @@ __global__ void __launch_bounds__(kBlock, 1) GatFwdKernel(GatWalk a, Dropout dro
       S result[kV];
       st.Result(result);
       if (a.values) StoreFeatures<kV, kVector>(out + int64_t(c.row) * a.width, lf, result, a.stream);
-      if (lf.ok[0] && lf.f[0] % C == 0) lse[int64_t(c.row) * a.H + head] = SoftmaxLse(st.m, st.l);  // a head's first lane
+      if (lf.ok[0] && lf.f[0] % C == 0) lse[int64_t(c.row) * a.H + head] = SoftmaxLse(st.m, st.l);  // head's lane 0
     });
   });
 }

@@ -135,7 +135,8 @@ __global__ void __launch_bounds__(kBlock, 1) FwdEngineKernel(HeadWalk a, Dropout
 }
 
 // ---------------------------------------------------------------------------------------
-// jgo_gatv2_fwd of heads the engine does not take: a group per (destination, head), one pass with an online softmax per chunk.
+// jgo_gatv2_fwd of heads the engine does not take: a group per (destination, head), one pass with an online
+// softmax per chunk.
 
 template <typename S, typename T, typename I, bool kDrop, bool kEdge>
 __global__ void FwdKernel(GatArgs g, const I* offsets, const I* nbr, const I* eid, const S* xs, const S* xd,

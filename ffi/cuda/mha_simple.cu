@@ -137,8 +137,8 @@ __global__ void __launch_bounds__(kBlock, 1) FwdEngineKernel(HeadWalk a, Dropout
 }
 
 // ---------------------------------------------------------------------------------------
-// jgo_mha_simple_fwd of heads the engine does not take: a group per (destination, head), one pass over the in-edges with an online
-// softmax per chunk of kVec * group features.
+// jgo_mha_simple_fwd of heads the engine does not take: a group per (destination, head), one pass over the
+// in-edges with an online softmax per chunk of kVec * group features.
 
 template <typename S, typename I, bool kDrop, bool kEdge>
 __global__ void FwdKernel(SimpleArgs g, const I* offsets, const I* nbr, const I* eid, const S* q, const S* k,
@@ -537,7 +537,8 @@ ffi::Error BwdTyped(cudaStream_t stream, CudaScratch& scratch, const SimpleArgs&
   const int64_t ef_count = g.n_edges * g.heads * g.dim;
   if (gef && ef_count > 0) {
     const cudaError_t err = cudaMemsetAsync(gef, 0, sizeof(S) * ef_count, stream);
-    if (err != cudaSuccess) return ffi::Error::Internal(std::string("jaxgraphops: ") + name + ": " + cudaGetErrorString(err));
+    if (err != cudaSuccess)
+      return ffi::Error::Internal(std::string("jaxgraphops: ") + name + ": " + cudaGetErrorString(err));
   }
   if (g.n_rows == 0 || g.heads == 0 || g.dim == 0) return ffi::Error::Success();
   using Yes = std::true_type;
