@@ -355,6 +355,9 @@ def test_engine_check_on_compiled_kernels(tmp_path):
                              "GatherRowsScalar", "ScaleRows"]
     engines = cards.build_cards(compiled, FIXTURE, block=256, engine=True)
     assert [k.name for k in engines] == sorted(set(found) - {"ScaleRows"})
+    in_processes = cards.build_cards(compiled * 2, FIXTURE, block=256, engine=True, jobs=2)  # a file per process
+    assert [(k.name, k.registers, k.gather) for k in in_processes] == [
+        (k.name, k.registers, k.gather) for k in engines for _ in range(2)]
     wide, scalar = found["GatherRows128"], found["GatherRowsScalar"]
     assert wide.gather.load_bits.get(128) == 8 and wide.gather.mlp >= 4
     assert set(scalar.gather.load_bits) == {32}

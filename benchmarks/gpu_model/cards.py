@@ -30,6 +30,7 @@ the other instantiations (a scalar tail for unaligned rows, say) are held to the
 from __future__ import annotations
 
 import re
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -207,38 +208,45 @@ def _alternatives(function: sass.Function, a: tuple[int, int], b: tuple[int, int
     return not function.reaches(a, b[0]) and not function.reaches(b, a[0])
 
 
-def build_cards(compiled: list[sass.Compiled], ffi: Path, block: int | None = None, engine: bool = False) -> list[Card]:
-    """The cards of every kernel in the compiled files (sm_90; ``engine``: of the engine kernels only)."""
+def build_cards(compiled: list[sass.Compiled], ffi: Path, block: int | None = None, engine: bool = False,
+                jobs: int = 1) -> list[Card]:
+    """The cards of every kernel in the compiled files (sm_90; ``engine``: of the engine kernels only), the files
+    read in ``jobs`` processes."""
     block = block or gpu_resources.block_size(ffi)
     enums = gpu_resources.read_enums(sorted((ffi / "common" / "jgo").glob("*.h")) + [c.source for c in compiled])
+    work = [(c, block, enums, _headers(ffi), engine) for c in compiled]
+    if jobs > 1 and len(work) > 1:
+        with ProcessPoolExecutor(min(jobs, len(work))) as pool:
+            per_file = list(pool.map(_file_cards, *zip(*work)))
+    else:
+        per_file = [_file_cards(*w) for w in work]
+    return sorted((k for cards in per_file for k in cards), key=lambda k: (k.file, k.name))
+
+
+def _file_cards(c: sass.Compiled, block: int, enums, headers: list[str], engine: bool) -> list[Card]:
+    """The cards of one compiled file's kernels (only its engine kernels' with ``engine``)."""
+    params, engines = {}, {}
+    for text in [*headers, c.source.read_text()]:
+        params.update(gpu_resources.read_template_params(text))
+        engines.update(declarations(text))
+    entries = {e.mangled: e for e in gpu_resources.parse_ptxas(c.ptxas) if e.arch == sass.ARCH}
+    names = {}  # mangled -> (shortened name, its template's declaration or None), of the kernels to card
+    for mangled, demangled in zip(entries, gpu_resources.demangle(list(entries)) if entries else []):
+        name = gpu_resources.shorten(demangled, enums, params)
+        declared = engines.get(name.split("<")[0])
+        if declared is not None or not engine:
+            names[mangled] = (name, demangled, declared)
     cards = []
-    headers = _headers(ffi)
-    for c in compiled:
-        params, engines = {}, {}
-        for text in [*headers, c.source.read_text()]:
-            params.update(gpu_resources.read_template_params(text))
-            engines.update(declarations(text))
-        functions = sass.parse(sass.disassemble(c.cubin))
-        entries = {e.mangled: e for e in gpu_resources.parse_ptxas(c.ptxas) if e.arch == sass.ARCH}
-        names = dict(zip(entries, gpu_resources.demangle(list(entries)))) if entries else {}
-        for f in functions:
-            if f.mangled not in entries:
-                continue  # a device subroutine, not a kernel
-            e = entries[f.mangled]
-            name = gpu_resources.shorten(names[f.mangled], enums, params)
-            base = name.split("<")[0]
-            declared = engines.get(base)
-            if engine and declared is None:
-                continue
-            raw = gpu_resources.shorten(names[f.mangled])
-            occ = gpu_resources.occupancy(e.registers, block, e.shared + gpu_resources.dynamic_shared(name, block))
-            regions = [sass.region_stats(r) for r in f.regions()]
-            card = Card(c.source.name, name, raw, f.mangled, e.registers, e.stack, e.spill_stores + e.spill_loads,
-                        e.shared, occ, regions, declared and declared.mlp,
-                        not declared or declared.vector(template_args(name), params.get(base, [])))
-            card.region_of, card.region_of_kind = _weights(f, regions)
-            cards.append(card)
-    return sorted(cards, key=lambda k: (k.file, k.name))
+    for f in sass.parse(sass.disassemble(c.cubin), keep=names.__contains__):  # kernels only, no subroutines
+        e, (name, demangled, declared) = entries[f.mangled], names[f.mangled]
+        occ = gpu_resources.occupancy(e.registers, block, e.shared + gpu_resources.dynamic_shared(name, block))
+        regions = [sass.region_stats(r) for r in f.regions()]
+        card = Card(c.source.name, name, gpu_resources.shorten(demangled), f.mangled, e.registers, e.stack,
+                    e.spill_stores + e.spill_loads, e.shared, occ, regions, declared and declared.mlp,
+                    not declared or declared.vector(template_args(name), params.get(name.split("<")[0], [])))
+        card.region_of, card.region_of_kind = _weights(f, regions)
+        cards.append(card)
+    return cards
 
 
 def engine_failures(cards: list[Card]) -> list[str]:

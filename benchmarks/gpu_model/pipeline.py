@@ -92,7 +92,7 @@ def cards_of(tree: Tree, jobs: int = 2, log=print, engine: bool = False, files=N
     cached = tree.cache / "cubins" / f"cards-{key.hexdigest()[:12]}.pickle"
     if cached.is_file():
         return pickle.loads(cached.read_bytes())
-    cards = {(c.file, c.raw_name): c for c in cards_module.build_cards(compiled, tree.ffi, engine=engine)}
+    cards = {(c.file, c.raw_name): c for c in cards_module.build_cards(compiled, tree.ffi, engine=engine, jobs=jobs)}
     cached.write_bytes(pickle.dumps(cards))
     return cards
 

@@ -27,6 +27,7 @@ the consumed one being taken as returned).
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import re
 import shutil
@@ -34,6 +35,7 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from .. import gpu_resources
@@ -157,9 +159,22 @@ class Instruction:
     file: str
     line: int
 
-    @property
+    @cached_property
     def base(self) -> str:
         return self.opcode.split(".")[0]
+
+    # What the analyses ask of an instruction many times over (every pass of every region), computed once.
+    @cached_property
+    def reads(self) -> frozenset[int]:
+        return frozenset(read(self))
+
+    @cached_property
+    def writes(self) -> frozenset[int]:
+        return frozenset(written(self))
+
+    @cached_property
+    def predicate_regs(self) -> tuple[set[int], set[int]]:
+        return predicates(self)
 
     def target(self) -> str | None:
         m = _TARGET.search(" ".join(self.operands))
@@ -211,7 +226,7 @@ class Function:
         >>> f.loops(), f.reaches((16, 32), 64), f.reaches((64, 80), 16)  # two copies, one or the other
         ([(16, 32), (64, 80)], False, False)
         """
-        position = {ins.address: k for k, ins in enumerate(self.instructions)}
+        position = self.position
         todo = [k for k, ins in enumerate(self.instructions) if loop[0] <= ins.address <= loop[1]]
         seen: set[int] = set()
         while todo:
@@ -230,6 +245,11 @@ class Function:
                 todo.append(k + 1)
         return False
 
+    @cached_property
+    def position(self) -> dict[int, int]:
+        """Address -> index in ``instructions``."""
+        return {ins.address: k for k, ins in enumerate(self.instructions)}
+
     def regions(self) -> list[Region]:
         """The function cut into regions that each run as one: the code in no loop (``loop`` None), then every
         loop's body less the loops nested in it, outer loops first. Every instruction is in exactly one."""
@@ -244,17 +264,27 @@ class Function:
         return [rest, *(regions[loop] for loop in sorted(loops, key=lambda r: (r[0], -r[1])))]
 
     def span(self, first: int, last: int) -> list[Instruction]:
-        return [i for i in self.instructions if first <= i.address <= last]
+        """The instructions at addresses ``first`` to ``last`` (inclusive; the list is in address order)."""
+        addresses = self.addresses
+        return self.instructions[bisect.bisect_left(addresses, first):bisect.bisect_right(addresses, last)]
+
+    @cached_property
+    def addresses(self) -> list[int]:
+        return [ins.address for ins in self.instructions]
 
 
-def parse(text: str) -> list[Function]:
-    """The functions of nvdisasm's (or cuobjdump's) SASS text. An instruction's source line is the innermost
-    of the ``//## File`` lines before it (nvdisasm -gi prints the inlining chain innermost first)."""
+def parse(text: str, keep=lambda mangled: True) -> list[Function]:
+    """The functions of nvdisasm's (or cuobjdump's) SASS text (those whose mangled name ``keep`` accepts; the
+    others' instructions are not parsed). An instruction's source line is the innermost of the ``//## File``
+    lines before it (nvdisasm -gi prints the inlining chain innermost first)."""
     functions, current, where, chain = [], None, ("", 0), []
     for raw in text.splitlines():
         if m := _FUNCTION.match(raw):
             current = Function(m[1] or m[2])
-            functions.append(current)
+            if keep(current.mangled):
+                functions.append(current)
+            else:
+                current = None
             where, chain = ("", 0), []
         elif current is None:
             continue
@@ -280,6 +310,8 @@ def _next_address(f: Function) -> int:
 
 
 def _split_operands(rest: str) -> list[str]:
+    if not ("[" in rest or "{" in rest or "(" in rest):
+        return rest.split(",")
     parts, depth, start = [], 0, 0
     for i, c in enumerate(rest):
         depth += {"[": 1, "{": 1, "(": 1, "]": -1, "}": -1, ")": -1}.get(c, 0)
@@ -441,7 +473,7 @@ def memory_parallelism(body: list[Instruction], passes: int = 2):
     groups: list[tuple[tuple[str, int], ...]] = []
     for rep in range(passes):
         for ins in body:
-            touched = read(ins) | written(ins)
+            touched = ins.reads | ins.writes
             hit = [(load, since) for load, regs, since in pending if regs & touched]
             if hit:
                 mlp = max(mlp, len(pending))
@@ -456,7 +488,7 @@ def memory_parallelism(body: list[Instruction], passes: int = 2):
                 else:
                     pending = [q for q in pending if not q[1] & touched]
             if ins.base in GLOBAL_LOADS:
-                pending.append((ins, written(ins), waits))
+                pending.append((ins, ins.writes, waits))
     return mlp or sum(i.base in GLOBAL_LOADS for i in body), sum(per_line.values()), per_line, groups
 
 
@@ -480,17 +512,19 @@ def predicates(ins: Instruction) -> tuple[set[int], set[int]]:
     >>> predicates(Instruction(0, "@!P1", "PLOP3.LUT", ["P0", "PT", "P2", "P0", "PT", "0xa8", "0x0"], "", 0))
     ({0, 1, 2}, {0})
     """
-    def number(token):
-        m = _PRED.match(token.strip())
-        return (10 if m[1] == "UP" else 0) + int(m[2]) if m else None
     read, written = set(), set()
-    if ins.predicate and (n := number(ins.predicate.lstrip("@"))) is not None:
+    if ins.predicate and (n := _predicate_number(ins.predicate.lstrip("@"))) is not None:
         read.add(n)
     writes = 2 if "SETP" in ins.opcode or ins.base in ("PLOP3", "UPLOP3") else 0
     for k, o in enumerate(ins.operands):
-        if (n := number(o)) is not None:
+        if "P" in o and (n := _predicate_number(o)) is not None:
             (written if k < writes else read).add(n)
     return read, written
+
+
+def _predicate_number(token: str) -> int | None:
+    m = _PRED.match(token.strip())
+    return (10 if m[1] == "UP" else 0) + int(m[2]) if m else None
 
 
 def pass_cycles(body: list[Instruction], passes: int = 2) -> float:
@@ -511,11 +545,11 @@ def pass_cycles(body: list[Instruction], passes: int = 2) -> float:
     t, ends = 0.0, []
     for _ in range(passes):
         for ins in body:
-            p_read, p_written = predicates(ins)
-            start = max([t + 1, *(ready.get(r, 0.0) for r in read(ins)),
+            p_read, p_written = ins.predicate_regs
+            start = max([t + 1, *(ready.get(r, 0.0) for r in ins.reads),
                          *(ready.get(1000 + q, 0.0) for q in p_read)])
             latency = DIV64_CYCLES if is_div64(ins) else LATENCY.get(ins.base, DEFAULT_LATENCY)
-            for r in written(ins):
+            for r in ins.writes:
                 ready[r] = start + latency
             for q in p_written:
                 ready[1000 + q] = start + latency
