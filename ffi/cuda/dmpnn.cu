@@ -234,12 +234,7 @@ ffi::Error DmpnnTyped(cudaStream_t stream, CudaScratch& scratch, DmpnnPass pass,
     sums.rows = reinterpret_cast<T*>(static_cast<char*>(*mem) + 256);
     if (auto err = Status(name, cudaMemsetAsync(sums.pending, 0, sizeof(int), stream)); err.failure()) return err;
   }
-  auto pick = [&](auto kernel_of) {
-    using Yes = std::true_type;
-    using No = std::false_type;
-    return fwd ? (a.concat_own ? kernel_of(Yes{}, Yes{}) : kernel_of(Yes{}, No{}))
-               : (a.concat_own ? kernel_of(No{}, Yes{}) : kernel_of(No{}, No{}));
-  };
+  auto pick = [&](auto kernel_of) { return WithFlags(fwd, a.concat_own, kernel_of); };
   const I* io = in_offsets.typed_data<I>();
   const I* ie = in_eid.typed_data<I>();
   const I* oo = out_offsets.typed_data<I>();

@@ -129,14 +129,10 @@ ffi::Error GatFwdTyped(cudaStream_t stream, CudaScratch& scratch, const GatArgs&
   if (auto err = EngineSizes(kName, {a.windows * a.tiles}); err.failure()) return err;
   auto split = SplitScratchFor(kName, scratch, stream, g.n_edges, 3 * width, sizeof(T), false, a.tiles);
   if (split.has_error()) return split.error();
-  auto pick = [&](auto drop, auto edge) {
+  auto kernel = WithFlags(g.drop.key != nullptr, g.has_edge, [&](auto drop, auto edge) {
     constexpr bool kDrop = decltype(drop)::value, kEdge = decltype(edge)::value;
     return vector ? GatFwdKernel<S, T, I, kDrop, kEdge, true> : GatFwdKernel<S, T, I, kDrop, kEdge, false>;
-  };
-  using Yes = std::true_type;
-  using No = std::false_type;
-  auto kernel = g.has_edge ? (g.drop.key ? pick(Yes{}, Yes{}) : pick(No{}, Yes{}))
-                           : (g.drop.key ? pick(Yes{}, No{}) : pick(No{}, No{}));
+  });
   return LaunchBlocks(kName, kernel, WalkerBlocks(a.windows * a.tiles, a.group), 0, stream, a, g.drop,
                       static_cast<T>(g.slope), graph.offsets, graph.nbr, graph.eid, Data<const S>(x),
                       s_src.typed_data<T>(), s_dst.typed_data<T>(), g.has_edge ? s_edge.typed_data<T>() : nullptr,

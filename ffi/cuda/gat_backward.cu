@@ -216,9 +216,7 @@ ffi::Error GatBwdEngine(cudaStream_t stream, CudaScratch& scratch, const GatArgs
   if (split.has_error()) return split.error();
   const T* se = g.has_edge ? s_edge.typed_data<T>() : nullptr;
   const int64_t blocks = WalkerBlocks(a.windows * a.tiles, a.group);
-  using Yes = std::true_type;
-  using No = std::false_type;
-  auto launch = [&](auto drop, auto edge) {
+  return WithFlags(g.drop.key != nullptr, g.has_edge, [&](auto drop, auto edge) {
     constexpr bool kDrop = decltype(drop)::value, kEdge = decltype(edge)::value;
     if (by_src) {
       auto kernel = vector ? GatBwdSrcEngineKernel<S, T, I, kDrop, kEdge, true>
@@ -234,9 +232,7 @@ ffi::Error GatBwdEngine(cudaStream_t stream, CudaScratch& scratch, const GatArgs
                         graph.nbr, graph.eid, Data<const S>(x), s_src.typed_data<T>(), se,
                         dst_info.typed_data<T>(), Data<const S>(grad), out_a.typed_data<T>(),
                         g.has_edge ? out_b.typed_data<T>() : nullptr, *split);
-  };
-  return g.has_edge ? (g.drop.key ? launch(Yes{}, Yes{}) : launch(No{}, Yes{}))
-                    : (g.drop.key ? launch(Yes{}, No{}) : launch(No{}, No{}));
+  });
 }
 
 // ---------------------------------------------------------------------------------------
@@ -351,16 +347,16 @@ ffi::Error GatBwdTyped(cudaStream_t stream, CudaScratch& scratch, const GatArgs&
   const T* se = a.has_edge ? s_edge.typed_data<T>() : nullptr;
   T* rb = (by_src || a.has_edge) ? out_b.typed_data<T>() : nullptr;
   if (by_src) {
-    auto kernel = a.has_edge
-                      ? (a.drop.key ? GatBwdSrcKernel<S, T, I, true, true> : GatBwdSrcKernel<S, T, I, false, true>)
-                      : (a.drop.key ? GatBwdSrcKernel<S, T, I, true, false> : GatBwdSrcKernel<S, T, I, false, false>);
+    auto kernel = WithFlags(a.drop.key != nullptr, a.has_edge, [](auto drop, auto edge) {
+      return GatBwdSrcKernel<S, T, I, decltype(drop)::value, decltype(edge)::value>;
+    });
     return Launch("jgo_gat_bwd_src", kernel, threads, stream, a, graph.offsets, graph.nbr, graph.eid,
                   Data<const S>(x), s_src.typed_data<T>(), se, dst_info.typed_data<T>(),
                   Data<const S>(grad), Data<S>(out_a), rb, group);
   }
-  auto kernel = a.has_edge
-                    ? (a.drop.key ? GatBwdDstKernel<S, T, I, true, true> : GatBwdDstKernel<S, T, I, false, true>)
-                    : (a.drop.key ? GatBwdDstKernel<S, T, I, true, false> : GatBwdDstKernel<S, T, I, false, false>);
+  auto kernel = WithFlags(a.drop.key != nullptr, a.has_edge, [](auto drop, auto edge) {
+    return GatBwdDstKernel<S, T, I, decltype(drop)::value, decltype(edge)::value>;
+  });
   return Launch("jgo_gat_bwd_dst", kernel, threads, stream, a, graph.offsets, graph.nbr, graph.eid,
                 Data<const S>(x), s_src.typed_data<T>(), se, dst_info.typed_data<T>(),
                 Data<const S>(grad), out_a.typed_data<T>(), rb, group);

@@ -462,8 +462,6 @@ ffi::Error FwdTyped(cudaStream_t stream, CudaScratch& scratch, const GatArgs& g,
                     ffi::AnyBuffer xs, ffi::AnyBuffer xd, ffi::AnyBuffer a, ffi::AnyBuffer ef, ffi::AnyBuffer out,
                     ffi::AnyBuffer lse) {
   if (g.n_rows == 0 || g.heads == 0) return ffi::Error::Success();
-  using Yes = std::true_type;
-  using No = std::false_type;
   const S* edge = g.has_edge ? Data<const S>(ef) : nullptr;
   const bool aligned = Aligned(xs.untyped_data()) && Aligned(xd.untyped_data()) && Aligned(out.untyped_data()) &&
                        (!g.has_edge || Aligned(ef.untyped_data()));
@@ -474,19 +472,18 @@ ffi::Error FwdTyped(cudaStream_t stream, CudaScratch& scratch, const GatArgs& g,
     auto split = SplitScratchFor(kFwd, scratch, stream, g.n_edges, 3 * int64_t(walk->HC), sizeof(T), false,
                                  walk->tiles);
     if (split.has_error()) return split.error();
-    auto launch = [&](auto drop, auto with_edge) {
+    return WithFlags(g.drop.key != nullptr, g.has_edge, [&](auto drop, auto with_edge) {
       constexpr bool kDrop = decltype(drop)::value, kEdge = decltype(with_edge)::value;
       auto kernel = FwdEngineKernel<S, T, kDrop, kEdge>;
       return LaunchBlocks(kFwd, kernel, WalkerBlocks(walk->windows * walk->tiles, walk->group), 0, stream, *walk,
                           g.drop, static_cast<T>(g.slope), graph.offsets, graph.nbr, graph.eid, Data<const S>(xs),
                           Data<const S>(xd), Data<const T>(a), edge, Data<S>(out), Data<T>(lse), *split);
-    };
-    return g.has_edge ? (g.drop.key ? launch(Yes{}, Yes{}) : launch(No{}, Yes{}))
-                      : (g.drop.key ? launch(Yes{}, No{}) : launch(No{}, No{}));
+    });
   }
   using I = int32_t;
-  auto kernel = g.has_edge ? (g.drop.key ? FwdKernel<S, T, I, true, true> : FwdKernel<S, T, I, false, true>)
-                           : (g.drop.key ? FwdKernel<S, T, I, true, false> : FwdKernel<S, T, I, false, false>);
+  auto kernel = WithFlags(g.drop.key != nullptr, g.has_edge, [](auto drop, auto edge) {
+    return FwdKernel<S, T, I, decltype(drop)::value, decltype(edge)::value>;
+  });
   return Launch(kFwd, kernel, g.n_rows * g.heads * GroupWidth(g.dim), stream, g, graph.offsets, graph.nbr, graph.eid,
                 Data<const S>(xs), Data<const S>(xd), Data<const T>(a), edge, Data<S>(out), Data<T>(lse),
                 GroupWidth(g.dim));
@@ -536,8 +533,6 @@ ffi::Error BwdDstTyped(cudaStream_t stream, CudaScratch& scratch, const GatArgs&
     if (err != cudaSuccess) return CudaError(kBwdDst, err);
   }
   if (g.n_rows == 0 || g.heads == 0 || g.dim == 0) return ffi::Error::Success();
-  using Yes = std::true_type;
-  using No = std::false_type;
   const S* edge = g.has_edge ? Data<const S>(ef) : nullptr;
   const bool aligned = Aligned(xs.untyped_data()) && Aligned(xd.untyped_data()) && Aligned(grad.untyped_data()) &&
                        Aligned(grad_xd.untyped_data()) && Aligned(grad_a.untyped_data()) &&
@@ -548,19 +543,18 @@ ffi::Error BwdDstTyped(cudaStream_t stream, CudaScratch& scratch, const GatArgs&
     int64_t blocks;
     if (auto err = BwdWalk<T>(kBwdDst, stream, scratch, g, per_lane, 2, ef_bytes, walk, split, blocks); err.failure())
       return err;
-    auto launch = [&](auto drop, auto with_edge) {
+    return WithFlags(g.drop.key != nullptr, g.has_edge, [&](auto drop, auto with_edge) {
       constexpr bool kDrop = decltype(drop)::value, kEdge = decltype(with_edge)::value;
       auto kernel = BwdDstEngineKernel<S, T, kDrop, kEdge>;
       return LaunchBlocks(kBwdDst, kernel, blocks, 0, stream, walk, g.drop, static_cast<T>(g.slope), graph.offsets,
                           graph.nbr, graph.eid, Data<const S>(xs), Data<const S>(xd), Data<const T>(a), edge,
                           Data<const T>(info), Data<const S>(grad), Data<S>(grad_xd), Data<T>(grad_a), gef, split);
-    };
-    return g.has_edge ? (g.drop.key ? launch(Yes{}, Yes{}) : launch(No{}, Yes{}))
-                      : (g.drop.key ? launch(Yes{}, No{}) : launch(No{}, No{}));
+    });
   }
   using I = int32_t;
-  auto kernel = g.has_edge ? (g.drop.key ? BwdDstKernel<S, T, I, true, true> : BwdDstKernel<S, T, I, false, true>)
-                           : (g.drop.key ? BwdDstKernel<S, T, I, true, false> : BwdDstKernel<S, T, I, false, false>);
+  auto kernel = WithFlags(g.drop.key != nullptr, g.has_edge, [](auto drop, auto edge) {
+    return BwdDstKernel<S, T, I, decltype(drop)::value, decltype(edge)::value>;
+  });
   return Launch(kBwdDst, kernel, g.n_rows * g.heads * GroupWidth(g.dim), stream, g, graph.offsets, graph.nbr,
                 graph.eid, Data<const S>(xs), Data<const S>(xd), Data<const T>(a), edge, Data<const T>(info),
                 Data<const S>(grad), Data<S>(grad_xd), Data<T>(grad_a), gef, GroupWidth(g.dim));
@@ -571,8 +565,6 @@ ffi::Error BwdSrcTyped(cudaStream_t stream, CudaScratch& scratch, const GatArgs&
                        ffi::AnyBuffer xs, ffi::AnyBuffer xd, ffi::AnyBuffer a, ffi::AnyBuffer ef, ffi::AnyBuffer info,
                        ffi::AnyBuffer grad, ffi::AnyBuffer grad_xs) {
   if (g.n_rows == 0 || g.heads == 0 || g.dim == 0) return ffi::Error::Success();
-  using Yes = std::true_type;
-  using No = std::false_type;
   const S* edge = g.has_edge ? Data<const S>(ef) : nullptr;
   const bool aligned = Aligned(xs.untyped_data()) && Aligned(xd.untyped_data()) && Aligned(grad.untyped_data()) &&
                        Aligned(grad_xs.untyped_data()) && (!g.has_edge || Aligned(ef.untyped_data()));
@@ -582,19 +574,18 @@ ffi::Error BwdSrcTyped(cudaStream_t stream, CudaScratch& scratch, const GatArgs&
     int64_t blocks;
     if (auto err = BwdWalk<T>(kBwdSrc, stream, scratch, g, per_lane, 1, 0, walk, split, blocks); err.failure())
       return err;
-    auto launch = [&](auto drop, auto with_edge) {
+    return WithFlags(g.drop.key != nullptr, g.has_edge, [&](auto drop, auto with_edge) {
       constexpr bool kDrop = decltype(drop)::value, kEdge = decltype(with_edge)::value;
       auto kernel = BwdSrcEngineKernel<S, T, kDrop, kEdge>;
       return LaunchBlocks(kBwdSrc, kernel, blocks, 0, stream, walk, g.drop, static_cast<T>(g.slope), graph.offsets,
                           graph.nbr, graph.eid, Data<const S>(xs), Data<const S>(xd), Data<const T>(a), edge,
                           Data<const T>(info), Data<const S>(grad), Data<S>(grad_xs), split);
-    };
-    return g.has_edge ? (g.drop.key ? launch(Yes{}, Yes{}) : launch(No{}, Yes{}))
-                      : (g.drop.key ? launch(Yes{}, No{}) : launch(No{}, No{}));
+    });
   }
   using I = int32_t;
-  auto kernel = g.has_edge ? (g.drop.key ? BwdSrcKernel<S, T, I, true, true> : BwdSrcKernel<S, T, I, false, true>)
-                           : (g.drop.key ? BwdSrcKernel<S, T, I, true, false> : BwdSrcKernel<S, T, I, false, false>);
+  auto kernel = WithFlags(g.drop.key != nullptr, g.has_edge, [](auto drop, auto edge) {
+    return BwdSrcKernel<S, T, I, decltype(drop)::value, decltype(edge)::value>;
+  });
   return Launch(kBwdSrc, kernel, g.n_rows * g.heads * GroupWidth(g.dim), stream, g, graph.offsets, graph.nbr,
                 graph.eid, Data<const S>(xs), Data<const S>(xd), Data<const T>(a), edge, Data<const T>(info),
                 Data<const S>(grad), Data<S>(grad_xs), GroupWidth(g.dim));

@@ -182,8 +182,9 @@ ffi::Error GnoFwdTyped(cudaStream_t stream, CudaScratch& scratch, const GnoArgs&
   if (work.has_error()) return work.error();
   auto vecs = PlaceVectors<T>(scratch, blocks, VectorLength(a, a.c_in), stream, "jgo_gno_fwd");
   if (vecs.has_error()) return vecs.error();
-  auto kernel = a.diagonal ? (a.has_weight ? GnoFwdKernel<T, I, true, true> : GnoFwdKernel<T, I, false, true>)
-                           : (a.has_weight ? GnoFwdKernel<T, I, true, false> : GnoFwdKernel<T, I, false, false>);
+  auto kernel = WithFlags(a.has_weight, a.diagonal, [](auto has_weight, auto diagonal) {
+    return GnoFwdKernel<T, I, decltype(has_weight)::value, decltype(diagonal)::value>;
+  });
   return LaunchBlocks("jgo_gno_fwd", kernel, blocks, vecs->shared_bytes, stream, a, offsets.typed_data<I>(),
                       nbr.typed_data<I>(), eid.typed_data<I>(), f.typed_data<T>(), dx.typed_data<T>(),
                       U.typed_data<T>(), b_u.typed_data<T>(), Vb.typed_data<T>(),
@@ -339,8 +340,9 @@ ffi::Error GnoBwdTyped(cudaStream_t stream, CudaScratch& scratch, const GnoArgs&
   const T* wd = a.has_weight ? w.typed_data<T>() : nullptr;
   ffi::Error err = ffi::Error::Success();
   if (by_src) {
-    auto kernel = a.diagonal ? (a.has_weight ? GnoBwdSrcKernel<T, I, true, true> : GnoBwdSrcKernel<T, I, false, true>)
-                             : (a.has_weight ? GnoBwdSrcKernel<T, I, true, false> : GnoBwdSrcKernel<T, I, false, false>);
+    auto kernel = WithFlags(a.has_weight, a.diagonal, [](auto has_weight, auto diagonal) {
+      return GnoBwdSrcKernel<T, I, decltype(has_weight)::value, decltype(diagonal)::value>;
+    });
     err = LaunchBlocks(name, kernel, blocks, vecs->shared_bytes, stream, a, o, n, e, fd, xd, ud, bd, vd, wd, gd,
                        results[0].typed_data<T>(), *work, *part, vecs->global);
     if (err.failure()) return err;
@@ -352,8 +354,9 @@ ffi::Error GnoBwdTyped(cudaStream_t stream, CudaScratch& scratch, const GnoArgs&
   if (cudaMemsetAsync(results[0].untyped_data(), 0, results[0].size_bytes(), stream) != cudaSuccess ||
       (gw && cudaMemsetAsync(gw, 0, results[3].size_bytes(), stream) != cudaSuccess))
     return ffi::Error::Internal(std::string("jaxgraphops: ") + name + ": cudaMemsetAsync failed");
-  auto kernel = a.diagonal ? (a.has_weight ? GnoBwdDstKernel<T, I, true, true> : GnoBwdDstKernel<T, I, false, true>)
-                           : (a.has_weight ? GnoBwdDstKernel<T, I, true, false> : GnoBwdDstKernel<T, I, false, false>);
+  auto kernel = WithFlags(a.has_weight, a.diagonal, [](auto has_weight, auto diagonal) {
+    return GnoBwdDstKernel<T, I, decltype(has_weight)::value, decltype(diagonal)::value>;
+  });
   err = LaunchBlocks(name, kernel, blocks, vecs->shared_bytes, stream, a, o, n, e, fd, xd, ud, bd, vd, wd, gd,
                      results[0].typed_data<T>(), gw, *work, *part, vecs->global);
   if (err.failure()) return err;

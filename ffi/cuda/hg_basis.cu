@@ -227,11 +227,10 @@ inline HgWalk HgWalkOf(const HgBasisArgs& a, int kV, int64_t out_bytes) {
 // receives std::true_type or std::false_type for each.
 template <typename KernelOf>
 auto PickHgKernel(const HgBasisArgs& a, bool vector, KernelOf kernel_of) {
-  using Yes = std::true_type;
-  using No = std::false_type;
-  auto with = [&](auto comp, auto norm) { return vector ? kernel_of(comp, norm, Yes{}) : kernel_of(comp, norm, No{}); };
-  return a.has_comp ? (a.has_norm ? with(Yes{}, Yes{}) : with(Yes{}, No{}))
-                    : (a.has_norm ? with(No{}, Yes{}) : with(No{}, No{}));
+  auto with = [&](auto comp, auto norm) {
+    return vector ? kernel_of(comp, norm, std::true_type{}) : kernel_of(comp, norm, std::false_type{});
+  };
+  return WithFlags(a.has_comp, a.has_norm, with);
 }
 
 // gpu-model: engine mlp>=8 vector-if kVector

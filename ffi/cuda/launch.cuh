@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "xla/ffi/api/ffi.h"
 
@@ -111,6 +112,17 @@ ffi::Error LaunchBlocks(const char* name, void (*kernel)(Params...), int64_t blo
 inline ffi::Error ZeroFill(const char* name, void* data, size_t bytes, cudaStream_t stream) {
   if (bytes == 0) return ffi::Error::Success();
   return Status(name, cudaMemsetAsync(data, 0, bytes, stream));
+}
+
+// f(a, b) with two run-time flags as compile-time ones (std::true_type or std::false_type arguments, read as
+// `decltype(a)::value`): the four instantiations of a kernel template chosen in one place, e.g.
+//   WithFlags(has_dropout, has_edge, [&](auto drop, auto edge) {
+//     return Launch(name, K<T, decltype(drop)::value, decltype(edge)::value>, threads, stream, ...); });
+template <typename F>
+decltype(auto) WithFlags(bool a, bool b, F&& f) {
+  using Yes = std::true_type;
+  using No = std::false_type;
+  return a ? (b ? f(Yes{}, Yes{}) : f(Yes{}, No{})) : (b ? f(No{}, Yes{}) : f(No{}, No{}));
 }
 
 // Launches kernel over `threads` threads (none when 0), grid-stride beyond kMaxBlocks blocks.

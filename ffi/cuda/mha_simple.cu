@@ -478,8 +478,6 @@ ffi::Error FwdTyped(cudaStream_t stream, CudaScratch& scratch, const SimpleArgs&
                     ffi::AnyBuffer lse) {
   using A = Compute<S>;
   if (g.n_rows == 0 || g.heads == 0) return ffi::Error::Success();
-  using Yes = std::true_type;
-  using No = std::false_type;
   const S* edge = g.has_edge ? Data<const S>(ef) : nullptr;
   const bool aligned = Aligned(q.untyped_data()) && Aligned(k.untyped_data()) && Aligned(v.untyped_data()) &&
                        Aligned(out.untyped_data()) && (!g.has_edge || Aligned(ef.untyped_data()));
@@ -490,19 +488,18 @@ ffi::Error FwdTyped(cudaStream_t stream, CudaScratch& scratch, const SimpleArgs&
     auto split = SplitScratchFor(kFwd, scratch, stream, g.n_edges, 3 * int64_t(walk->HC), sizeof(A), false,
                                  walk->tiles);
     if (split.has_error()) return split.error();
-    auto launch = [&](auto drop, auto with_edge) {
+    return WithFlags(g.drop.key != nullptr, g.has_edge, [&](auto drop, auto with_edge) {
       constexpr bool kDrop = decltype(drop)::value, kEdge = decltype(with_edge)::value;
       auto kernel = FwdEngineKernel<S, kDrop, kEdge>;
       return LaunchBlocks(kFwd, kernel, WalkerBlocks(walk->windows * walk->tiles, walk->group), 0, stream, *walk,
                           g.drop, static_cast<A>(g.scale), graph.offsets, graph.nbr, graph.eid, Data<const S>(q),
                           Data<const S>(k), Data<const S>(v), edge, Data<S>(out), Data<A>(lse), *split);
-    };
-    return g.has_edge ? (g.drop.key ? launch(Yes{}, Yes{}) : launch(No{}, Yes{}))
-                      : (g.drop.key ? launch(Yes{}, No{}) : launch(No{}, No{}));
+    });
   }
   using I = int32_t;
-  auto kernel = g.has_edge ? (g.drop.key ? FwdKernel<S, I, true, true> : FwdKernel<S, I, false, true>)
-                           : (g.drop.key ? FwdKernel<S, I, true, false> : FwdKernel<S, I, false, false>);
+  auto kernel = WithFlags(g.drop.key != nullptr, g.has_edge, [](auto drop, auto edge) {
+    return FwdKernel<S, I, decltype(drop)::value, decltype(edge)::value>;
+  });
   return Launch(kFwd, kernel, g.n_rows * g.heads * GroupWidth(g.dim), stream, g, graph.offsets, graph.nbr, graph.eid,
                 Data<const S>(q), Data<const S>(k), Data<const S>(v), edge, Data<S>(out), Data<A>(lse),
                 GroupWidth(g.dim));
@@ -541,8 +538,6 @@ ffi::Error BwdTyped(cudaStream_t stream, CudaScratch& scratch, const SimpleArgs&
       return ffi::Error::Internal(std::string("jaxgraphops: ") + name + ": " + cudaGetErrorString(err));
   }
   if (g.n_rows == 0 || g.heads == 0 || g.dim == 0) return ffi::Error::Success();
-  using Yes = std::true_type;
-  using No = std::false_type;
   const S* edge = g.has_edge ? Data<const S>(ef) : nullptr;
   const bool aligned = Aligned(q.untyped_data()) && Aligned(k.untyped_data()) && Aligned(v.untyped_data()) &&
                        Aligned(grad.untyped_data()) && Aligned(out_a.untyped_data()) &&
@@ -558,7 +553,7 @@ ffi::Error BwdTyped(cudaStream_t stream, CudaScratch& scratch, const SimpleArgs&
                                  false, walk->tiles);
     if (split.has_error()) return split.error();
     const int64_t blocks = WalkerBlocks(walk->windows * walk->tiles, walk->group);
-    auto launch = [&](auto drop, auto with_edge) {
+    return WithFlags(g.drop.key != nullptr, g.has_edge, [&](auto drop, auto with_edge) {
       constexpr bool kDrop = decltype(drop)::value, kEdge = decltype(with_edge)::value;
       auto kernel = by_src ? BwdSrcEngineKernel<S, kDrop, kEdge> : BwdDstEngineKernel<S, kDrop, kEdge>;
       return std::apply(
@@ -567,17 +562,13 @@ ffi::Error BwdTyped(cudaStream_t stream, CudaScratch& scratch, const SimpleArgs&
                                 graph.offsets, graph.nbr, graph.eid, ptrs..., *split);
           },
           args);
-    };
-    return g.has_edge ? (g.drop.key ? launch(Yes{}, Yes{}) : launch(No{}, Yes{}))
-                      : (g.drop.key ? launch(Yes{}, No{}) : launch(No{}, No{}));
+    });
   }
   using I = int32_t;
-  auto pick = [&](auto drop, auto with_edge) {
+  auto kernel = WithFlags(g.drop.key != nullptr, g.has_edge, [&](auto drop, auto with_edge) {
     constexpr bool kDrop = decltype(drop)::value, kEdge = decltype(with_edge)::value;
     return by_src ? BwdSrcKernel<S, I, kDrop, kEdge> : BwdDstKernel<S, I, kDrop, kEdge>;
-  };
-  auto kernel = g.has_edge ? (g.drop.key ? pick(Yes{}, Yes{}) : pick(No{}, Yes{}))
-                           : (g.drop.key ? pick(Yes{}, No{}) : pick(No{}, No{}));
+  });
   return std::apply(
       [&](auto... ptrs) {
         return Launch(name, kernel, g.n_rows * g.heads * GroupWidth(g.dim), stream, g, graph.offsets, graph.nbr,

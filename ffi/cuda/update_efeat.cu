@@ -170,8 +170,9 @@ ffi::Error EfeatFwdTyped(cudaStream_t stream, const EfeatArgs& a, ffi::AnyBuffer
   w.stream = StreamStores(static_cast<int64_t>(out.size_bytes()));
   return DispatchEfeatParts(a.parts, [&](auto parts) {
     constexpr int P = decltype(parts)::value;
-    auto kernel = vector ? (a.sum ? EfeatFwdKernel<T, I, P, true, true> : EfeatFwdKernel<T, I, P, false, true>)
-                         : (a.sum ? EfeatFwdKernel<T, I, P, true, false> : EfeatFwdKernel<T, I, P, false, false>);
+    auto kernel = WithFlags(a.sum, vector, [](auto sum, auto vector) {
+      return EfeatFwdKernel<T, I, P, decltype(sum)::value, decltype(vector)::value>;
+    });
     const int edges = a.sum ? EfeatEdges(P, true) : EfeatEdges(P, false);
     const int64_t walkers = (a.n_edges + edges - 1) / edges * w.tiles;
     if (auto err = EngineSizes(kName, {walkers}); err.failure()) return err;
