@@ -274,27 +274,35 @@ def _evaluate(case, pieces, oracle_graph, valid, impl, dtype, fz, *, junk):
         extras.append(e)
     cfgs = [_cfg_for(case, p) for p in pieces]
     apply = fz.APPLY[case.target]
+    # What differs from one seed of a structure to the next (the pieces' graphs, where their rows come from and go
+    # to) is passed in, not closed over: a structure's seeds then lower to the same program (one compile, the rest
+    # hits of JAX's compilation cache where one is set, as in CI).
+    graphs = [p.graph for p in pieces]
+    gathers = [{k: _gather(p.rows[k]) for k in set(kinds) - {None}} for p in pieces]
+    places, complete = {}, {}
+    for kind in valid:
+        places[kind], complete[kind] = _places(pieces, kind, valid[kind])
 
-    def forward(arrays, junks):
-        per_piece = [jax.tree_util.tree_leaves(apply(jgo, p.graph, _piece_inputs(jnp, arrays, kinds, j, p), e, cfg,
-                                                     impl))
-                     for p, j, e, cfg in zip(pieces, junks, extras, cfgs)]
+    def forward(arrays, junks, graphs, gathers, places):
+        per_piece = [jax.tree_util.tree_leaves(apply(jgo, g, _piece_inputs(jnp, arrays, kinds, j, ix), e, cfg, impl))
+                     for g, j, ix, e, cfg in zip(graphs, junks, gathers, extras, cfgs)]
         kind_of = output_rows(case, len(per_piece[0]))
-        return [_assemble(jnp, [leaves[k] for leaves in per_piece], pieces, kind, valid[kind])
+        assert all(complete[kind] for kind in kind_of), "an oracle row no piece computes"
+        return [_assemble(jnp, [leaves[k] for leaves in per_piece], *places[kind])
                 for k, kind in enumerate(kind_of)], kind_of
 
     leaks = []
     if not case.grad:
-        fn = jax.jit(lambda a, j: forward(a, j)[0]) if case.mode == "jit" else (lambda a, j: forward(a, j)[0])
-        outs = fn(arrays, junks)
+        fn = lambda *args: forward(*args)[0]  # noqa: E731
+        outs = (jax.jit(fn) if case.mode == "jit" else fn)(arrays, junks, graphs, gathers, places)
         kind_of = output_rows(case, len(outs))
         for k, ((_, pad), kind) in enumerate(zip(outs, kind_of)):
             if junk and kind == "edge" and np.any(np.asarray(pad) != 0):
                 leaks.append(f"output {k} is not 0 at a padding edge: {np.asarray(pad).ravel()[:6]}")
         return [np.asarray(real) for real, _ in outs], leaks
 
-    def loss(arrays, junks):
-        outs, kind_of = forward(arrays, junks)
+    def loss(arrays, junks, graphs, gathers, places):
+        outs, kind_of = forward(arrays, junks, graphs, gathers, places)
         total = 0.0
         for (real, pad), kind in zip(outs, kind_of):
             w = jnp.promote_types(real.dtype, jnp.float32)
@@ -304,7 +312,7 @@ def _evaluate(case, pieces, oracle_graph, valid, impl, dtype, fz, *, junk):
         return total
 
     grad = jax.grad(loss, argnums=(0, 1))
-    d_arrays, d_junks = (jax.jit(grad) if case.mode == "jit" else grad)(arrays, junks)
+    d_arrays, d_junks = (jax.jit(grad) if case.mode == "jit" else grad)(arrays, junks, graphs, gathers, places)
     out = []
     for d, k in zip(d_arrays, kinds):
         if k is not None:
@@ -317,29 +325,38 @@ def _evaluate(case, pieces, oracle_graph, valid, impl, dtype, fz, *, junk):
     return out, leaks
 
 
-def _piece_inputs(jnp, arrays, kinds, junks, piece):
+def _gather(idx):
+    """``(rows, real, nth)`` of a piece's rows of one kind (``idx``: the oracle row of each, -1 for padding): the
+    oracle row each reads (0 for padding), whether it is real, and for padding which of the junk rows it takes."""
+    return np.maximum(idx, 0), idx >= 0, np.maximum(np.cumsum(idx < 0) - 1, 0)
+
+
+def _piece_inputs(jnp, arrays, kinds, junks, gathers):
     """The inputs of one piece: its rows of each input (gathered: differentiable), junk in its padding rows."""
     out = []
     for a, k, j in zip(arrays, kinds, junks):
         if k is None:
             out.append(a)
             continue
-        idx = piece.rows[k]
-        real = jnp.asarray(idx >= 0).reshape((-1,) + (1,) * (a.ndim - 1))
-        gathered = (a[jnp.asarray(np.maximum(idx, 0))] if a.shape[0]
-                    else jnp.zeros((len(idx),) + a.shape[1:], a.dtype))
-        nth_padding = np.maximum(np.cumsum(idx < 0) - 1, 0)
-        filler = j[jnp.asarray(nth_padding)] if j is not None and j.shape[0] else jnp.zeros_like(gathered)
+        rows, real, nth = gathers[k]
+        real = real.reshape((-1,) + (1,) * (a.ndim - 1))
+        gathered = a[rows] if a.shape[0] else jnp.zeros((len(rows),) + a.shape[1:], a.dtype)
+        filler = j[nth] if j is not None and j.shape[0] else jnp.zeros_like(gathered)
         out.append(jnp.where(real, gathered, filler))
     return out
 
 
-def _assemble(jnp, parts, pieces, kind, valid):
-    """``(rows at the oracle's valid rows, padding rows)`` of one output leaf over the pieces (concatenated)."""
+def _places(pieces, kind, valid):
+    """``((rows, padding), complete)`` of one row kind over the pieces' rows (concatenated): the rows holding the
+    oracle's valid rows, the padding rows, and whether every valid oracle row is computed by some piece."""
     idx = np.concatenate([p.rows[kind] for p in pieces])
-    whole = jnp.concatenate(parts) if len(parts) > 1 else parts[0]
     pos = np.full(len(valid), -1)
     pos[idx[idx >= 0]] = np.flatnonzero(idx >= 0)
     rows = pos[valid]
-    assert (rows >= 0).all(), "an oracle row no piece computes"
-    return whole[jnp.asarray(rows)], whole[jnp.asarray(np.flatnonzero(idx < 0))]
+    return (np.maximum(rows, 0), np.flatnonzero(idx < 0)), bool((rows >= 0).all())
+
+
+def _assemble(jnp, parts, rows, padding):
+    """``(rows at the oracle's valid rows, padding rows)`` of one output leaf over the pieces (concatenated)."""
+    whole = jnp.concatenate(parts) if len(parts) > 1 else parts[0]
+    return whole[rows], whole[padding]
