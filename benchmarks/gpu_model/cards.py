@@ -29,6 +29,7 @@ the other instantiations (a scalar tail for unaligned rows, say) are held to the
 
 from __future__ import annotations
 
+import multiprocessing
 import re
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -215,8 +216,8 @@ def build_cards(compiled: list[sass.Compiled], ffi: Path, block: int | None = No
     block = block or gpu_resources.block_size(ffi)
     enums = gpu_resources.read_enums(sorted((ffi / "common" / "jgo").glob("*.h")) + [c.source for c in compiled])
     work = [(c, block, enums, _headers(ffi), engine) for c in compiled]
-    if jobs > 1 and len(work) > 1:
-        with ProcessPoolExecutor(min(jobs, len(work))) as pool:
+    if jobs > 1 and len(work) > 1:  # spawned: forking a process that runs JAX's threads may deadlock
+        with ProcessPoolExecutor(min(jobs, len(work)), mp_context=multiprocessing.get_context("spawn")) as pool:
             per_file = list(pool.map(_file_cards, *zip(*work)))
     else:
         per_file = [_file_cards(*w) for w in work]
