@@ -231,7 +231,7 @@ def _file_cards(c: sass.Compiled, block: int, enums, headers: list[str], engine:
         params.update(gpu_resources.read_template_params(text))
         engines.update(declarations(text))
     entries = {e.mangled: e for e in gpu_resources.parse_ptxas(c.ptxas) if e.arch == sass.ARCH}
-    names = {}  # mangled -> (shortened name, its template's declaration or None), of the kernels to card
+    names = {}  # mangled -> (shortened name, demangled name, its template's declaration or None), of those to card
     for mangled, demangled in zip(entries, gpu_resources.demangle(list(entries)) if entries else []):
         name = gpu_resources.shorten(demangled, enums, params)
         declared = engines.get(name.split("<")[0])
