@@ -219,6 +219,23 @@ def test_unknown_part_or_step_is_refused(tmp_path):
         assert run.returncode == 2 and message in run.stderr
 
 
+def test_the_two_test_steps_split_the_suite():
+    """``--list-tests``: the op families' files and the rest are disjoint, both non-empty, and with the files
+    that need no GPU (the script's NOT_ON_GPU) they are every test file. (The pattern once spanned two lines, so
+    grep failed, the rest's list came back empty and pytest ran the whole suite in that step: the first H200
+    run, 2026-11-30.)"""
+    run = subprocess.run(["bash", str(SCRIPT), "--list-tests"], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and not run.stderr, run.stderr
+    lines = run.stdout.split()
+    ops, rest = lines[1:lines.index("tests-rest")], lines[lines.index("tests-rest") + 1:]
+    assert lines[0] == "tests-ops" and ops and rest and not set(ops) & set(rest)
+    assert "tests/test_gspmm.py" in ops and "tests/test_nn_layers.py" in rest
+    skipped = {f"tests/{p.name}" for p in (ROOT / "tests").glob("test_*.py")} - set(ops) - set(rest)
+    assert "tests/test_packaging.py" in skipped and "tests/test_cuda_emulation.py" in skipped
+    assert all(re.match(r"tests/test_(packaging|docs_|docstrings|import_direction|examples_|benchmarks|gpu_|"
+                        r"versions|cuda_emulation)", f) for f in skipped), skipped
+
+
 def test_distinct_outputs_counts_bitwise_differences():
     """benchmarks.gpu_check's determinism count: equal bits are one output; one ulp, another dtype, another shape
     or a NaN payload are another (a NaN equals no NaN by value, but the same NaN bits are the same output)."""

@@ -172,7 +172,11 @@ def test_impl_xla_is_the_reference(rng):
     g = random_graph(rng)
     q, k, v, ef = inputs(rng, g, edge=True)
     kw = dict(num_heads=2, edge_feat=ef, return_attention=True)
-    jax.tree_util.tree_map(np.testing.assert_array_equal, jgo.mha_simple(g, q, k, v, impl="xla", **kw),
+    # bit for bit on the CPU; on a GPU the jitted program's fused kernels contract multiply-adds into FMAs that
+    # the eager reference's one-op kernels do not (an ulp apart: seen on an H200, 2026-11-30)
+    same = (np.testing.assert_array_equal if jax.default_backend() == "cpu"
+            else lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7))
+    jax.tree_util.tree_map(same, jgo.mha_simple(g, q, k, v, impl="xla", **kw),
                            jgo.reference.mha_simple(g, q, k, v, **kw))
 
 

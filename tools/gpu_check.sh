@@ -99,12 +99,38 @@ prepare() {
     'carry [".gpu/wheels", ".gpu/gpu_probes", ".gpu/build.json"]'
 }
 
+# The op families' test files, and the rest of those that run ops (not the tools', docs' and packaging tests,
+# which need no GPU and run in CI).
+OPS_TESTS="cuda_plugin gspmm gsddmm_softmax aggregation gat gatv2 mha_simple attention_dropout gno dimenet dimenet_basis
+hg_basis update_efeat dmpnn sampling padding kernels semantics reproducibility batching concurrency"
+# (one line: a newline inside the pattern would make grep read two patterns, the first ending in a backslash)
+NOT_ON_GPU='^tests/test_(packaging|docs_.*|docstrings|import_direction|examples_.*|benchmarks.*|gpu_.*|versions|'\
+'cuda_emulation)\.py$'
+ops_files() {
+  local t
+  for t in $OPS_TESTS; do [[ -e $ROOT/tests/test_$t.py ]] && echo "tests/test_$t.py"; done
+}
+rest_files() {
+  (cd "$ROOT" && ls tests/test_*.py) | grep -vE "$NOT_ON_GPU" | grep -vxF -f <(ops_files)
+}
+# tests_of NAME FILES...: the step's pytest run of FILES; no files is a failure (pytest would run the whole suite)
+tests_of() {
+  local name=$1
+  shift
+  (($# > 0)) || { echo "$name: no test files to run" >&2; return 1; }
+  tests "$@"
+}
+
 if [[ ${1:-} == --prepare ]]; then
   prepare
   exit
 fi
+if [[ ${1:-} == --list-tests ]]; then  # the two test steps' files, one per line after the step's name
+  ( set -e; echo tests-ops; ops_files; echo tests-rest; rest_files )
+  exit
+fi
 if [[ $# != 1 || $1 == -* ]]; then
-  echo "usage: bash tools/gpu_check.sh OUT_DIR | --prepare" >&2
+  echo "usage: bash tools/gpu_check.sh OUT_DIR | --prepare | --list-tests" >&2
   exit 2
 fi
 
@@ -275,20 +301,6 @@ count_tests() {
   echo "{\"step\": \"$name\", ${fields[*]}}" >>"$OUT/results.jsonl"
 }
 
-# The op families' test files, and the rest of those that run ops (not the tools', docs' and packaging tests,
-# which need no GPU and run in CI).
-OPS_TESTS="cuda_plugin gspmm gsddmm_softmax aggregation gat gatv2 mha_simple attention_dropout gno dimenet dimenet_basis
-hg_basis update_efeat dmpnn sampling padding kernels semantics reproducibility batching concurrency"
-NOT_ON_GPU='^tests/test_(packaging|docs_.*|docstrings|import_direction|examples_.*|benchmarks.*|gpu_.*|versions|\
-cuda_emulation)\.py$'
-ops_files() {
-  local t
-  for t in $OPS_TESTS; do [[ -e $ROOT/tests/test_$t.py ]] && echo "tests/test_$t.py"; done
-}
-rest_files() {
-  (cd "$ROOT" && ls tests/test_*.py) | grep -vE "$NOT_ON_GPU" | grep -vxF -f <(ops_files)
-}
-
 timing() {
   "$PYTHON" -P -c "$RUN_MODULE" "$ROOT" benchmarks.gpu_check --out "$OUT/results.jsonl" --scale "$SCALE" \
     --cache "$WORK/cache" \
@@ -360,7 +372,7 @@ ncu_all() {
   return "$rc"
 }
 
-export -f install devices tests probe_binary probes ncu_case ncu_all timing
+export -f install devices tests tests_of probe_binary probes ncu_case ncu_all timing
 export ROOT OUT WORK SITE PYTHON WHEELS PROBES DRY_RUN PROFILE WORKERS KERNELS SCALE NCU_CASES RUN_MODULE
 
 {
@@ -381,8 +393,8 @@ for name in $STEPS; do
   case $name in
     install) step install bash -c install ;;
     devices) step devices bash -c devices ;;
-    tests-ops) step tests-ops bash -c 'tests "$@"' tests ${TESTS_OPS:-$(ops_files)} ;;
-    tests-rest) step tests-rest bash -c 'tests "$@"' tests ${TESTS_REST:-$(rest_files)} ;;
+    tests-ops) step tests-ops bash -c 'tests_of "$@"' _ tests-ops ${TESTS_OPS:-$(ops_files)} ;;
+    tests-rest) step tests-rest bash -c 'tests_of "$@"' _ tests-rest ${TESTS_REST:-$(rest_files)} ;;
     timing) step timing bash -c timing ;;
     probes) step probes bash -c probes ;;
     ncu) step ncu bash -c ncu_all ;;

@@ -203,7 +203,7 @@ inline ffi::ErrorOr<SplitScratch> SplitScratchFor(const char* name, CudaScratch&
   const int64_t counter_bytes = round(tiles * SplitScratch::CounterCount(n_edges) * int64_t(sizeof(int)));
   const int64_t value_total = round(slots * width * int64_t(value_bytes));
   const int64_t arg_total = with_args ? slots * width * int64_t(sizeof(int)) : 0;
-  auto mem = scratch.Allocate(static_cast<size_t>(counter_bytes + value_total + arg_total), 256);
+  auto mem = ScratchBytes(scratch, static_cast<size_t>(counter_bytes + value_total + arg_total), 256);
   if (!mem.has_value()) {
     return ffi::Unexpected(ffi::Error::Internal(std::string("jaxgraphops: ") + name + ": out of scratch memory (" +
                                                 std::to_string(counter_bytes + value_total + arg_total) +

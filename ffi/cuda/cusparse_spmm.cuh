@@ -140,7 +140,7 @@ ffi::Error CusparseSum(const char* name, cudaStream_t stream, CudaScratch& scrat
     return e;
   if (auto e = Status(name, cudaStreamSynchronize(stream)); e.failure()) return e;
   const int64_t F = p.dims.size();
-  auto mem = scratch.Allocate(static_cast<size_t>(std::max<int64_t>(int64_t(nnz), 1) * int64_t(sizeof(T))), 256);
+  auto mem = ScratchBytes(scratch, static_cast<size_t>(std::max<int64_t>(int64_t(nnz), 1) * int64_t(sizeof(T))), 256);
   if (!mem.has_value()) return ffi::Error::Internal(std::string("jaxgraphops: ") + name + ": out of scratch memory");
   T* values = static_cast<T*>(*mem);
   const T* w = p.op == Op::kMul ? p.edge : nullptr;
@@ -173,7 +173,7 @@ ffi::Error CusparseSum(const char* name, cudaStream_t stream, CudaScratch& scrat
     return done(fail("cusparseSpMM_bufferSize", s));
   void* buffer = nullptr;
   if (bytes > 0) {
-    auto buf = scratch.Allocate(bytes, 256);
+    auto buf = ScratchBytes(scratch, bytes, 256);
     if (!buf.has_value())
       return done(ffi::Error::Internal(std::string("jaxgraphops: ") + name + ": out of scratch memory"));
     buffer = *buf;

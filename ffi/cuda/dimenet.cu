@@ -165,7 +165,7 @@ ffi::Error InTyped(cudaStream_t stream, CudaScratch& scratch, const DimenetArgs&
   const bool want_wb = (out & kOutWb) != 0;
   T* partials = nullptr;
   if (want_wb) {
-    auto mem = scratch.Allocate(sizeof(T) * a.C * a.M * kWeightThreads, alignof(T));
+    auto mem = ScratchBytes(scratch, sizeof(T) * a.C * a.M * kWeightThreads, alignof(T));
     if (!mem.has_value()) return ffi::Error::Internal("jaxgraphops: dimenet_in: no scratch for the W_b partials");
     partials = static_cast<T*>(*mem);
   }

@@ -228,7 +228,7 @@ ffi::Error DmpnnTyped(cudaStream_t stream, CudaScratch& scratch, DmpnnPass pass,
   DmpnnSums<T> sums{nullptr, nullptr};
   if (SplitScratch::Needed(a.n_edges)) {
     const int64_t bytes = w.counter_count * a.dim * int64_t(sizeof(T));
-    auto mem = scratch.Allocate(static_cast<size_t>(bytes + 256), 256);
+    auto mem = ScratchBytes(scratch, static_cast<size_t>(bytes + 256), 256);
     if (!mem.has_value()) return ffi::Error::Internal(std::string("jaxgraphops: ") + name + ": out of scratch memory");
     sums.pending = static_cast<int*>(*mem);
     sums.rows = reinterpret_cast<T*>(static_cast<char*>(*mem) + 256);

@@ -30,7 +30,7 @@ ffi::Error CheckTyped(cudaStream_t stream, CudaScratch& scratch, const EdgeListA
                       ffi::AnyBuffer dst, ffi::Result<ffi::AnyBuffer> src_out, ffi::Result<ffi::AnyBuffer> dst_out) {
   constexpr const char* kName = "jgo_check_edges";
   if (a.count == 0) return ffi::Error::Success();
-  auto mem = scratch.Allocate(2 * sizeof(Pos), alignof(Pos));
+  auto mem = ScratchBytes(scratch, 2 * sizeof(Pos), alignof(Pos));
   if (!mem.has_value()) return ffi::Error::Internal("jaxgraphops: check_edges: out of scratch memory");
   Pos* first = static_cast<Pos*>(*mem);
   Pos host[2] = {static_cast<Pos>(a.count), static_cast<Pos>(a.count)};  // count: no bad id

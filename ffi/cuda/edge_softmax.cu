@@ -242,7 +242,7 @@ ffi::Error SoftmaxTyped(cudaStream_t stream, CudaScratch& scratch, ffi::AnyBuffe
   if (SplitScratch::Needed(n_edges)) {
     const int64_t chunk_bytes = a.slot_count * int64_t(sizeof(SplitChunk));
     const int64_t stat_bytes = a.counter_count * 2 * heads * int64_t(sizeof(T));
-    auto mem = scratch.Allocate(static_cast<size_t>(chunk_bytes + stat_bytes), 256);
+    auto mem = ScratchBytes(scratch, static_cast<size_t>(chunk_bytes + stat_bytes), 256);
     if (!mem.has_value()) return ffi::Error::Internal("jaxgraphops: jgo_edge_softmax: out of scratch memory");
     chunks = static_cast<SplitChunk*>(*mem);
     stats = reinterpret_cast<T*>(static_cast<char*>(*mem) + chunk_bytes);

@@ -88,7 +88,7 @@ __global__ void SumPartialsKernel(const T* part, int64_t blocks, int64_t stride,
 template <typename T>
 ffi::ErrorOr<T*> Scratch(CudaScratch& scratch, int64_t count, cudaStream_t stream, const char* name) {
   if (count == 0) return static_cast<T*>(nullptr);
-  auto p = scratch.Allocate(sizeof(T) * count, alignof(T));
+  auto p = ScratchBytes(scratch, sizeof(T) * count, alignof(T));
   if (!p.has_value()) return ffi::Unexpected(ffi::Error::Internal(std::string("jaxgraphops: ") + name + ": out of scratch memory"));
   if (cudaMemsetAsync(*p, 0, sizeof(T) * count, stream) != cudaSuccess)
     return ffi::Unexpected(ffi::Error::Internal(std::string("jaxgraphops: ") + name + ": cudaMemsetAsync failed"));

@@ -72,7 +72,7 @@ __global__ void HgSumPartialsKernel(const T* part, int64_t parts, int64_t len, T
 template <typename T>
 ffi::ErrorOr<T*> ZeroScratch(CudaScratch& scratch, int64_t count, cudaStream_t stream, const char* name) {
   if (count == 0) return static_cast<T*>(nullptr);
-  auto p = scratch.Allocate(sizeof(T) * count, alignof(T));
+  auto p = ScratchBytes(scratch, sizeof(T) * count, alignof(T));
   if (!p.has_value())
     return ffi::Unexpected(ffi::Error::Internal(std::string("jaxgraphops: ") + name + ": out of scratch memory"));
   if (cudaMemsetAsync(*p, 0, sizeof(T) * count, stream) != cudaSuccess)

@@ -47,7 +47,7 @@ inline ffi::ErrorOr<Int32Graph> Int32GraphOf(const char* name, cudaStream_t stre
   const int64_t n_edges = static_cast<int64_t>(nbr.element_count());
   if (auto err = EngineSizes(name, {n_offsets, n_edges}); err.failure()) return ffi::Unexpected(std::move(err));
   const size_t bytes = sizeof(int32_t) * static_cast<size_t>(n_offsets + 2 * n_edges + 1);
-  auto mem = scratch.Allocate(bytes, 256);
+  auto mem = ScratchBytes(scratch, bytes, 256);
   if (!mem.has_value()) {
     return ffi::Unexpected(ffi::Error::Internal(std::string("jaxgraphops: ") + name + ": out of scratch memory (" +
                                                 std::to_string(bytes) + " bytes: an int64 graph's int32 copy)"));

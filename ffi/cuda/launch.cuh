@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <type_traits>
 
@@ -36,6 +37,18 @@ using CudaScratch = ::jgo_emulation::HostScratch;
 using CudaStream = ffi::PlatformStream<cudaStream_t>;
 using CudaScratch = ffi::ScratchAllocator;
 #endif
+
+// XLA's FFI scratch allocator refuses alignments over 16 bytes (kMaxAlignment of XLA's DeviceMemory_Allocate; the
+// emulated allocator refuses them too): ScratchBytes asks for 16 and rounds a larger alignment up inside an
+// allocation grown by the difference. Every handler's scratch memory comes through it.
+constexpr size_t kScratchMaxAlignment = 16;
+inline std::optional<void*> ScratchBytes(CudaScratch& scratch, size_t bytes, size_t alignment) {
+  const size_t extra = alignment > kScratchMaxAlignment ? alignment - kScratchMaxAlignment : 0;
+  auto mem = scratch.Allocate(bytes + extra, std::min(alignment, kScratchMaxAlignment));
+  if (!mem.has_value()) return std::nullopt;
+  const uintptr_t p = reinterpret_cast<uintptr_t>(*mem);
+  return reinterpret_cast<void*>((p + alignment - 1) / alignment * alignment);
+}
 
 constexpr int kBlock = 256;              // threads per block, a multiple of the warp size
 constexpr int64_t kMaxBlocks = 1 << 16;  // grid-stride loops cover the rest

@@ -107,7 +107,7 @@ ffi::Error PoolSortedCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuff
     using I = decltype(i);
     if (a.graphs == 0 || a.width == 0) return ffi::Error::Success();
     if (auto err = EngineSizes(kName, {a.n, a.graphs, a.width}); err.failure()) return err;
-    auto mem = scratch.Allocate(static_cast<size_t>((a.graphs + 1) * int64_t(sizeof(I))), 16);
+    auto mem = ScratchBytes(scratch, static_cast<size_t>((a.graphs + 1) * int64_t(sizeof(I))), 16);
     if (!mem.has_value()) return ffi::Error::Internal("jaxgraphops: jgo_pool_sorted: out of scratch memory");
     I* offsets = static_cast<I*>(*mem);
     const I* graph_ids = ids.typed_data<I>();

@@ -34,10 +34,12 @@ XLA_FFI_Error* StreamGet(XLA_FFI_Stream_Get_Args*) {
   return MakeError(XLA_FFI_Error_Code_UNIMPLEMENTED, "XLA_FFI_Stream_Get: no stream on the host");
 }
 
+// XLA's rule (XLA_FFI_DeviceMemory_Allocate): a power-of-two alignment of at most 16 bytes, else an error.
 XLA_FFI_Error* ScratchAllocate(XLA_FFI_DeviceMemory_Allocate_Args* args) {
+  if (args->alignment == 0 || (args->alignment & (args->alignment - 1)) != 0 || args->alignment > 16)
+    return MakeError(XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                     "XLA_FFI_DeviceMemory_Allocate: unsupported alignment " + std::to_string(args->alignment));
   const size_t alignment = std::max(args->alignment, alignof(std::max_align_t));
-  if ((alignment & (alignment - 1)) != 0)
-    return MakeError(XLA_FFI_Error_Code_INVALID_ARGUMENT, "XLA_FFI_DeviceMemory_Allocate: bad alignment");
   const size_t size = (std::max<size_t>(args->size, 1) + alignment - 1) / alignment * alignment;
   args->data = std::aligned_alloc(alignment, size);
   if (!args->data) return MakeError(XLA_FFI_Error_Code_RESOURCE_EXHAUSTED, "XLA_FFI_DeviceMemory_Allocate failed");

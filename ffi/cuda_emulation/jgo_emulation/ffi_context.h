@@ -16,7 +16,9 @@ namespace jgo_emulation {
 // Binds the (placeholder) stream: Ctx<StreamContext>() passes a cudaStream_t.
 struct StreamContext {};
 
-// Scratch memory in host memory, freed when the handler returns (ffi::ScratchAllocator's contract).
+// Scratch memory in host memory, freed when the handler returns (ffi::ScratchAllocator's contract). Like XLA's
+// GPU allocator it refuses an alignment that is not a power of two or exceeds 16 bytes (kMaxAlignment of XLA's
+// XLA_FFI_DeviceMemory_Allocate): a handler asking for more fails here as it would on a GPU.
 class HostScratch {
  public:
   HostScratch() = default;
@@ -25,7 +27,9 @@ class HostScratch {
   ~HostScratch() {
     for (void* p : blocks_) std::free(p);
   }
+  static constexpr size_t kMaxAlignment = 16;
   std::optional<void*> Allocate(size_t size, size_t alignment = 1) {
+    if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > kMaxAlignment) return std::nullopt;
     if (alignment < sizeof(void*)) alignment = sizeof(void*);
     void* p = nullptr;
     if (posix_memalign(&p, alignment, size == 0 ? 1 : size) != 0) return std::nullopt;
