@@ -430,28 +430,3 @@ def test_results_do_not_depend_on_the_block_order(rng, monkeypatch):
         for a, b in zip(first, run()):
             np.testing.assert_array_equal(a, b)
     assert os.environ["JGO_EMU_SHUFFLE"] == "7"
-
-
-@pytest.mark.skipif(jgo.kernel_platform() == "cpu", reason="JGO_SPMM chooses between the CUDA kernels")
-def test_cusparse_choice_falls_back_to_the_engine(rng, monkeypatch):
-    """JGO_SPMM=cusparse asks for cuSPARSE's ALG3 where it applies; without libcusparse (the emulated platform
-    has none) the engine runs, the same bits. An unknown value is an error naming the variable."""
-    g, _ = rows_graph(rng, (300, 3))
-    u = rng.normal(size=(g.n_src, 8)).astype(np.float32)
-    w = rng.normal(size=g.n_edges).astype(np.float32)
-
-    def run():
-        return [np.asarray(jgo.gspmm(g, u, op="copy_u")), np.asarray(jgo.gspmm(g, u, w, op="u_mul_e"))]
-
-    monkeypatch.delenv("JGO_SPMM", raising=False)
-    engine = run()
-    monkeypatch.setenv("JGO_SPMM", "cusparse")
-    for a, b in zip(engine, run()):
-        if jgo.kernel_platform() == "cuda-emulation":
-            np.testing.assert_array_equal(a, b)
-        else:  # cuSPARSE on a GPU: its own order of the sums
-            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
-    monkeypatch.setenv("JGO_SPMM", "fastest")
-    with pytest.raises((ValueError, jax.errors.JaxRuntimeError),
-                       match="JGO_SPMM='fastest' is not one of auto, engine, cusparse"):
-        jgo.gspmm(g, u, op="copy_u").block_until_ready()

@@ -257,8 +257,10 @@ def test_vmap(rng):
                            ((None, None, 0), (x, a, eb)), ((0, 0, 0), (xb, ab, eb))):
         jax.tree_util.tree_map(c, jax.vmap(f, axes)(*operands), jax.vmap(r, axes)(*operands))
     loss = lambda fn: lambda x, a, ef: jnp.sum(fn(x, a, ef)[0] ** 2)  # noqa: E731
-    c(jax.vmap(jax.grad(loss(f), (0, 1)), (0, 0, None))(xb, ab, ef)[1],
-      jax.vmap(jax.grad(loss(r), (0, 1)), (0, 0, None))(xb, ab, ef)[1])
+    # grad a sums terms of either sign over every edge: an entry near 0 carries the rounding of the large terms, so
+    # its tolerance scales with the gradient's largest entry (an H200's sum order left 2.6e-5 at 0.065, 2026-11-30)
+    got, want = (jax.vmap(jax.grad(loss(fn), (0, 1)), (0, 0, None))(xb, ab, ef)[1] for fn in (f, r))
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5 * max(1.0, float(np.abs(want).max())))
 
 
 def test_vmap_over_graphs(rng):

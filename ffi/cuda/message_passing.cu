@@ -15,7 +15,6 @@
 #include <string>
 
 #include "cuda/chunk_walk.cuh"
-#include "cuda/cusparse_spmm.cuh"
 #include "cuda/launch.cuh"
 #include "cuda/walk_reduce.cuh"
 #include "handlers.h"
@@ -44,8 +43,6 @@ ffi::Error SpmmTyped(cudaStream_t stream, CudaScratch& scratch, const SpmmArgs& 
   p.arg_out = (a.reduce == Reduce::kMax || a.reduce == Reduce::kMin) ? arg_out.typed_data<I>() : nullptr;
   static_cast<SpmmArgs&>(p) = a;  // the operation and its shape
   constexpr const char* kName = "jgo_spmm";
-  bool ran = false;
-  if (auto err = MaybeCusparse(kName, stream, scratch, p, checked, ran); err.failure() || ran) return err;
   if (!checked) {  // offsets out of order may leave rows no walker owns: 0 (and no winning edge) there
     if (auto err = ZeroFill(kName, out.untyped_data(), out.size_bytes(), stream); err.failure()) return err;
     if (p.arg_out != nullptr) {
