@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._eager_jit import jit_when_eager
 from ._layout import align_ranks
 from ._philox import attention_dropout_factor, mulhilo32, philox4x32
 from .graph import check_graph
@@ -41,8 +42,8 @@ def _checks_graph(f):
     its graph, already dropped (no longer a valid graph: its padding edges name nodes past the last).
 
     Called outside any trace, the check runs as it is (on concrete values) and the composition under one ``jit``
-    (:func:`_jit_when_eager`): one compile per signature instead of one per ``jax.numpy`` op."""
-    body = _jit_when_eager(lambda g, *args, **kwargs: f(_padding_dropped(g), *args, **kwargs))
+    (:func:`jaxgraphops._eager_jit.jit_when_eager`): one compile per signature instead of one per ``jax.numpy`` op."""
+    body = jit_when_eager(lambda g, *args, **kwargs: f(_padding_dropped(g), *args, **kwargs))
 
     @functools.wraps(f)
     def wrapped(g, *args, **kwargs):
@@ -50,27 +51,6 @@ def _checks_graph(f):
         return body(g, *args, **kwargs)
     wrapped.on_dropped = f
     return wrapped
-
-
-def _static(v) -> bool:
-    """Whether an argument is one ``jit`` takes as static: not an array (Python scalars, strings, None)."""
-    return v is None or isinstance(v, (bool, int, float, str))
-
-
-def _jit_when_eager(f):
-    """``f`` under ``jax.jit`` when no argument is a tracer (its non-array arguments static, a compiled function
-    kept per set of static positions and names), else ``f`` itself (inside ``jit``, ``grad``, ``vmap``)."""
-    compiled = {}
-
-    def call(*args, **kwargs):
-        if any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves((args, kwargs))):
-            return f(*args, **kwargs)
-        nums = tuple(i for i, a in enumerate(args) if _static(a))
-        names = tuple(sorted(k for k, v in kwargs.items() if _static(v)))
-        if (nums, names) not in compiled:
-            compiled[nums, names] = jax.jit(f, static_argnums=nums, static_argnames=names)
-        return compiled[nums, names](*args, **kwargs)
-    return call
 
 
 def _padding_dropped(g):

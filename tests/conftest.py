@@ -11,9 +11,9 @@ fuzzer's quick profile; ``exhaustive`` runs every test and every parametrization
 command line (``file::test[...]``) always runs.
 
 The quick and ci profiles also compile XLA's own code (the references, the compositions, the models around
-the kernels; not the kernels, which are built) at LLVM optimisation level 0: they check values, not XLA's
-speed, and their compile-bound tests (DimeNet++ force training, second-order checks) compile up to 40%
-faster (the whole quick profile: 9.2 -> 8.0 min on 2 cores). ``XLA_FLAGS`` naming a level keeps its own.
+the kernels; not the kernels, which are built) as cheaply as XLA can (``xla_compile.py``: LLVM optimisation
+level 0, and on jaxlib 0.10 the loop emitters): they check values, not XLA's speed. ``XLA_FLAGS`` naming one
+of those flags keeps its own setting.
 """
 
 import contextlib
@@ -26,8 +26,10 @@ from pathlib import Path
 
 PROFILES = ("quick", "ci", "exhaustive")
 PROFILE = os.environ.get("JGO_TESTS", "").strip().lower() or "quick"
-if PROFILE != "exhaustive" and "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
+if PROFILE != "exhaustive":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # also where this file runs by path (runpy)
+    from xla_compile import cheap_compile_flags
+    os.environ["XLA_FLAGS"] = cheap_compile_flags(os.environ.get("XLA_FLAGS", ""))
 
 import jax  # noqa: E402  (after XLA_FLAGS)
 import jax.numpy as jnp

@@ -54,8 +54,10 @@ if __name__ == "__main__" and "--worker" in sys.argv[1:]:
 try:
     import fuzz_padding
     import op_db
+    from xla_compile import cheap_compile_flags
 except ImportError:  # python -m tests.fuzz, from the repository root
     from . import fuzz_padding, op_db
+    from .xla_compile import cheap_compile_flags
 
 # -- known gaps, each a flag to flip once it is closed ----------------------------------------------
 
@@ -1577,8 +1579,8 @@ def run_fuzz(n_cases: int, *, first_seed: int = 0, workers: int | None = None, t
     workers = workers or max(1, min(2, os.cpu_count() or 1))
     env = dict(os.environ if env is None else env)
     env.setdefault("JAX_PLATFORMS", "cpu")
-    # the kernels under test are compiled C++; XLA's own code needs no optimisation here (20% faster)
-    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
+    # the kernels under test are compiled C++; XLA's own code needs no optimisation here (xla_compile.py)
+    env["XLA_FLAGS"] = cheap_compile_flags(env.get("XLA_FLAGS", ""))
     env.pop("JGO_FUZZ_CASES", None)
     batches = queue.Queue()
     seeds = list(range(first_seed, first_seed + n_cases))

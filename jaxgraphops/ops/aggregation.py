@@ -15,6 +15,7 @@ from .._checks import as_float_array, check_choice
 from ..graph import Graph, check_graph
 from ._pool_primitives import graph_rows, membership_graph, pool_sorted
 from ._primitive_utils import HALF_TYPES
+from ._public_op import public_op
 from .message_passing import IMPLS, REDUCES, gspmm
 
 
@@ -39,6 +40,7 @@ def _safe_inverse(d):
     return jnp.where(nonzero, 1 / jnp.where(nonzero, d, 1), 0)
 
 
+@public_op
 def agg_simple(g: Graph, x=None, edge_feat=None, *, reduce: str = "sum", impl: str | None = None):
     """Aggregates source-node features, edge features, or both, at each destination.
 
@@ -77,6 +79,7 @@ def agg_simple(g: Graph, x=None, edge_feat=None, *, reduce: str = "sum", impl: s
     return parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis=-1)
 
 
+@public_op
 def agg_weighted(g: Graph, x, edge_weight, *, reduce: str = "sum", impl: str | None = None):
     """Aggregates weighted messages ``w_e * x[src_e]`` at each destination.
 
@@ -118,6 +121,7 @@ def agg_weighted(g: Graph, x, edge_weight, *, reduce: str = "sum", impl: str | N
     return (total * _safe_inverse(weight_sum)[:, None].astype(total.dtype)).astype(dtype)
 
 
+@public_op
 def agg_concat(g: Graph, x, *, x_dst=None, edge_feat=None, edge_weight=None, reduce: str = "sum",
                impl: str | None = None):
     """The aggregate of the neighbours followed by the destination's own features (SAGEConv's input).
@@ -169,6 +173,15 @@ def agg_concat(g: Graph, x, *, x_dst=None, edge_feat=None, edge_weight=None, red
     return jnp.concatenate([agg, x_dst.astype(agg.dtype)], axis=-1)
 
 
+def _pool_ids_checked(x, graph_ids, n_graphs, *, impl=None, **_):
+    """pool's check of concrete graph ids, before its traced body (which checks their type and shape); not for
+    ``impl="xla"``, whose ids outside the graphs belong to none."""
+    ids = np.asarray(graph_ids)
+    if impl != "xla" and isinstance(n_graphs, int) and ids.ndim == 1 and np.issubdtype(ids.dtype, np.integer):
+        _check_graph_ids("pool", ids, n_graphs)
+
+
+@public_op(checks=_pool_ids_checked)
 def pool(x, graph_ids, n_graphs: int, *, reduce: str = "sum", ids_are_sorted: bool = False,
          impl: str | None = None):
     """Graph readout: reduces node features ``x [N, F]`` into ``[n_graphs, F]`` by graph id.

@@ -23,6 +23,7 @@ from ._gat_primitives import attention_weights, gat
 from ._gatv2_primitives import attention_weights_v2, gatv2
 from ._mha_simple_primitives import attention_weights_simple, mha_simple_core
 from ._primitive_utils import compute_dtype, graph_arrays, storage_dtype, unread_rows_filled
+from ._public_op import public_op
 from ._rows_primitives import rows_matmul
 from .message_passing import IMPLS
 
@@ -113,6 +114,7 @@ def _head_scores(x, a):
     return rows_matmul(x, a[:, :, None], block_diagonal=True)[..., 0]
 
 
+@public_op
 def mha_gat(g: Graph, x_src, attn_weights, *, x_dst=None, num_heads: int = 1, concat_heads: bool = True,
             negative_slope: float = 0.2, edge_feat=None, return_attention: bool = False, impl: str | None = None,
             dropout_rate: float = 0.0, dropout_key=None):
@@ -193,6 +195,7 @@ def mha_gat(g: Graph, x_src, attn_weights, *, x_dst=None, num_heads: int = 1, co
                     lambda: attention_weights(ga, s_src, s_dst, s_edge, lse, negative_slope=negative_slope, **drop))
 
 
+@public_op
 def mha_gat_v2(g: Graph, x_src, x_dst, attn_weights, *, num_heads: int = 1, concat_heads: bool = True,
                negative_slope: float = 0.2, edge_feat=None, return_attention: bool = False, impl: str | None = None,
                dropout_rate: float = 0.0, dropout_key=None):
@@ -251,6 +254,7 @@ def mha_gat_v2(g: Graph, x_src, x_dst, attn_weights, *, num_heads: int = 1, conc
                     lambda: attention_weights_v2(ga, xs, xd, a, ef, lse, negative_slope=negative_slope, **drop))
 
 
+@public_op
 def mha_simple(g: Graph, query, key, value, *, num_heads: int = 1, concat_heads: bool = True, edge_feat=None,
                return_attention: bool = False, impl: str | None = None, dropout_rate: float = 0.0, dropout_key=None):
     """Multi-head scaled dot-product graph attention (TransformerConv's core, cugraph-ops' ``mha_simple_n2n``).

@@ -11,6 +11,7 @@ from .._checks import as_float_array, check_choice
 from ..graph import Graph, check_graph
 from ._dmpnn_primitives import dmpnn
 from ._primitive_utils import compute_dtype, graph_arrays
+from ._public_op import public_op
 from .message_passing import IMPLS
 
 
@@ -40,6 +41,21 @@ def check_rev_edge_ids(fn: str, rev, n_edges: int, n_real: int | None = None) ->
                          f"rev_edge_ids[{k}] = {rev[k]} but rev_edge_ids[{rev[k]}] = {rev[rev[k]]}")
 
 
+def _check_concrete_rev(g, rev):
+    """agg_dmpnn's check of a concrete ``rev_edge_ids`` of the right type and shape (traced: the kernels')."""
+    if not isinstance(rev, jax.core.Tracer):
+        concrete_graph = not isinstance(g.csc_offsets, jax.core.Tracer)
+        check_rev_edge_ids("agg_dmpnn", rev, g.n_edges, int(np.asarray(g.csc_offsets)[-1]) if concrete_graph else None)
+
+
+def _rev_checked(g, h, rev_edge_ids, **_):
+    """agg_dmpnn's checks of concrete values, before its traced body (which checks types and shapes)."""
+    rev = np.asarray(rev_edge_ids)
+    if isinstance(g, Graph) and rev.shape == (g.n_edges,) and np.issubdtype(rev.dtype, np.integer):
+        _check_concrete_rev(g, rev)
+
+
+@public_op(checks=_rev_checked)
 def agg_dmpnn(g: Graph, h, rev_edge_ids, *, concat_own: bool = False, impl: str | None = None):
     """Chemprop's directed bond message (D-MPNN, ``BondMessagePassing``), ``[n_edges, D]`` or ``[n_edges, 2D]``.
 
@@ -110,9 +126,7 @@ def agg_dmpnn(g: Graph, h, rev_edge_ids, *, concat_own: bool = False, impl: str 
         raise TypeError(f"{fn}: rev_edge_ids must be an integer array; got dtype {rev.dtype}")
     if rev.shape != (g.n_edges,):
         raise ValueError(f"{fn}: rev_edge_ids must have shape [n_edges] = ({g.n_edges},); got {rev.shape}")
-    if not isinstance(rev, jax.core.Tracer):
-        concrete_graph = not isinstance(g.csc_offsets, jax.core.Tracer)
-        check_rev_edge_ids(fn, rev, g.n_edges, int(np.asarray(g.csc_offsets)[-1]) if concrete_graph else None)
+    _check_concrete_rev(g, rev)
     if impl == "xla":
         return reference.agg_dmpnn(g, h, rev, concat_own=concat_own)
     idx = g.index_dtype

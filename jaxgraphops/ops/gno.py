@@ -9,12 +9,14 @@ from .._checks import as_float_array, check_choice
 from ..graph import Graph, check_graph
 from ._gno_primitives import gno
 from ._primitive_utils import compute_dtype, graph_arrays, unread_rows_filled
+from ._public_op import public_op
 from .message_passing import IMPLS, gspmm
 
 KERNELS = ("matrix", "diagonal")
 REDUCES = ("sum", "mean")
 
 
+@public_op
 def edge_vectors(g: Graph, pos_src, pos_dst=None):
     """Edge geometry ``dx_e = pos_dst[dst_e] - pos_src[src_e]``, ``[n_edges, d]`` in input edge order.
 
@@ -93,6 +95,7 @@ def normalise(g: Graph, total, reduce, edge_weight):
     return jnp.where(weight_sum == 0, 0, total / safe)
 
 
+@public_op
 def gno_conv(g: Graph, f_src, dx, U, b_u, V, b_v, *, kernel: str = "matrix", reduce: str = "mean",
              edge_weight=None, impl: str | None = None):
     """The graph-neural-operator kernel integral ``out_i = reduce_{e=(j->i)} K(dx_e) f_j``.

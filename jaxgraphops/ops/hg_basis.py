@@ -10,9 +10,18 @@ from .._checks import as_float_array, check_bool, check_choice, check_edge_types
 from ..graph import Graph, check_graph
 from ._hg_basis_primitives import hg_basis
 from ._primitive_utils import compute_dtype, graph_arrays
+from ._public_op import public_op
 from .message_passing import IMPLS
 
 
+def _types_checked(g, x, edge_types, comp=None, *, n_edge_types, **_):
+    """agg_hg_basis's check of concrete edge types, before its traced body (which checks them again, traced)."""
+    if isinstance(g, Graph) and isinstance(n_edge_types, (int, np.integer)) and not isinstance(n_edge_types, bool) \
+            and n_edge_types >= 1:
+        check_edge_types("agg_hg_basis", g, edge_types, int(n_edge_types))
+
+
+@public_op(checks=_types_checked)
 def agg_hg_basis(g: Graph, x, edge_types, comp=None, *, n_edge_types: int, x_dst=None, concat_own: bool = False,
                  norm_by_dst_degree: bool = False, impl: str | None = None):
     """RGCN's relational aggregation with optional basis decomposition (cugraph-ops' ``agg_hg_basis_n2n_post``).

@@ -14,6 +14,7 @@ from .._layout import align_ranks
 from ..graph import Graph, check_graph
 from ._primitive_utils import compute_dtype, graph_arrays, unread_rows_filled
 from ._primitives import sddmm, softmax, spmm
+from ._public_op import public_op
 
 SPMM_OPS = ("copy_u", "copy_e", "u_mul_e", "u_add_e", "u_sub_e", "u_div_e")
 REDUCES = ("sum", "mean", "max", "min")
@@ -22,6 +23,7 @@ TARGETS = {"u": "src", "v": "dst", "e": "edge"}
 IMPLS = (None, "ffi", "xla")
 
 
+@public_op
 def gspmm(g: Graph, u=None, e=None, *, op: str = "copy_u", reduce: str = "sum", impl: str | None = None):
     """Generalised sparse-dense product: ``out[v] = reduce_{e=(s->v)} op(u[s], e[e])``.
 
@@ -79,6 +81,7 @@ def gspmm(g: Graph, u=None, e=None, *, op: str = "copy_u", reduce: str = "sum", 
     return out.astype(dtype)
 
 
+@public_op
 def gsddmm(g: Graph, lhs, rhs, *, op: str = "dot", lhs_target: str = "u", rhs_target: str = "v",
            impl: str | None = None):
     """Generalised sampled dense-dense product: ``out[e] = op(lhs[t_l(e)], rhs[t_r(e)])``.
@@ -129,6 +132,7 @@ def gsddmm(g: Graph, lhs, rhs, *, op: str = "dot", lhs_target: str = "u", rhs_ta
     return out.astype(dtype)
 
 
+@public_op
 def edge_softmax(g: Graph, logits, *, impl: str | None = None):
     """Softmax of edge logits over the incoming edges of each destination.
 

@@ -6,6 +6,7 @@ from .. import reference
 from .._checks import as_float_array, check_choice
 from ..graph import Graph, check_graph
 from ._primitive_utils import compute_dtype, graph_arrays
+from ._public_op import public_op
 from ._update_efeat_primitives import update_efeat as _update_efeat
 from .message_passing import IMPLS
 
@@ -31,6 +32,7 @@ def _check_operands(fn, g, edge_feat, x_src, x_dst, mode):
     return checked
 
 
+@public_op
 def update_efeat(g: Graph, edge_feat=None, x_src=None, x_dst=None, *, mode: str = "concat", impl: str | None = None):
     """The edge-update input of MeshGraphNet / GraphCast / an interaction network, per edge in input order.
 
