@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from ..ops._primitive_utils import unread_rows_filled
+from ..ops._public_op import public_op
 from ..ops._rows_primitives import rows_matmul
 from .._checks import check_choice
 from ._primitives import aggregate
@@ -33,6 +34,7 @@ def _float(name, x, shape):
     return x
 
 
+@public_op
 def agg_edge_to_edge(vec, sbf_rad, emb, weights, triplets: Triplets, *, impl: str | None = None):
     """The triplet (edge-to-edge) aggregation of a DimeNet++ interaction block.
 
