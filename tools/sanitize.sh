@@ -10,7 +10,7 @@
 #              --no-malformed, --malformed-once (per signature; see ffi/testing/replay.cc)
 # Environment: JOBS (parallel compiles, default 2), SANITIZERS (default "tsan asan"), CXX (default g++).
 #
-# Builds build/sanitize-tsan/replay and build/sanitize-asan/replay (tools/sanitize.mk: -g, -O1 or -O0, from
+# Builds build/sanitize-tsan/replay and build/sanitize-asan/replay (tools/sanitize.mk: -g1, -O1 or -O0, from
 # ffi/cpu/*.cc, ffi/testing/*.cc, ffi/cuda/*.cu as host C++ and the emulated runtime; re-runs
 # recompile only what changed), then runs both on every CASE_DIR, all replays at once, and prints their times.
 # Fails if a build or a replay fails.
