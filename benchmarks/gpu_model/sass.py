@@ -150,6 +150,9 @@ _REG = re.compile(r"\bR(\d+)(\.64)?\b")
 _TARGET = re.compile(r"`\(([^)]+)\)|\b(0x[0-9a-f]+)\b")  # a label (nvdisasm), an address (cuobjdump)
 
 
+_FACTS: dict[tuple[str, ...], tuple] = {}  # (predicate, opcode, *operands) -> Instruction._facts
+
+
 @dataclass
 class Instruction:
     address: int
@@ -163,18 +166,29 @@ class Instruction:
     def base(self) -> str:
         return self.opcode.split(".")[0]
 
-    # What the analyses ask of an instruction many times over (every pass of every region), computed once.
+    # What the analyses ask of an instruction many times over (every pass of every region), computed once per
+    # instruction text: the many instantiations of one template repeat most of theirs (_FACTS).
     @cached_property
+    def _facts(self) -> tuple[frozenset[int], frozenset[int], tuple[frozenset[int], frozenset[int]]]:
+        key = (self.predicate, self.opcode, *self.operands)
+        facts = _FACTS.get(key)
+        if facts is None:
+            p_read, p_written = predicates(self)
+            facts = _FACTS[key] = (frozenset(read(self)), frozenset(written(self)),
+                                   (frozenset(p_read), frozenset(p_written)))
+        return facts
+
+    @property
     def reads(self) -> frozenset[int]:
-        return frozenset(read(self))
+        return self._facts[0]
 
-    @cached_property
+    @property
     def writes(self) -> frozenset[int]:
-        return frozenset(written(self))
+        return self._facts[1]
 
-    @cached_property
-    def predicate_regs(self) -> tuple[set[int], set[int]]:
-        return predicates(self)
+    @property
+    def predicate_regs(self) -> tuple[frozenset[int], frozenset[int]]:
+        return self._facts[2]
 
     def target(self) -> str | None:
         m = _TARGET.search(" ".join(self.operands))
