@@ -75,7 +75,7 @@ def jit_when_eager(f=None, *, checks=None):
             return f(*args, **kwargs)
         try:
             return compiled(static)([None if i in keys else a for i, a in enumerate(args)],
-                           {k: v for k, v in kwargs.items() if k not in keys})
+                                    {k: v for k, v in kwargs.items() if k not in keys})
         except Exception as error:  # an error of f's checks, raised as f raises it eagerly
             _drop_jax_note(error)
             raise

@@ -173,7 +173,7 @@ def agg_concat(g: Graph, x, *, x_dst=None, edge_feat=None, edge_weight=None, red
     return jnp.concatenate([agg, x_dst.astype(agg.dtype)], axis=-1)
 
 
-def _pool_ids_checked(x, graph_ids, n_graphs, *, impl=None, **_):
+def _pool_ids_checked(x=None, graph_ids=None, n_graphs=None, *_, impl=None, **__):
     """pool's check of concrete graph ids, before its traced body (which checks their type and shape); not for
     ``impl="xla"``, whose ids outside the graphs belong to none."""
     ids = np.asarray(graph_ids)

@@ -48,9 +48,9 @@ def _check_concrete_rev(g, rev):
         check_rev_edge_ids("agg_dmpnn", rev, g.n_edges, int(np.asarray(g.csc_offsets)[-1]) if concrete_graph else None)
 
 
-def _rev_checked(g, h, rev_edge_ids, **_):
+def _rev_checked(g=None, h=None, rev_edge_ids=None, *_, **__):
     """agg_dmpnn's checks of concrete values, before its traced body (which checks types and shapes)."""
-    rev = np.asarray(rev_edge_ids)
+    rev = np.asarray(rev_edge_ids)  # a missing argument: the traced body's TypeError names the op
     if isinstance(g, Graph) and rev.shape == (g.n_edges,) and np.issubdtype(rev.dtype, np.integer):
         _check_concrete_rev(g, rev)
 

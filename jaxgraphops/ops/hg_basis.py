@@ -14,7 +14,7 @@ from ._public_op import public_op
 from .message_passing import IMPLS
 
 
-def _types_checked(g, x, edge_types, comp=None, *, n_edge_types, **_):
+def _types_checked(g=None, x=None, edge_types=None, *_, n_edge_types=None, **__):
     """agg_hg_basis's check of concrete edge types, before its traced body (which checks them again, traced)."""
     if isinstance(g, Graph) and isinstance(n_edge_types, (int, np.integer)) and not isinstance(n_edge_types, bool) \
             and n_edge_types >= 1:
