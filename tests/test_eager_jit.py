@@ -28,11 +28,24 @@ def _compiles(fn):
     return out, len(events)
 
 
-def test_an_eager_call_compiles_one_program_with_the_op_by_op_values(rng):
+def _gat_inputs(rng):
+    """``(g, x_src, attn_weights, keywords)`` of an ``mha_gat`` call with every option that has an array."""
     g = random_graph(rng, 9, 7, 31)
     x, xd = rng.normal(size=(9, 6)).astype(np.float32), rng.normal(size=(7, 6)).astype(np.float32)
     a, ef = rng.normal(size=18).astype(np.float32), rng.normal(size=(31, 6)).astype(np.float32)
-    kw = dict(x_dst=xd, num_heads=2, edge_feat=ef, return_attention=True, negative_slope=0.15)
+    return g, x, a, dict(x_dst=xd, num_heads=2, edge_feat=ef, return_attention=True, negative_slope=0.15)
+
+
+def _bad_graph(rng):
+    g = random_graph(rng, 7, 7, 24)
+    arrays = [jnp.asarray(v) for v in (g.src, g.dst, g.csc_offsets, g.csc_src, g.csc_eid, g.csr_offsets, g.csr_dst,
+                                       g.csr_eid)]
+    arrays[3] = arrays[3].at[3].set(99)  # a source id past the last node
+    return jgo.Graph(*arrays, g.n_src, g.n_dst, validate=False)
+
+
+def test_an_eager_call_compiles_one_program_with_the_op_by_op_values(rng):
+    g, x, a, kw = _gat_inputs(rng)
     (out, alpha), n = _compiles(lambda: reference.mha_gat(g, x, a, **kw))
     assert n == 1, n  # op by op: dozens
     (out2, alpha2), n = _compiles(lambda: reference.mha_gat(g, x, a, **kw))
@@ -48,29 +61,13 @@ def test_an_eager_call_compiles_one_program_with_the_op_by_op_values(rng):
 
 
 def test_an_eager_call_still_checks_the_graphs_values(rng):
-    g = random_graph(rng, 7, 7, 24)
-    arrays = [jnp.asarray(v) for v in (g.src, g.dst, g.csc_offsets, g.csc_src, g.csc_eid, g.csr_offsets, g.csr_dst,
-                                       g.csr_eid)]
-    arrays[3] = arrays[3].at[3].set(99)  # a source id past the last node
-    bad = jgo.Graph(*arrays, g.n_src, g.n_dst, validate=False)
     x = rng.normal(size=(7, 4)).astype(np.float32)
     with pytest.raises(ValueError, match="reference.gspmm"):
-        reference.gspmm(bad, x)
-
-
-def _bad_graph(rng):
-    g = random_graph(rng, 7, 7, 24)
-    arrays = [jnp.asarray(v) for v in (g.src, g.dst, g.csc_offsets, g.csc_src, g.csc_eid, g.csr_offsets, g.csr_dst,
-                                       g.csr_eid)]
-    arrays[3] = arrays[3].at[3].set(99)  # a source id past the last node
-    return jgo.Graph(*arrays, g.n_src, g.n_dst, validate=False)
+        reference.gspmm(_bad_graph(rng), x)
 
 
 def test_an_eager_op_compiles_one_program_with_the_op_by_op_values(rng):
-    g = random_graph(rng, 9, 7, 31)
-    x, xd = rng.normal(size=(9, 6)).astype(np.float32), rng.normal(size=(7, 6)).astype(np.float32)
-    a, ef = rng.normal(size=18).astype(np.float32), rng.normal(size=(31, 6)).astype(np.float32)
-    kw = dict(x_dst=xd, num_heads=2, edge_feat=ef, return_attention=True, negative_slope=0.15)
+    g, x, a, kw = _gat_inputs(rng)
     (out, alpha), n = _compiles(lambda: jgo.mha_gat(g, x, a, **kw))
     assert n == 1, n  # op by op: the casts, reshapes and head scores around the kernel, each a program
     _, n = _compiles(lambda: jgo.mha_gat(g, x, a, **kw))
