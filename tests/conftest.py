@@ -12,8 +12,8 @@ command line (``file::test[...]``) always runs.
 
 The quick and ci profiles also compile XLA's own code (the references, the compositions, the models around
 the kernels; not the kernels, which are built) as cheaply as XLA can (``xla_compile.py``: LLVM optimisation
-level 0, and on jaxlib 0.10 the loop emitters): they check values, not XLA's speed. ``XLA_FLAGS`` naming one
-of those flags keeps its own setting.
+level 0, one LLVM module a program, and on jaxlib 0.10 the loop emitters): they check values, not XLA's speed.
+``XLA_FLAGS`` naming one of those flags keeps its own setting.
 """
 
 import contextlib
