@@ -131,13 +131,27 @@ ffi::Error PoolSortedCuda(cudaStream_t stream, CudaScratch scratch, ffi::AnyBuff
 // jgo_pool_sorted_bwd: out[i] = ct[ids[i]] for an id in [0, n_graphs), 0 for any other: each graph's row of ct
 // copied to its nodes (the transpose of jgo_pool_sorted's sum), kInFlight rows' loads before their stores.
 
-// MLP floor 5, measured (nvcc 13.0, sm_90, 2026-11-29): on the vector path ptxas interleaves the ids' loads
-// with the rows' 128-bit loads (5-6 in flight; the scalar path keeps 16-32). 8 there is open work (issue 32).
-// gpu-model: engine mlp>=5 vector-if kVector
+// The unit's kInFlight ids from i0 (a multiple of kInFlight), -1 past n: a whole unit of aligned ids in 128-bit
+// loads (two for int32), so that its rows' loads all issue once they return; scalar loads otherwise. Scalar loads
+// everywhere kept 5-6 rows in flight on the vector path (ptxas interleaved them with the rows' loads).
+template <typename I>
+__device__ __forceinline__ void LoadUnitIds(const I* __restrict__ ids, int i0, int n, bool aligned,
+                                            int64_t (&g)[kInFlight]) {
+  if (aligned && i0 + kInFlight <= n) {
+    const Vec<I, kInFlight> v = LoadVec<I, kInFlight>(ids + i0);
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) g[u] = static_cast<int64_t>(v.v[u]);
+  } else {
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) g[u] = i0 + u < n ? static_cast<int64_t>(ids[i0 + u]) : -1;
+  }
+}
+
+// gpu-model: engine mlp>=8 vector-if kVector
 template <typename T, typename I, bool kVector>
 __global__ void __launch_bounds__(kBlock, 1) PoolBwdKernel(PoolArgs a, int group, int tiles, bool stream,
-                                                           const T* __restrict__ ct, const I* __restrict__ ids,
-                                                           T* __restrict__ out) {
+                                                           bool ids_aligned, const T* __restrict__ ct,
+                                                           const I* __restrict__ ids, T* __restrict__ out) {
   constexpr int kV = 16 / int(sizeof(T));
   const Walker w = ThisWalker(group);
   const int width = static_cast<int>(a.width), n = static_cast<int>(a.n);
@@ -146,8 +160,7 @@ __global__ void __launch_bounds__(kBlock, 1) PoolBwdKernel(PoolArgs a, int group
     const int i0 = static_cast<int>(unit) * kInFlight;
     const LaneRows<kV, kVector, T> rows(ct, width, lf, FlatStrides(), Dims3{1, 1, width}, true);
     int64_t g[kInFlight];  // the ids loaded before the first is compared
-#pragma unroll
-    for (int u = 0; u < kInFlight; ++u) g[u] = i0 + u < n ? static_cast<int64_t>(ids[i0 + u]) : -1;
+    LoadUnitIds(ids, i0, n, ids_aligned, g);
     T x[kInFlight][kV];
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u) {
@@ -179,8 +192,8 @@ ffi::Error PoolSortedBwdCuda(cudaStream_t stream, ffi::AnyBuffer ct, ffi::AnyBuf
     const bool stream_out = StreamStores(static_cast<int64_t>(out->size_bytes()));
     const int64_t walkers = (a.n + kInFlight - 1) / kInFlight * tiles;
     return LaunchBlocks(kName, vector ? PoolBwdKernel<T, I, true> : PoolBwdKernel<T, I, false>,
-                        WalkerBlocks(walkers, group), 0, stream, a, group, tiles, stream_out, ct.typed_data<T>(),
-                        ids.typed_data<I>(), out->typed_data<T>());
+                        WalkerBlocks(walkers, group), 0, stream, a, group, tiles, stream_out,
+                        Aligned(ids.untyped_data()), ct.typed_data<T>(), ids.typed_data<I>(), out->typed_data<T>());
   });
 }
 
