@@ -461,12 +461,13 @@ def test_small_traced_run_against_numpy(tmp_path):
 def test_a_kernel_defined_in_a_header_has_the_cards_of_the_files_that_include_it(tmp_path):
     """The engine's kernels are templates in headers (walk_reduce.cuh): the traced launch names the header, the
     cards the ``.cu`` files that compile it; the default run selects those files and takes the first one's card
-    (the default run on the engine raised 'no cost card for ReduceKernel<...> in walk_reduce.cuh')."""
+    (the default run on the engine raised 'no cost card for ReduceKernel<...> in walk_reduce.cuh', twice: the
+    second time because the sources include the headers by their path under ffi, ``"cuda/walk_reduce.cuh"``)."""
     from types import SimpleNamespace
 
     from benchmarks.gpu_model import model, pipeline
 
-    for name, text in {"a.cu": '#include "walk.cuh"\n', "walk.cuh": '#include "chunk.cuh"\n', "chunk.cuh": "",
+    for name, text in {"a.cu": '#include "cuda/walk.cuh"\n', "walk.cuh": '#include "cuda/chunk.cuh"\n', "chunk.cuh": "",
                        "b.cu": '#include "other.cuh"\n', "other.cuh": ""}.items():
         (tmp_path / name).write_text(text)
     launch = SimpleNamespace(kernel_file="chunk.cuh", name="jgo_spmm", kernel="K<float>")

@@ -144,7 +144,8 @@ def kernel_files(traced, cuda: Path) -> set[str]:
     includes it, directly or through other headers."""
     files = {launch.kernel_file for launches, _, _, half, _ in traced.values()
              for launch in [*launches, *(half or [])] if launch.name != "cudaMemsetAsync"}
-    includes = {p.name: set(re.findall(r'#include "([^"]+)"', p.read_text())) for p in cuda.glob("*.cu*")}
+    includes = {p.name: {Path(i).name for i in re.findall(r'#include "([^"]+)"', p.read_text())}  # "cuda/x.cuh"
+                for p in cuda.glob("*.cu*")}
     while True:
         more = {name for name, inc in includes.items() if inc & files} - files
         if not more:
