@@ -104,6 +104,26 @@ def test_pool_sorted_ids_one_pass(x64, rng, reduce):
 
 
 @pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+def test_sorted_bounds_match_numpys_search(x64, rng, index_dtype):
+    """The bounds of sorted graph ids (pool's mean, the membership graph) against np.searchsorted: ids outside
+    [0, n), no ids, one graph, every graph empty; jitted, where the platform's lowering runs (the CPU's while
+    loop, the unrolled search of a GPU and of the emulated one, which has no while loop)."""
+    from jaxgraphops.ops._pool_primitives import sorted_bounds
+
+    cases = [np.sort(rng.integers(-2, 9, 40)), np.zeros(0, np.int64), np.zeros(5, np.int64), np.full(3, 9),
+             np.array([-1, -1]), np.arange(7)]
+    for ids in cases:
+        ids = np.asarray(ids, index_dtype)
+        for n in (0, 1, 7):
+            got = jax.jit(sorted_bounds, static_argnums=1)(jnp.asarray(ids), n)
+            assert got.dtype == index_dtype
+            np.testing.assert_array_equal(got, np.searchsorted(ids, np.arange(n + 1), side="left"))
+    hlo = jax.jit(sorted_bounds, static_argnums=1).lower(jnp.asarray(cases[0], index_dtype), 7).compile().as_text()
+    cpu_loop = jax.default_backend() == "cpu" and jgo.kernel_platform() != "cuda-emulation"
+    assert (" while(" in hlo) == cpu_loop, hlo
+
+
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
 def test_pool_sorted_bwd_copies_each_graphs_row_to_its_nodes(x64, rng, index_dtype):
     """pool's transpose (jgo_pool_sorted_bwd on the CPU): a literal table with ids outside [0, n_graphs), NaN and
     inf rows, no graphs and no nodes; several feature axes against a NumPy loop; derivatives of order two in
