@@ -389,6 +389,40 @@ def test_sddmm_writes_every_edge_of_split_rows(rng):
     np.testing.assert_array_equal(jgo.gsddmm(g, x, y, op="mul"), x[src] * y[dst])
 
 
+def lane_tree_dot(a, b, lanes, kv):
+    """``[E]``: each row's dot product as a CUDA walker of ``lanes`` lanes adds it: lane ``l`` sums the rounded
+    products of features ``l kv .. l kv + kv - 1`` in order, then the lanes' sums meet in a butterfly (at each
+    level ``lanes / 2, ..., 1``, lane ``l`` adds lane ``l ^ level``'s); lane 0's sum."""
+    prod = np.zeros((a.shape[0], lanes * kv), a.dtype)
+    prod[:, :a.shape[1]] = a * b
+    part = np.zeros((a.shape[0], lanes), a.dtype)
+    for v in range(kv):
+        part = part + prod[:, v::kv]
+    level = lanes // 2
+    while level:
+        part = part + part[:, np.arange(lanes) ^ level]
+        level //= 2
+    return part[:, 0]
+
+
+@pytest.mark.skipif(jgo.kernel_platform() not in ("cuda", "cuda-emulation"),
+                    reason="the order of the CUDA kernels' sums (JGO_KERNELS=cuda-emulation, or a GPU)")
+@pytest.mark.parametrize("dtype, d2", [(np.float32, 128), (np.float32, 16), (np.float32, 12), (np.float64, 64),
+                                       (np.float64, 6)])
+def test_dot_products_take_the_fixed_lane_tree(x64, rng, dtype, d2):
+    """gsddmm's dot on CUDA, bit for bit: a walker of max(8, d2 / kV) lanes (128-bit loads of kV values), its
+    sums in the fixed tree of lane_tree_dot for every edge of every row, split or not (the sums of a group of
+    edges are reduced together, GroupSumScatter, in the same tree as one at a time)."""
+    g, _ = rows_graph(rng, (1, 257, 3, 513))
+    x = rng.normal(size=(g.n_src, d2)).astype(dtype)
+    y = rng.normal(size=(g.n_dst, d2)).astype(dtype)
+    kv = 16 // np.dtype(dtype).itemsize
+    lanes = max(8, 1 << int(np.ceil(np.log2(max(1, -(-d2 // kv))))))
+    src, dst = np.asarray(g.src), np.asarray(g.dst)
+    want = lane_tree_dot(x[src], y[dst], lanes, kv)
+    np.testing.assert_array_equal(jax.jit(lambda x, y: jgo.gsddmm(g, x, y, op="dot"))(x, y).reshape(-1), want)
+
+
 @pytest.mark.skipif(jgo.kernel_platform() != "cuda-emulation",
                     reason="the block order is the emulated CUDA platform's (JGO_KERNELS=cuda-emulation)")
 def test_results_do_not_depend_on_the_block_order(rng, monkeypatch):

@@ -52,6 +52,9 @@ MUTANTS = (
            "((1u << group) - 1u)", (GAT, V2)),
     Mutant("shuffle-steps", "GroupSum skips the last butterfly step (a partial lane reduction)",
            "ffi/cuda/launch.cuh", "offset > 0; offset /= 2", "offset > 1; offset /= 2", (GAT, V2)),
+    Mutant("scatter-half", "GroupSumScatter: a lane keeps the half of its sums it sends (sddmm's dot sums one "
+           "half twice)", "ffi/cuda/launch.cuh", "const T keep = upper ? v[i + half] : v[i];",
+           "const T keep = upper ? v[i] : v[i + half];", (SDDMM,)),
     Mutant("dropped-syncthreads", "gno forward: the barrier between writing the hidden units and the outer product",
            "ffi/cuda/gno.cu", "      __syncthreads();\n      BlockOuter(A, xs, Cin, hs, P);",
            "      BlockOuter(A, xs, Cin, hs, P);", (GNO,)),

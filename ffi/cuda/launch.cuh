@@ -82,6 +82,33 @@ __device__ __forceinline__ T GroupSum(T v, unsigned mask, int group) {
   return v;
 }
 
+// Sums of kN values over the lanes of a group of at least kN lanes (mask from GroupMask), scattered: returns
+// the sum of value lane / (group / kN), held by every lane of the group that shares that quotient. The sums'
+// bits are GroupSum's (the same tree: at each level a lane adds its partner's value to its own), in log2(group)
+// shuffles for all kN values, not kN log2(group): at each of the first log2(kN) levels a lane keeps half of
+// its values (the upper half where its lane bit is set) and sends the other half to its partner. Unrolled (at
+// most log2(kWarp) levels), so that no loop of shuffles hides from the cost cards.
+template <int kN, typename T>
+__device__ __forceinline__ T GroupSumScatter(T (&v)[kN], unsigned mask, int group) {
+  static_assert(kN > 0 && kN <= kWarp && (kN & (kN - 1)) == 0, "a power of two of values, at most a warp's");
+  int offset = group / 2;
+#pragma unroll
+  for (int half = kN / 2; half > 0; half /= 2, offset /= 2) {
+    const bool upper = (threadIdx.x & offset) != 0;
+#pragma unroll
+    for (int i = 0; i < half; ++i) {
+      const T send = upper ? v[i] : v[i + half];
+      const T keep = upper ? v[i + half] : v[i];
+      v[i] = keep + __shfl_xor_sync(mask, send, offset, group);
+    }
+  }
+  T total = v[0];
+#pragma unroll
+  for (int level = kN; level < kWarp; level *= 2, offset /= 2)
+    if (offset > 0) total += __shfl_xor_sync(mask, total, offset, group);
+  return total;
+}
+
 // The block's dynamic shared memory (the launch's `shared_bytes`), as T*.
 template <typename T>
 __device__ __forceinline__ T* SharedMemory() {

@@ -27,7 +27,8 @@ namespace {
 // reduction, and no hub: a chunk has at most 256 edges). Host side, the operands become P and Q
 // (add and mul commute, bit for bit): P is read per edge through the position's row, neighbour or edge
 // id; Q, when used, either per chunk (kQRow: the walked row's, loaded once) or per edge like P. Lanes
-// over the features, or, for a dot product, over the d2 axis with a fixed butterfly per output element.
+// over the features, or, for a dot product, over the d2 axis with a fixed butterfly tree per output element,
+// the sums of a group of edges reduced together (GroupSumScatter: log2(G) shuffles for the group, not per edge).
 // An edge whose ids are out of range gets a row of 0 (the output is zeroed first on graphs not checked).
 
 enum class SddmmForm : int { kCopy, kAdd, kMul, kDot };
@@ -173,16 +174,29 @@ __global__ void __launch_bounds__(kBlock, 1) SddmmKernel(SddmmWalk s, const I* _
                 }
               }
             }
+            auto store = [&](int e, T total) {
+              T* o = out + int64_t(e) * s.F01 + f01;
+              if (s.stream) {
+                __stcs(o, total);
+              } else {
+                *o = total;
+              }
+            };
+            if (kVector || w.group >= kGroup) {  // the vector path's walkers have at least kInFlight lanes
+              // the group's kGroup sums at once, edge u's held by lanes u * stride ..., the first storing it
+              const T total = GroupSumScatter<kGroup>(part, w.mask, w.group);
+              const int stride = w.group / kGroup, u = w.lane / stride;
+              if (((bits >> u) & 1u) && w.lane == u * stride) {
+                int e = st[0].e;
 #pragma unroll
-            for (int u = 0; u < kGroup; ++u) {
-              const T total = GroupSum(part[u], w.mask, w.group);
-              if (((bits >> u) & 1u) && w.lane == 0) {
-                T* o = out + int64_t(st[u].e) * s.F01 + f01;
-                if (s.stream) {
-                  __stcs(o, total);
-                } else {
-                  *o = total;
-                }
+                for (int i = 1; i < kGroup; ++i) e = i == u ? st[i].e : e;
+                store(e, total);
+              }
+            } else {  // a narrow strided walker: one sum at a time
+#pragma unroll
+              for (int u = 0; u < kGroup; ++u) {
+                const T total = GroupSum(part[u], w.mask, w.group);
+                if (((bits >> u) & 1u) && w.lane == 0) store(st[u].e, total);
               }
             }
             if (++i1 == s.dims.d1) {
@@ -266,7 +280,9 @@ ffi::Error SddmmTyped(cudaStream_t stream, const SddmmArgs& s, ffi::AnyBuffer of
   const bool vector = w.axis % kV == 0 && contiguous(w.p_strides, w.p_len, pb) &&
                       (form == SddmmForm::kCopy || contiguous(w.q_strides, w.q_len, qb)) &&
                       Aligned(out.untyped_data());
-  w.group = WalkerLanes(w.axis, kV);
+  // a dot's walker on the vector path has at least kInFlight lanes (GroupSumScatter; the lanes past the axis hold
+  // +0 and add nothing, and the lanes before it hold what they held: the same bits)
+  w.group = s.dot && vector ? std::max(WalkerLanes(w.axis, kV), kInFlight) : WalkerLanes(w.axis, kV);
   w.tiles = s.dot ? 1 : static_cast<int>((w.axis + int64_t(w.group) * kV - 1) / (int64_t(w.group) * kV));
   w.stream = StreamStores(static_cast<int64_t>(out.size_bytes()));
   w.tail = checked;
