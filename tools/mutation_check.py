@@ -2,7 +2,8 @@
 shows that the test suite, run through the emulated CUDA handlers, fails for every one.
 
 Each mutant is applied to a copy of the repository (never to this checkout); the copy is built
-once as an editable install with the emulated handlers, so a mutant only recompiles the file it
+once as an editable install with the emulated handlers (into the environment of ``--python``, whose
+jaxgraphops it replaces: use an environment made for the check), so a mutant only recompiles the file it
 touches. For each mutant the chosen test files run with ``JGO_KERNELS=cuda-emulation`` and stop
 at the first failure; mutants that plant a race or an out-of-bounds access are also replayed under
 ThreadSanitizer or AddressSanitizer (``tools/sanitize.sh``) when ``--cases`` names recorded calls. Prints (and with ``--markdown``
@@ -212,7 +213,9 @@ def table(results) -> str:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, default=Path("/tmp/jgo-mutants"))
-    parser.add_argument("--python", default=sys.executable, help="a Python with the test extra installed")
+    parser.add_argument("--python", default=sys.executable,
+                        help="a Python with the test extra installed; its environment's jaxgraphops becomes the "
+                             "copy (an editable install), so give it one made for this check")
     parser.add_argument("--only", nargs="*", help="mutant ids")
     parser.add_argument("--cases", type=Path, help="recorded FFI calls for the TSan replay of race mutants")
     parser.add_argument("--markdown", type=Path, help="write the table into this file")
