@@ -6,7 +6,8 @@ Against NumPy oracles written from the definitions: a row of at most 256 edges i
 longer row is split into chunks whose partial sums are added in chunk order (within rounding of the float64
 sum); max/min pick the first NaN, else the first extreme, in position order whatever the chunks; a split
 row's softmax sees every chunk's logits. On the emulated CUDA platform the results do not depend on the order
-the emulator runs the blocks in (``JGO_EMU_SHUFFLE``), bit for bit.
+the emulator runs the blocks in (``JGO_EMU_SHUFFLE``) nor on the engine's window size (``JGO_EMU_SMS``), bit
+for bit.
 """
 
 import os
@@ -423,12 +424,14 @@ def test_dot_products_take_the_fixed_lane_tree(x64, rng, dtype, d2):
     np.testing.assert_array_equal(jax.jit(lambda x, y: jgo.gsddmm(g, x, y, op="dot"))(x, y).reshape(-1), want)
 
 
-@pytest.mark.skipif(jgo.kernel_platform() != "cuda-emulation",
-                    reason="the block order is the emulated CUDA platform's (JGO_KERNELS=cuda-emulation)")
-def test_results_do_not_depend_on_the_block_order(rng, monkeypatch):
+def engine_results(rng, width, H, C):
+    """``(g, run)``: a graph of every boundary row and a 13,000-edge one, and ``run()``, the results of every
+    engine family on it (NumPy arrays) with features ``width`` wide and ``H`` heads of ``C`` channels: gspmm
+    (sum, max, mean), edge_softmax, gsddmm's dot, agg_hg_basis and its gradients over split source rows, the
+    three attentions with their attention weights, and GAT's backward over split rows of both groupings."""
     g, _ = rows_graph(rng, (13_000, 1, 255, 256, 257, 512, 513), n_src=200)
-    u = rng.normal(size=(g.n_src, 8)).astype(np.float32)
-    v = rng.normal(size=(g.n_dst, 8)).astype(np.float32)
+    u = rng.normal(size=(g.n_src, width)).astype(np.float32)
+    v = rng.normal(size=(g.n_dst, width)).astype(np.float32)
     w = rng.normal(size=g.n_edges).astype(np.float32)
     z = rng.normal(size=(g.n_edges, 2)).astype(np.float32)
     types, comp = rng.integers(0, 3, g.n_edges), rng.normal(size=(3, 2)).astype(np.float32)
@@ -437,26 +440,32 @@ def test_results_do_not_depend_on_the_block_order(rng, monkeypatch):
     def hg_basis(x, comp):
         return jgo.agg_hg_basis(hub, x, types, comp, n_edge_types=3, norm_by_dst_degree=True)
 
-    x, x_dst, att, ef = gat_inputs(rng, g, 2, 4, "float32")
+    x, x_dst, att, ef = gat_inputs(rng, g, H, C, "float32")
     ef_finite = rng.normal(size=ef.shape).astype(np.float32)
 
     def gat_backward():  # split rows of the CSC and of the reverse CSR (hub: 4 sources)
-        f = lambda x, att, ef: jgo.mha_gat(hub, x, att, x_dst=x_dst, num_heads=2, edge_feat=ef)
+        f = lambda x, att, ef: jgo.mha_gat(hub, x, att, x_dst=x_dst, num_heads=H, edge_feat=ef)
         out, vjp = jax.vjp(f, x[:4], att, ef_finite)
         return vjp(jnp.ones_like(out))
 
     def run():
         out, vjp = jax.vjp(hg_basis, u[:4], comp)
-        attention = jgo.mha_gat(g, x, att, x_dst=x_dst, num_heads=2, edge_feat=ef, return_attention=True)
-        v2 = jgo.mha_gat_v2(g, x, x_dst, att[:8], num_heads=2, edge_feat=ef, return_attention=True)
-        transformer = jgo.mha_simple(g, x_dst, x, x, num_heads=2, edge_feat=ef_finite, return_attention=True)
+        attention = jgo.mha_gat(g, x, att, x_dst=x_dst, num_heads=H, edge_feat=ef, return_attention=True)
+        v2 = jgo.mha_gat_v2(g, x, x_dst, att[:H * C], num_heads=H, edge_feat=ef, return_attention=True)
+        transformer = jgo.mha_simple(g, x_dst, x, x, num_heads=H, edge_feat=ef_finite, return_attention=True)
         return [np.asarray(a) for a in (jgo.gspmm(g, u, w, op="u_mul_e", reduce="sum"),
                                         jgo.gspmm(g, u, op="copy_u", reduce="max"),
                                         jgo.gspmm(g, u, op="copy_u", reduce="mean"),
                                         jgo.edge_softmax(g, z), jgo.gsddmm(g, u, v, op="dot"), out,
                                         *vjp(jnp.ones_like(out)), *attention, *gat_backward(), *v2,
                                         *transformer)]
+    return g, run
 
+
+@pytest.mark.skipif(jgo.kernel_platform() != "cuda-emulation",
+                    reason="the block order is the emulated CUDA platform's (JGO_KERNELS=cuda-emulation)")
+def test_results_do_not_depend_on_the_block_order(rng, monkeypatch):
+    _, run = engine_results(rng, 8, 2, 4)
     monkeypatch.delenv("JGO_EMU_SHUFFLE", raising=False)
     first = run()
     for seed in ("1", "7"):
@@ -464,3 +473,27 @@ def test_results_do_not_depend_on_the_block_order(rng, monkeypatch):
         for a, b in zip(first, run()):
             np.testing.assert_array_equal(a, b)
     assert os.environ["JGO_EMU_SHUFFLE"] == "7"
+
+
+def window_shift(n_rows, n_edges, lanes, sms):
+    """The engine's window shift (chunk_walk.cuh, WindowShift) of a launch of ``lanes`` lanes a window."""
+    shift = 8
+    while shift > 5 and (((n_rows + n_edges) >> shift) + 1) * lanes < 2 * 256 * sms:
+        shift -= 1
+    return shift
+
+
+@pytest.mark.skipif(jgo.kernel_platform() != "cuda-emulation",
+                    reason="the device's multiprocessors are the emulated CUDA platform's (JGO_EMU_SMS)")
+def test_results_do_not_depend_on_the_window_size(rng, monkeypatch):
+    """The engine sizes its windows by the device (fewer coordinates a walker on a device the graph would not
+    fill); on 132, 8 and 1 multiprocessors the same graph is walked in windows of 32, 64 and 256 coordinates
+    (gspmm's; the other families' walkers take other widths), with the same bits."""
+    g, run = engine_results(rng, 128, 8, 16)
+    assert [window_shift(g.n_dst, g.n_edges, 32, sms) for sms in (132, 8, 1)] == [5, 6, 8]
+    monkeypatch.delenv("JGO_EMU_SMS", raising=False)
+    first = run()
+    for sms in ("8", "1"):
+        monkeypatch.setenv("JGO_EMU_SMS", sms)
+        for a, b in zip(first, run()):
+            np.testing.assert_array_equal(a, b)

@@ -48,6 +48,9 @@ MUTANTS = (
     Mutant("row-off-by-one", "engine: a row ends one edge early (off-by-one in a chunk's row bounds)",
            "ffi/cuda/chunk_walk.cuh", "const int end = Max(begin, ClampIndex(next, n_edges + 1));",
            "const int end = Max(begin, ClampIndex(next - 1, n_edges + 1));", (MP,)),
+    Mutant("window-overlap", "engine: a window also walks a long row's chunk that lies in the next window (the chunk "
+           "walked twice, its row folded before all of its chunks are in)", "ffi/cuda/chunk_walk.cuh",
+           "if (c < count && start + (int64_t(c) << kChunkShift) < hi) {", "if (c < count) {", (ENGINE,)),
     Mutant("shuffle-mask", "GroupMask names lanes 0..g-1 for every group (a wrong shuffle mask)",
            "ffi/cuda/launch.cuh", "((1u << group) - 1u) << ((threadIdx.x % kWarp) / group * group)",
            "((1u << group) - 1u)", (GAT, V2)),

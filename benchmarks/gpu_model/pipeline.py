@@ -97,6 +97,17 @@ def cards_of(tree: Tree, jobs: int = 2, log=print, engine: bool = False, files=N
     return cards
 
 
+def trace_sms(scale: float) -> dict[float, int]:
+    """``{trace scale: SMs}``: a trace at a fraction of the shape simulates that fraction of the L2 and of the SMs
+    (``JGO_EMU_SMS``), so that what the kernels size by the device (the engine's windows) comes out as at full
+    size; below full size the half-size trace gets exactly half the SMs of the other, so that both size their
+    windows alike (the extrapolation compares the same launches)."""
+    if scale >= 1:
+        return {scale: round(model.H100.sms * scale)}
+    half = max(1, round(model.H100.sms * scale / 2))
+    return {scale: 2 * half, scale / 2: half}
+
+
 def traced_passes(tree: Tree, ids: list[str], scale: float, jobs: int = 2, log=print):
     """``{(case id, pass): (launches, hlo, case.json, half, half_hlo)}`` of the tree's cases traced at ``scale``
     (recorded, replayed); below full size, ``half`` and ``half_hlo`` are the pass traced at ``scale / 2`` (for
@@ -109,11 +120,13 @@ def traced_passes(tree: Tree, ids: list[str], scale: float, jobs: int = 2, log=p
         trace.record(base / "calls", ids, s, tree.source, tree.root, tree.python, jobs, log)
         work += [(s, base, case_id, pass_) for case_id in ids for pass_ in trace.PASSES]
 
+    sms = trace_sms(scale)
+
     def replayed(item):
         s, base, case_id, pass_ = item
         calls = base / "calls" / case_id / pass_
-        traced = trace.replay(binary, calls, base / f"traces-{tracer_key()}" / case_id / pass_,
-                              tuple(m * s for m in trace.L2_MB))
+        traced = trace.replay(binary, calls, base / f"traces-{tracer_key()}-{sms[s]}sms" / case_id / pass_,
+                              tuple(m * s for m in trace.L2_MB), sms[s])
         return (trace.read_launches(traced, binary), (calls / "program.hlo").read_text(),
                 json.loads((calls / "case.json").read_text()))
 
@@ -132,7 +145,7 @@ def trace_seconds(tree: Tree, ids: list[str], scale: float) -> tuple[float, floa
         for case_id in ids:
             for pass_ in trace.PASSES:
                 case = base / "calls" / case_id / pass_ / "case.json"
-                done = base / f"traces-{tracer_key()}" / case_id / pass_ / "done"
+                done = base / f"traces-{tracer_key()}-{trace_sms(scale)[s]}sms" / case_id / pass_ / "done"
                 recorded += json.loads(case.read_text())["emulated_seconds"] if case.is_file() else 0.0
                 replayed += float(done.read_text()) if done.is_file() else 0.0
     return recorded, replayed

@@ -91,8 +91,9 @@ def program_order(pass_dir: Path) -> list[Path]:
     return order
 
 
-def replay(binary: Path, pass_dir: Path, out: Path, l2_mb=L2_MB) -> Path:
-    """Runs the pass's calls through ``trace_replay`` into ``out`` (skipped when already there)."""
+def replay(binary: Path, pass_dir: Path, out: Path, l2_mb=L2_MB, sms: int = 132) -> Path:
+    """Runs the pass's calls through ``trace_replay`` into ``out`` (skipped when already there), on an emulated
+    device of ``sms`` multiprocessors (``JGO_EMU_SMS``: the engine sizes its windows by them)."""
     done_file = out / "done"
     if done_file.is_file():
         return out
@@ -102,7 +103,7 @@ def replay(binary: Path, pass_dir: Path, out: Path, l2_mb=L2_MB) -> Path:
     cases = program_order(pass_dir)
     started = time.perf_counter()
     cmd = [str(binary), str(out), "--l2-mb", ",".join(f"{m:g}" for m in l2_mb), *map(str, cases)]
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    done = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, JGO_EMU_SMS=str(sms)))
     if done.returncode:
         raise SystemExit(f"gpu_model: {' '.join(cmd[:4])} ... failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
     (out / "cases.json").write_text(json.dumps([c.name for c in cases]))

@@ -7,10 +7,14 @@
 // chunk (walked in position order, the bits of a serial walk) and a longer one ceil(deg / 256) chunks.
 // Chunk (r, c) sits at coordinate r + begin_r + 256 c, which grows strictly along the rows (the merge
 // path of rows and positions); walker w (a group of lanes) owns the chunks whose coordinate lies in
-// window [256 w, 256 w + 256): short rows are packed several to a walker, a walker has at most 512
-// positions and 257 rows, and which chunk goes where depends on the offsets alone. Ownership is a
-// function of the row alone, so even malformed offsets never give a row two owners. A walker finds its
-// first row with a search by all its lanes (FirstRowEndingAfter: G-ary, ~4 steps at G = 32).
+// window [W w, W w + W), W = 2^shift coordinates: short rows are packed several to a walker, a walker has
+// at most 256 + W positions and W + 1 rows, and which chunk goes where depends on the offsets alone.
+// Ownership is a function of the row alone, so even malformed offsets never give a row two owners. A
+// walker finds its first row with a search by all its lanes (FirstRowEndingAfter: G-ary, ~4 steps at G = 32).
+// W is 256, or smaller (down to 32) where 256 would give too few walkers to fill the device (WindowShift):
+// a walker walks its rows one after the other, so a grouping of short rows in few windows leaves most of
+// the GPU idle behind a few long walks. W changes which walker walks a chunk, never how the chunk is walked
+// or combined: the results are the same bits whatever W (and whatever the device).
 //
 // Lanes over features: a walker of G lanes (a power of two <= 32) covers a tile of G * kV features,
 // kV = 16 bytes / sizeof(T) per lane, so F = 128 float32 is one 128-bit load per lane per gathered row
@@ -53,6 +57,7 @@ inline namespace JGO_CUDA_PLATFORM {
 
 constexpr int kChunkShift = 8;
 constexpr int kChunk = 1 << kChunkShift;  // positions of a chunk at most
+constexpr int kMinWindowShift = 5;        // windows of 32 to 256 coordinates
 constexpr int kInFlight = 8;              // gathers issued before the first is consumed
 constexpr int64_t kMaxIndex = (int64_t{1} << 31) - 1;  // the engine's 32-bit index math: sizes below 2^31
 
@@ -74,10 +79,33 @@ __device__ __forceinline__ Walker ThisWalker(int group) {
 // Lanes per walker for F features of kV per lane: a power of two covering ceil(F / kV), at most a warp.
 inline int WalkerLanes(int64_t F, int kV) { return GroupWidth((F + kV - 1) / kV); }
 
-// The windows of a grouping of n_rows rows over n_edges positions: chunk coordinates stay below
-// n_rows + n_edges (a row's coordinate is r + begin_r), and the windows after the rows' last one hold
-// the positions' tail [offsets[n_rows], n_edges) (padding edges) for kernels that write per position.
-inline int64_t Windows(int64_t n_rows, int64_t n_edges) { return ((n_rows + n_edges) >> kChunkShift) + 1; }
+// The windows of 2^shift coordinates of a grouping of n_rows rows over n_edges positions: chunk coordinates
+// stay below n_rows + n_edges (a row's coordinate is r + begin_r), and the windows after the rows' last one
+// hold the positions' tail [offsets[n_rows], n_edges) (padding edges) for kernels that write per position.
+inline int64_t Windows(int64_t n_rows, int64_t n_edges, int shift) { return ((n_rows + n_edges) >> shift) + 1; }
+
+// The streaming multiprocessors of the current device (132 when the driver does not say).
+inline int64_t DeviceSms() {
+  int device = 0, value = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&value, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || value <= 0) {
+    cudaGetLastError();
+    return 132;
+  }
+  return value;
+}
+
+// The window shift of a launch whose windows take `lanes_per_window` lanes each (walkers x their lanes):
+// the largest in [kMinWindowShift, kChunkShift] whose windows give every SM at least two blocks' worth of
+// lanes (a wave at the engine kernels' two resident blocks an SM): 256 on large graphs, smaller on a small or
+// short-rowed grouping that would otherwise run on a fraction of the SMs. (Four blocks an SM, smaller windows
+// on more launches, modelled slower where a walker's setup is heavy: agg_hg_basis' forward 0.86 -> 1.24 ms.)
+inline int WindowShift(int64_t n_rows, int64_t n_edges, int64_t lanes_per_window) {
+  const int64_t fill = 2 * int64_t(kBlock) * DeviceSms();
+  int shift = kChunkShift;
+  while (shift > kMinWindowShift && Windows(n_rows, n_edges, shift) * lanes_per_window < fill) --shift;
+  return shift;
+}
 
 // Blocks of kBlock threads for `walkers` walkers of `group` lanes (grid-stride beyond kMaxBlocks).
 inline int64_t WalkerBlocks(int64_t walkers, int group) {
@@ -132,17 +160,18 @@ __device__ int FirstRowEndingAfter(const I* __restrict__ offsets, int n_rows, in
   return lo;
 }
 
-// Calls fn(chunk) for every chunk of window `window` of the grouping, in row order, uniformly in the
-// walker (every lane reads the same offsets). A row's chunk index follows from its coordinate; at most
-// kChunk + 1 rows are looked at, so malformed offsets cannot make a walker loop long.
+// Calls fn(chunk) for every chunk of window `window` (of 2^shift coordinates) of the grouping, in row order,
+// uniformly in the walker (every lane reads the same offsets). A row's chunk index follows from its
+// coordinate; at most 2^shift + 1 rows are looked at, so malformed offsets cannot make a walker loop long.
 template <typename I, typename Fn>
 __device__ __forceinline__ void ForEachChunk(const I* __restrict__ offsets, int n_rows, int n_edges, int64_t window,
-                                             const Walker& w, Fn fn) {
-  const int64_t lo = window << kChunkShift, hi = lo + kChunk;
+                                             int shift, const Walker& w, Fn fn) {
+  const int size = 1 << shift;
+  const int64_t lo = window << shift, hi = lo + size;
   int r = FirstRowEndingAfter(offsets, n_rows, n_edges, lo, w);
   if (r >= n_rows) return;
   int64_t next = offsets[r];
-  for (int seen = 0; seen <= kChunk && r < n_rows; ++seen, ++r) {
+  for (int seen = 0; seen <= size && r < n_rows; ++seen, ++r) {
     const int begin = ClampIndex(next, n_edges + 1);
     next = offsets[r + 1];
     const int end = Max(begin, ClampIndex(next, n_edges + 1));
@@ -150,7 +179,7 @@ __device__ __forceinline__ void ForEachChunk(const I* __restrict__ offsets, int 
     if (start >= hi) break;
     const int count = Max(1, (end - begin + kChunk - 1) >> kChunkShift);
     const int c = start >= lo ? 0 : static_cast<int>((lo - start + kChunk - 1) >> kChunkShift);
-    if (c < count) {
+    if (c < count && start + (int64_t(c) << kChunkShift) < hi) {  // the row's chunk c lies in this window
       const int first = begin + (c << kChunkShift);
       fn(Chunk{r, begin, end, first, Min(end, first + kChunk), c, count});
     }
@@ -159,12 +188,12 @@ __device__ __forceinline__ void ForEachChunk(const I* __restrict__ offsets, int 
 
 // Calls fn(k) for the positions after the rows' end, k in [offsets[n_rows], n_edges) (a padded graph's padding
 // edges: on a checked graph their ids are their positions), at coordinates n_rows + k, that window `window`
-// covers: a kernel that writes one row per edge zeroes theirs, so that the output of a checked graph needs no
-// zero fill. Uniform in the walker; most windows return before reading anything.
+// covers (of 2^shift coordinates): a kernel that writes one row per edge zeroes theirs, so that the output of a
+// checked graph needs no zero fill. Uniform in the walker; most windows return before reading anything.
 template <typename I, typename Fn>
 __device__ __forceinline__ void ForEachTailPosition(const I* __restrict__ offsets, int n_rows, int n_edges,
-                                                    int64_t window, Fn fn) {
-  const int64_t lo = (window << kChunkShift) - n_rows, hi = lo + kChunk;
+                                                    int64_t window, int shift, Fn fn) {
+  const int64_t lo = (window << shift) - n_rows, hi = lo + (int64_t{1} << shift);
   if (hi <= 0) return;
   const int real = ClampIndex(offsets[n_rows], n_edges + 1);
   for (int64_t k = Max<int64_t>(lo, real); k < Min<int64_t>(hi, n_edges); ++k) fn(static_cast<int>(k));

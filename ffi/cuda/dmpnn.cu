@@ -32,6 +32,7 @@ namespace {
 struct DmpnnWalk {
   int n_nodes, n_edges, D, group, tiles, in_len, out_len;
   bool stream, tail;  // tail: write the padding edges' zeros (a checked graph: no zero fill first)
+  int window_shift;  // windows of 2^window_shift coordinates (WindowShift)
   int64_t windows, slot_count, counter_count;
 };
 
@@ -117,13 +118,13 @@ __global__ void __launch_bounds__(kBlock, 1) DmpnnKernel(DmpnnWalk a, const I* _
     const LaneRows<kV, kVector, T> xs(x, a.in_len, lf, FlatStrides(), Dims3{1, 1, a.D}, true);
     const LaneRows<kV, kVector, T> owns = OwnRows<kFwd>(a, x, lf);
     if (a.tail) {
-      ForEachTailPosition(out_off, a.n_nodes, a.n_edges, window, [&](int k) {
+      ForEachTailPosition(out_off, a.n_nodes, a.n_edges, window, a.window_shift, [&](int k) {
         const T zero[kV] = {};
         for (int col = 0; col < a.out_len; col += a.D)
           StoreFeatures<kV, kVector>(y + int64_t(k) * a.out_len + col, lf, zero, a.stream);
       });
     }
-    ForEachChunk(in_off, a.n_nodes, a.n_edges, window, w, [&](const Chunk& c) {
+    ForEachChunk(in_off, a.n_nodes, a.n_edges, window, a.window_shift, w, [&](const Chunk& c) {
       T acc[kV];
 #pragma unroll
       for (int v = 0; v < kV; ++v) acc[v] = T(0);
@@ -183,7 +184,7 @@ __global__ void __launch_bounds__(kBlock, 1) DmpnnWideKernel(DmpnnWalk a, const 
   ForEachWalkerTile<kV, kVector>(a.windows, a.tiles, a.D, w, [&](int64_t window, const auto& lf) {
     const LaneRows<kV, kVector, T> xs(x, a.in_len, lf, FlatStrides(), Dims3{1, 1, a.D}, true);
     const LaneRows<kV, kVector, T> owns = OwnRows<kFwd>(a, x, lf);
-    ForEachChunk(out_off, a.n_nodes, a.n_edges, window, w, [&](const Chunk& c) {
+    ForEachChunk(out_off, a.n_nodes, a.n_edges, window, a.window_shift, w, [&](const Chunk& c) {
       if (c.end - c.begin <= kChunk) return;  // written by DmpnnKernel
       T sum[kV] = {};
       const int key = static_cast<int>(Min<int64_t>(SumKey(c.begin), a.counter_count - 1));
@@ -217,7 +218,8 @@ ffi::Error DmpnnTyped(cudaStream_t stream, CudaScratch& scratch, DmpnnPass pass,
   w.tiles = static_cast<int>((a.dim + int64_t(w.group) * kV - 1) / (int64_t(w.group) * kV));
   w.stream = StreamStores(static_cast<int64_t>(y.size_bytes()));
   w.tail = checked;
-  w.windows = Windows(a.n_nodes, a.n_edges);
+  w.window_shift = WindowShift(a.n_nodes, a.n_edges, int64_t(w.tiles) * w.group);
+  w.windows = Windows(a.n_nodes, a.n_edges, w.window_shift);
   w.slot_count = SplitScratch::SlotCount(a.n_edges);
   w.counter_count = SplitScratch::CounterCount(a.n_edges);
   if (auto err = EngineSizes(name, {w.windows * w.tiles}); err.failure()) return err;

@@ -34,6 +34,7 @@ namespace {
 struct SoftmaxWalk {
   int n_rows, n_edges, H, group;
   bool stream, tail;  // tail: write the padding edges' zeros (a checked graph: no zero fill first)
+  int window_shift;  // windows of 2^window_shift coordinates (WindowShift)
   int64_t windows, slot_count, counter_count;
 };
 
@@ -111,11 +112,11 @@ __global__ void __launch_bounds__(kBlock, 1) EdgeSoftmaxKernel(SoftmaxWalk a, co
   const Walker w = ThisWalker(a.group);
   ForEachWalker(a.windows, a.group, [&](int64_t window) {
     if (a.tail) {
-      ForEachTailPosition(offsets, a.n_rows, a.n_edges, window, [&](int k) {
+      ForEachTailPosition(offsets, a.n_rows, a.n_edges, window, a.window_shift, [&](int k) {
         for (int h = w.lane; h < a.H; h += w.group) out[int64_t(k) * a.H + h] = T(0);
       });
     }
-    ForEachChunk(offsets, a.n_rows, a.n_edges, window, w, [&](const Chunk& c) {
+    ForEachChunk(offsets, a.n_rows, a.n_edges, window, a.window_shift, w, [&](const Chunk& c) {
       const int64_t slot = PartialSlot(c, a.slot_count);
       for (int h0 = 0; h0 < a.H; h0 += kV) {
         T m[kV], l[kV];
@@ -230,7 +231,8 @@ ffi::Error SoftmaxTyped(cudaStream_t stream, CudaScratch& scratch, ffi::AnyBuffe
   a.group = std::max(4, GroupWidth((n_edges + n_rows - 1) / n_rows));  // lanes over a row's edges
   a.stream = StreamStores(static_cast<int64_t>(out.size_bytes()));
   a.tail = checked;
-  a.windows = Windows(n_rows, n_edges);
+  a.window_shift = WindowShift(n_rows, n_edges, a.group);
+  a.windows = Windows(n_rows, n_edges, a.window_shift);
   a.slot_count = SplitScratch::SlotCount(n_edges);
   a.counter_count = SplitScratch::CounterCount(n_edges);
   const bool vector = heads % kV == 0 && Aligned(logits.untyped_data()) && Aligned(out.untyped_data());

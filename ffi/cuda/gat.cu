@@ -50,6 +50,7 @@ namespace {
 struct GatWalk {
   int n_rows, n_edges, n_src, H, C, width, group, tiles;
   bool values, stream;  // values: C > 0 (else the walk computes lse only, over one feature per head)
+  int window_shift;  // windows of 2^window_shift coordinates (WindowShift)
   int64_t windows, slot_count, counter_count;
 };
 
@@ -69,7 +70,7 @@ __global__ void __launch_bounds__(kBlock, 1) GatFwdKernel(GatWalk a, Dropout dro
   ForEachWalkerTile<kV, kVector>(a.windows, a.tiles, a.width, w, [&](int64_t window, const auto& lf) {
     const LaneRows<kV, kVector, S> rows(x, a.width, lf, FlatStrides(), Dims3{1, 1, a.width}, a.values);
     const int head = lf.ok[0] ? lf.f[0] / C : 0;
-    ForEachChunk(offsets, a.n_rows, a.n_edges, window, w, [&](const Chunk& c) {
+    ForEachChunk(offsets, a.n_rows, a.n_edges, window, a.window_shift, w, [&](const Chunk& c) {
       const T sd = s_dst[int64_t(c.row) * a.H + head];
       AttendState<T, kV> st;
       auto group = [&](const Staged<T> (&s)[kGroup], unsigned bits) {
@@ -123,7 +124,8 @@ ffi::Error GatFwdTyped(cudaStream_t stream, CudaScratch& scratch, const GatArgs&
   a.group = WalkerLanes(width, per_lane);
   a.tiles = static_cast<int>((width + int64_t(a.group) * per_lane - 1) / (int64_t(a.group) * per_lane));
   a.stream = StreamStores(static_cast<int64_t>(out.size_bytes()));
-  a.windows = Windows(g.n_rows, g.n_edges);
+  a.window_shift = WindowShift(g.n_rows, g.n_edges, int64_t(a.tiles) * a.group);
+  a.windows = Windows(g.n_rows, g.n_edges, a.window_shift);
   a.slot_count = SplitScratch::SlotCount(g.n_edges);
   a.counter_count = SplitScratch::CounterCount(g.n_edges);
   if (auto err = EngineSizes(kName, {a.windows * a.tiles}); err.failure()) return err;

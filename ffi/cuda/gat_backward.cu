@@ -66,7 +66,7 @@ __global__ void __launch_bounds__(kBlock, 1) GatBwdDstEngineKernel(
   ForEachHeadTile<kV, kVector>(a, w, [&](int64_t window, int tile, const auto& lf, bool live, int h, int sub) {
     const LaneRows<kV, kVector, S> rows(x, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
     const LaneRows<kV, kVector, S> grads(grad, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
-    ForEachChunk(offsets, a.n_rows, a.n_edges, window, w, [&](const Chunk& c) {
+    ForEachChunk(offsets, a.n_rows, a.n_edges, window, a.window_shift, w, [&](const Chunk& c) {
       S g[kV];
 #pragma unroll
       for (int v = 0; v < kV; ++v) g[v] = Narrow<S>(T(0));
@@ -131,7 +131,7 @@ __global__ void __launch_bounds__(kBlock, 1) GatBwdSrcEngineKernel(
   ForEachHeadTile<kV, kVector>(a, w, [&](int64_t window, int tile, const auto& lf, bool live, int h, int sub) {
     const LaneRows<kV, kVector, S> rows(x, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
     const LaneRows<kV, kVector, S> grads(grad, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
-    ForEachChunk(offsets, a.n_rows, a.n_edges, window, w, [&](const Chunk& c) {
+    ForEachChunk(offsets, a.n_rows, a.n_edges, window, a.window_shift, w, [&](const Chunk& c) {
       S xr[kV];
 #pragma unroll
       for (int v = 0; v < kV; ++v) xr[v] = Narrow<S>(T(0));

@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(kBlock, 1) FwdEngineKernel(HeadWalk a, Dropout
     T weights[kV];
 #pragma unroll
     for (int v = 0; v < kV; ++v) weights[v] = lf.ok[v] ? attn[lf.f[v]] : T(0);
-    ForEachChunk(offsets, a.n_rows, a.n_edges, window, w, [&](const Chunk& c) {
+    ForEachChunk(offsets, a.n_rows, a.n_edges, window, a.window_shift, w, [&](const Chunk& c) {
       S d[kV];
 #pragma unroll
       for (int v = 0; v < kV; ++v) d[v] = Narrow<S>(T(0));
@@ -196,7 +196,7 @@ __global__ void __launch_bounds__(kBlock, 1) BwdDstEngineKernel(HeadWalk a, Drop
     T weights[kV];
 #pragma unroll
     for (int v = 0; v < kV; ++v) weights[v] = lf.ok[v] ? attn[lf.f[v]] : T(0);
-    ForEachChunk(offsets, a.n_rows, a.n_edges, window, w, [&](const Chunk& c) {
+    ForEachChunk(offsets, a.n_rows, a.n_edges, window, a.window_shift, w, [&](const Chunk& c) {
       S d[kV], g[kV];
 #pragma unroll
       for (int v = 0; v < kV; ++v) d[v] = g[v] = Narrow<S>(T(0));
@@ -291,7 +291,7 @@ __global__ void __launch_bounds__(kBlock, 1) BwdSrcEngineKernel(HeadWalk a, Drop
     T weights[kV];
 #pragma unroll
     for (int v = 0; v < kV; ++v) weights[v] = lf.ok[v] ? attn[lf.f[v]] : T(0);
-    ForEachChunk(offsets, a.n_rows, a.n_edges, window, w, [&](const Chunk& c) {
+    ForEachChunk(offsets, a.n_rows, a.n_edges, window, a.window_shift, w, [&](const Chunk& c) {
       S x[kV];
 #pragma unroll
       for (int v = 0; v < kV; ++v) x[v] = Narrow<S>(T(0));

@@ -30,6 +30,7 @@ inline namespace JGO_CUDA_PLATFORM {
 struct HeadWalk {
   int n_rows, n_edges, nbr_bound, H, C, HC, group, lanes, heads, tiles;
   bool stream;
+  int window_shift;  // windows of 2^window_shift coordinates (WindowShift)
   int64_t windows, slot_count, counter_count;
 };
 
@@ -60,7 +61,8 @@ inline ffi::ErrorOr<HeadWalk> HeadWalkOf(const char* name, int64_t n_rows, int64
   a.heads = a.group / a.lanes;
   a.tiles = static_cast<int>((H + a.heads - 1) / a.heads);
   a.stream = StreamStores(out_bytes);
-  a.windows = Windows(n_rows, n_edges);
+  a.window_shift = WindowShift(n_rows, n_edges, int64_t(a.tiles) * a.group);
+  a.windows = Windows(n_rows, n_edges, a.window_shift);
   a.slot_count = SplitScratch::SlotCount(n_edges);
   a.counter_count = SplitScratch::CounterCount(n_edges);
   if (auto err = EngineSizes(name, {a.windows * a.tiles}); err.failure()) return ffi::Unexpected(std::move(err));

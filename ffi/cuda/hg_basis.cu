@@ -198,11 +198,12 @@ constexpr int kHgBlocks = 8;  // output blocks a walker accumulates per pass
 struct HgWalk {
   int n_rows, n_edges, D, K, B, R, group, tiles, passes, nbr_bound, width;
   bool own, stream;
+  int window_shift;  // windows of 2^window_shift coordinates (WindowShift)
   int64_t windows, slot_count, counter_count;
 };
 
-// The walk of a pass over `a` whose output (written past the caches when larger than L2) has `out_bytes`.
-inline HgWalk HgWalkOf(const HgBasisArgs& a, int kV, int64_t out_bytes) {
+// The walk of a pass (`forward`: HgFwdKernel's) over `a` whose output (written past the caches when larger than L2) has `out_bytes`.
+inline HgWalk HgWalkOf(const HgBasisArgs& a, int kV, int64_t out_bytes, bool forward) {
   HgWalk wk;
   wk.n_rows = static_cast<int>(a.n_rows);
   wk.n_edges = static_cast<int>(a.n_edges);
@@ -217,7 +218,8 @@ inline HgWalk HgWalkOf(const HgBasisArgs& a, int kV, int64_t out_bytes) {
   wk.width = static_cast<int>(a.width);
   wk.own = a.concat_own;
   wk.stream = StreamStores(out_bytes);
-  wk.windows = Windows(a.n_rows, a.n_edges);
+  wk.window_shift = WindowShift(a.n_rows, a.n_edges, int64_t(forward ? wk.passes : 1) * wk.tiles * wk.group);
+  wk.windows = Windows(a.n_rows, a.n_edges, wk.window_shift);
   wk.slot_count = SplitScratch::SlotCount(a.n_edges);
   wk.counter_count = SplitScratch::CounterCount(a.n_edges);
   return wk;
@@ -251,7 +253,7 @@ __global__ void __launch_bounds__(kBlock, 1) HgFwdKernel(HgWalk a, const I* __re
     const int pass = static_cast<int>(static_cast<uint32_t>(unit) - window * static_cast<uint32_t>(a.passes));
     const int b0 = pass * kHgBlocks;
     const LaneRows<kV, kVector, T> xs(x, a.D, lf, FlatStrides(), Dims3{1, 1, a.D}, true);
-    ForEachChunk(offsets, a.n_rows, a.n_edges, window, wk, [&](const Chunk& c) {
+    ForEachChunk(offsets, a.n_rows, a.n_edges, window, a.window_shift, wk, [&](const Chunk& c) {
       T acc[kHgBlocks][kV];
 #pragma unroll
       for (int b = 0; b < kHgBlocks; ++b)
@@ -332,7 +334,7 @@ ffi::Error HgFwdTyped(cudaStream_t stream, CudaScratch& scratch, const HgBasisAr
   if (auto err = ZeroFill(name, out.untyped_data(), out.size_bytes(), stream); err.failure()) return err;
   if (a.dim == 0 || a.n_rows == 0) return ffi::Error::Success();
   if (auto err = EngineSizes(name, {a.n_rows, a.n_edges, a.n_src, a.n_types, a.width}); err.failure()) return err;
-  const HgWalk wk = HgWalkOf(a, kV, static_cast<int64_t>(out.size_bytes()));
+  const HgWalk wk = HgWalkOf(a, kV, static_cast<int64_t>(out.size_bytes()), true);
   if (auto err = EngineSizes(name, {wk.windows * wk.passes * wk.tiles}); err.failure()) return err;
   const bool vector = a.dim % kV == 0 && Aligned(x.untyped_data()) && Aligned(out.untyped_data()) &&
                       (!a.concat_own || Aligned(own.untyped_data()));
@@ -390,7 +392,7 @@ __global__ void __launch_bounds__(kBlock, 1) HgBwdSrcKernel(HgWalk a, const I* _
   ForEachWalkerTile<kV, kVector>(a.windows, a.tiles, a.D, wk, [&](int64_t window, const auto& lf) {
     const LaneRows<kV, kVector, T> gs(G, a.width, lf, FlatStrides(), Dims3{1, 1, a.D}, true);
     const LaneRows<kV, kVector, T> xs(x, a.D, lf, FlatStrides(), Dims3{1, 1, a.D}, kComp);
-    ForEachChunk(offsets, a.n_rows, a.n_edges, window, wk, [&](const Chunk& c) {
+    ForEachChunk(offsets, a.n_rows, a.n_edges, window, a.window_shift, wk, [&](const Chunk& c) {
       T acc[kV], xr[kV];
 #pragma unroll
       for (int v = 0; v < kV; ++v) acc[v] = xr[v] = T(0);
@@ -508,7 +510,7 @@ ffi::Error HgBwdSrcTyped(cudaStream_t stream, CudaScratch& scratch, const HgBasi
   if (a.dim == 0 || a.n_rows == 0 || a.n_edges == 0)
     return gc ? ZeroFill(name, gc, grad_comp.size_bytes(), stream) : ffi::Error::Success();
   if (auto err = EngineSizes(name, {a.n_rows, a.n_edges, a.n_dst, a.n_types, a.width}); err.failure()) return err;
-  const HgWalk wk = HgWalkOf(a, kV, static_cast<int64_t>(grad_x.size_bytes()));
+  const HgWalk wk = HgWalkOf(a, kV, static_cast<int64_t>(grad_x.size_bytes()), false);
   if (auto err = EngineSizes(name, {wk.windows * wk.tiles}); err.failure()) return err;
   auto split = SplitScratchFor(name, scratch, stream, a.n_edges, a.dim, sizeof(T), false, wk.tiles);
   if (split.has_error()) return split.error();

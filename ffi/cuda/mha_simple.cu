@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(kBlock, 1) FwdEngineKernel(HeadWalk a, Dropout
     const LaneRows<kV, kVector, S> keys(k, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
     const LaneRows<kV, kVector, S> values(v, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
     const LaneRows<kV, kVector, S> edge(ef, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, kEdge);
-    ForEachChunk(offsets, a.n_rows, a.n_edges, window, w, [&](const Chunk& c) {
+    ForEachChunk(offsets, a.n_rows, a.n_edges, window, a.window_shift, w, [&](const Chunk& c) {
       S qr[kV];
 #pragma unroll
       for (int u = 0; u < kV; ++u) qr[u] = Narrow<S>(A(0));
@@ -216,7 +216,7 @@ __global__ void __launch_bounds__(kBlock, 1) BwdDstEngineKernel(HeadWalk a, Drop
     const LaneRows<kV, kVector, S> keys(k, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
     const LaneRows<kV, kVector, S> values(v, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
     const LaneRows<kV, kVector, S> edge(ef, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, kEdge);
-    ForEachChunk(offsets, a.n_rows, a.n_edges, window, w, [&](const Chunk& c) {
+    ForEachChunk(offsets, a.n_rows, a.n_edges, window, a.window_shift, w, [&](const Chunk& c) {
       S qr[kV], gr[kV];
 #pragma unroll
       for (int f = 0; f < kV; ++f) qr[f] = gr[f] = Narrow<S>(A(0));
@@ -298,7 +298,7 @@ __global__ void __launch_bounds__(kBlock, 1) BwdSrcEngineKernel(HeadWalk a, Drop
     const LaneRows<kV, kVector, S> keys(k, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
     const LaneRows<kV, kVector, S> values(v, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, true);
     const LaneRows<kV, kVector, S> edge(ef, a.HC, lf, FlatStrides(), Dims3{1, 1, a.HC}, kEdge);
-    ForEachChunk(offsets, a.n_rows, a.n_edges, window, w, [&](const Chunk& c) {
+    ForEachChunk(offsets, a.n_rows, a.n_edges, window, a.window_shift, w, [&](const Chunk& c) {
       S kr[kV], vr[kV];
 #pragma unroll
       for (int f = 0; f < kV; ++f) kr[f] = vr[f] = Narrow<S>(A(0));

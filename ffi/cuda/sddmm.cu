@@ -39,6 +39,7 @@ struct SddmmWalk {
   Dims3 dims;
   Strides3 p_strides, q_strides;
   bool stream, tail;  // tail: write the padding edges' zeros (a checked graph: no zero fill first)
+  int window_shift;  // windows of 2^window_shift coordinates (WindowShift)
   int64_t windows;
 };
 
@@ -75,7 +76,7 @@ __global__ void __launch_bounds__(kBlock, 1) SddmmKernel(SddmmWalk s, const I* _
     const LaneRows<kV, kVector, T> qs(q, s.q_len, lf, s.q_strides, s.dims, kQ && !kDot);
     const LaneRows<kV, kVector, I> masks(mask_arg, s.F, lf, Strides3{0, 0, 1}, flat, M == Mask::kByNbr && !kDot);
     if (s.tail) {
-      ForEachTailPosition(offsets, s.n_rows, s.n_edges, window, [&](int k) {
+      ForEachTailPosition(offsets, s.n_rows, s.n_edges, window, s.window_shift, [&](int k) {
         [[maybe_unused]] const T zero[kV] = {};  // not kDot
         if constexpr (kDot) {
           for (int f01 = w.lane; f01 < s.F01; f01 += s.group) out[int64_t(k) * s.F01 + f01] = T(0);  // one tile
@@ -84,7 +85,7 @@ __global__ void __launch_bounds__(kBlock, 1) SddmmKernel(SddmmWalk s, const I* _
         }
       });
     }
-    ForEachChunk(offsets, s.n_rows, s.n_edges, window, w, [&](const Chunk& c) {
+    ForEachChunk(offsets, s.n_rows, s.n_edges, window, s.window_shift, w, [&](const Chunk& c) {
       [[maybe_unused]] T qr[kV] = {};  // kQRow only
       if constexpr (kQRow && !kDot) qs.Load(c.row, lf.ok, qr);
       [[maybe_unused]] int64_t row_mask[kV];  // kByRow only
@@ -286,7 +287,8 @@ ffi::Error SddmmTyped(cudaStream_t stream, const SddmmArgs& s, ffi::AnyBuffer of
   w.tiles = s.dot ? 1 : static_cast<int>((w.axis + int64_t(w.group) * kV - 1) / (int64_t(w.group) * kV));
   w.stream = StreamStores(static_cast<int64_t>(out.size_bytes()));
   w.tail = checked;
-  w.windows = Windows(s.n_rows, s.n_edges);
+  w.window_shift = WindowShift(s.n_rows, s.n_edges, int64_t(w.tiles) * w.group);
+  w.windows = Windows(s.n_rows, s.n_edges, w.window_shift);
   const I* m = s.mask == Mask::kNone ? nullptr : mask_arg.typed_data<I>();
   SddmmKernelFn<T, I> kernel;
   switch (s.mask) {

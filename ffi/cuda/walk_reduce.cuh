@@ -32,6 +32,7 @@ struct ReduceWalk {
   Dims3 dims;
   Strides3 node_strides, edge_strides;
   bool mean, stream;
+  int window_shift;  // windows of 2^window_shift coordinates (WindowShift)
   int64_t windows, slot_count, counter_count;
 };
 
@@ -170,7 +171,7 @@ __global__ void __launch_bounds__(kBlock, 1) ReduceKernel(ReduceWalk a, const I*
     const LaneRows<kV, kVector, T> nodes(node, a.node_len, lf, a.node_strides, a.dims, Msg::kNode);
     const LaneRows<kV, kVector, T> edges(edge, a.edge_len, lf, a.edge_strides, a.dims, kEdgeRows);
     const LaneRows<kV, kVector, I> masks(mask_arg, a.F, lf, Strides3{0, 0, 1}, Dims3{1, 1, a.F}, M == Mask::kByNbr);
-    ForEachChunk(offsets, a.n_rows, a.n_edges, window, w, [&](const Chunk& c) {
+    ForEachChunk(offsets, a.n_rows, a.n_edges, window, a.window_shift, w, [&](const Chunk& c) {
       T acc[kV];
       int arg[kV];
       [[maybe_unused]] int64_t row_mask[kV];  // kByRow only
@@ -346,7 +347,8 @@ ffi::Error LaunchReduceWith(const char* name, cudaStream_t stream, CudaScratch& 
   w.edge_strides = p.edge_strides;
   w.mean = p.reduce == Reduce::kMean;
   w.stream = StreamStores(p.n_rows * F * int64_t(sizeof(T)));
-  w.windows = Windows(p.n_rows, p.n_edges);
+  w.window_shift = WindowShift(p.n_rows, p.n_edges, int64_t(w.tiles) * w.group);
+  w.windows = Windows(p.n_rows, p.n_edges, w.window_shift);
   if (auto err = EngineSizes(name, {w.windows * w.tiles}); err.failure()) return err;
   const bool want_arg = p.reduce == Reduce::kMax || p.reduce == Reduce::kMin;
   auto split = SplitScratchFor(name, scratch, stream, p.n_edges, F, sizeof(T), want_arg, w.tiles);

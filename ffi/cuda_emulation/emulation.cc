@@ -763,7 +763,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
     case cudaDevAttrMaxThreadsPerBlock: *value = 1024; return cudaSuccess;
     case cudaDevAttrMaxSharedMemoryPerBlock: *value = static_cast<int>(jgo_emulation::kDefaultShared); return cudaSuccess;
     case cudaDevAttrWarpSize: *value = jgo_emulation::kWarp; return cudaSuccess;
-    case cudaDevAttrMultiProcessorCount: *value = 132; return cudaSuccess;
+    case cudaDevAttrMultiProcessorCount: *value = static_cast<int>(jgo_emulation::EnvUnsigned("JGO_EMU_SMS", 132)); return cudaSuccess;
     case cudaDevAttrL2CacheSize: *value = 50 << 20; return cudaSuccess;
     case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = static_cast<int>(jgo_emulation::kMaxShared); return cudaSuccess;
   }

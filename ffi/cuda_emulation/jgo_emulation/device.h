@@ -12,6 +12,7 @@
 // environment can change it:
 //   JGO_EMU_BLOCKS_IN_FLIGHT=N   blocks interleaved at a time (default 2)
 //   JGO_EMU_SHUFFLE=SEED         shuffle the block order and the order fibers are resumed in
+// and what the device reports: JGO_EMU_SMS=N multiprocessors (default 132, an H100 SXM).
 // Under ThreadSanitizer fibers are annotated as TSan fibers with no implicit synchronisation:
 // only barriers, __syncwarp and the launch boundaries order memory, so a missing barrier or a
 // race between blocks is reported as a data race.
