@@ -448,12 +448,33 @@ __device__ __forceinline__ uint64_t MulWide(uint32_t a, uint32_t b) {
 // staged once per G positions (G >= kGroup: one coalesced load, lane i holding position i, handed out by
 // shuffles) or kGroup at a time (G < kGroup: every lane loads them, a broadcast within the walker).
 // kNbr/kEid/kScalar: what the walk reads per position; kEidOut: whether group needs the edge ids (a walk may
-// read them only to stage a per-edge scalar); kNbrIsPosition: see StageOne; kAux: stage aux[e] too (Staged::t).
+// read them only to stage a per-edge scalar); kNbrIsPosition: see StageOne (alone, nothing is staged: position
+// k's row is k, whole groups unpredicated, the last group's rows past end masked, end = min(hi, nbr_bound));
+// kAux: stage aux[e] too (Staged::t).
 template <bool kNbr, bool kEid, bool kScalar, int kGroup, bool kEidOut = kEid, bool kNbrIsPosition = false,
           bool kAux = false, typename I, typename T, typename Group>
 __device__ __forceinline__ void WalkPositions(const Positions<I, T>& p, int lo, int hi, const Walker& w,
                                               Group group) {
   static_assert(kGroup > 0 && 32 % kGroup == 0, "groups of a power of two up to 32 edges");
+  if constexpr (kNbrIsPosition && !kEid && !kScalar && !kAux) {  // position k reads row k: nothing to stage
+    const int end = Min(hi, p.nbr_bound);                       // positions from the bound on do not count
+    auto rows = [&](int kg, Staged<T> (&s)[kGroup]) {
+#pragma unroll
+      for (int u = 0; u < kGroup; ++u) s[u] = Staged<T>{Max(0, Min(kg + u, end - 1)), 0, T(0), -1};
+    };
+    int kg = lo;
+    for (; kg + kGroup <= end; kg += kGroup) {  // whole groups: no predicates
+      Staged<T> s[kGroup];
+      rows(kg, s);
+      group(s, (1u << kGroup) - 1u);
+    }
+    for (; kg < end; kg += kGroup) {  // the chunk's last group: the rows past its end masked
+      Staged<T> s[kGroup];
+      rows(kg, s);
+      group(s, (1u << (end - kg)) - 1u);
+    }
+    return;
+  }
   if (w.group >= kGroup) {
     for (int kb = lo; kb < hi; kb += w.group) {  // one staged block of G positions, lane i holding position kb + i
       Staged<T> mine;

@@ -146,10 +146,11 @@ __device__ __forceinline__ void StoreFeatures(X* __restrict__ row, const LaneFea
 }
 
 // kByPosition: position k reads node row k (pool; no neighbour array).
-// MLP floor 6, measured (nvcc 13.0, sm_90, 2026-11-29; 8-16 in most instantiations): the unmasked copy
+// MLP floor 7, measured (nvcc 13.0, sm_90, 2026-12-01; 8-48 in most instantiations): the unmasked copy
 // sums' gather loop (a lane stages its 8 ids with 8 scalar loads, then 8 128-bit gathers) keeps 7 in
-// flight, float32 and float64, and pool's by-position walk 6 in float32. 8 there is open work (issue 32).
-// gpu-model: engine mlp>=6 vector-if kVector
+// flight, float32 and float64. 8 there is open work (issue 32). Pool's by-position walk stages nothing (row
+// k is position k, the last group's rows clamped into the chunk and loaded unmasked): 8.
+// gpu-model: engine mlp>=7 vector-if kVector
 template <typename T, typename I, Op op, Reduce R, Mask M, bool kVector, bool kStagedEdge, bool kByPosition = false>
 __global__ void __launch_bounds__(kBlock, 1) ReduceKernel(ReduceWalk a, const I* __restrict__ offsets,
                                                           const I* __restrict__ nbr, const I* __restrict__ eid,
@@ -165,6 +166,7 @@ __global__ void __launch_bounds__(kBlock, 1) ReduceKernel(ReduceWalk a, const I*
   constexpr bool kEidOut = kEdgeRows || Red::kArg || M != Mask::kNone;  // a staged weight needs its id only to load
   constexpr int kGathers = int(Msg::kNode) + int(kEdgeRows) + int(M == Mask::kByNbr);
   constexpr int kGroup = kGathers > 1 ? kInFlight / 2 : kInFlight;
+  static_assert(!kByPosition || (op == Op::kCopyNode && !kEid), "by position: a copy_u sum or mean, unmasked");
   const Walker w = ThisWalker(a.group);
   const Positions<I, T> pos{nbr, eid, edge, a.nbr_bound, a.n_edges, a.edge_len};
   ForEachWalkerTile<kV, kVector>(a.windows, a.tiles, a.F, w, [&](int64_t window, const auto& lf) {
