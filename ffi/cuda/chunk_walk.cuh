@@ -98,8 +98,8 @@ inline int64_t DeviceSms() {
 // The window shift of a launch whose windows take `lanes_per_window` lanes each (walkers x their lanes):
 // the largest in [kMinWindowShift, kChunkShift] whose windows give every SM at least two blocks' worth of
 // lanes (a wave at the engine kernels' two resident blocks an SM): 256 on large graphs, smaller on a small or
-// short-rowed grouping that would otherwise run on a fraction of the SMs. (Four blocks an SM, smaller windows
-// on more launches, modelled slower where a walker's setup is heavy: agg_hg_basis' forward 0.86 -> 1.24 ms.)
+// short-rowed grouping that would otherwise run on a fraction of the SMs. (Four blocks an SM shrank the windows
+// of agg_hg_basis' forward too, whose walkers' setup is heavy: modelled slower, BENCHMARKS.md.)
 inline int WindowShift(int64_t n_rows, int64_t n_edges, int64_t lanes_per_window) {
   const int64_t fill = 2 * int64_t(kBlock) * DeviceSms();
   int shift = kChunkShift;

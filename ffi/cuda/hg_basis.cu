@@ -202,7 +202,8 @@ struct HgWalk {
   int64_t windows, slot_count, counter_count;
 };
 
-// The walk of a pass (`forward`: HgFwdKernel's) over `a` whose output (written past the caches when larger than L2) has `out_bytes`.
+// The walk of a pass (`forward`: HgFwdKernel's) over `a` whose output (written past the caches when larger than
+// L2) has `out_bytes`.
 inline HgWalk HgWalkOf(const HgBasisArgs& a, int kV, int64_t out_bytes, bool forward) {
   HgWalk wk;
   wk.n_rows = static_cast<int>(a.n_rows);
