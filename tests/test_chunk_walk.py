@@ -462,17 +462,22 @@ def engine_results(rng, width, H, C):
     return g, run
 
 
+def assert_same_bits_across(monkeypatch, run, variable, values):
+    """``run()``'s arrays with the environment's ``variable`` unset, then set to each of ``values``: bit for bit."""
+    monkeypatch.delenv(variable, raising=False)
+    first = run()
+    for value in values:
+        monkeypatch.setenv(variable, value)
+        for a, b in zip(first, run()):
+            np.testing.assert_array_equal(a, b)
+    assert os.environ[variable] == values[-1]
+
+
 @pytest.mark.skipif(jgo.kernel_platform() != "cuda-emulation",
                     reason="the block order is the emulated CUDA platform's (JGO_KERNELS=cuda-emulation)")
 def test_results_do_not_depend_on_the_block_order(rng, monkeypatch):
     _, run = engine_results(rng, 8, 2, 4)
-    monkeypatch.delenv("JGO_EMU_SHUFFLE", raising=False)
-    first = run()
-    for seed in ("1", "7"):
-        monkeypatch.setenv("JGO_EMU_SHUFFLE", seed)
-        for a, b in zip(first, run()):
-            np.testing.assert_array_equal(a, b)
-    assert os.environ["JGO_EMU_SHUFFLE"] == "7"
+    assert_same_bits_across(monkeypatch, run, "JGO_EMU_SHUFFLE", ("1", "7"))
 
 
 def window_shift(n_rows, n_edges, lanes, sms):
@@ -491,9 +496,4 @@ def test_results_do_not_depend_on_the_window_size(rng, monkeypatch):
     (gspmm's; the other families' walkers take other widths), with the same bits."""
     g, run = engine_results(rng, 128, 8, 16)
     assert [window_shift(g.n_dst, g.n_edges, 32, sms) for sms in (132, 8, 1)] == [5, 6, 8]
-    monkeypatch.delenv("JGO_EMU_SMS", raising=False)
-    first = run()
-    for sms in ("8", "1"):
-        monkeypatch.setenv("JGO_EMU_SMS", sms)
-        for a, b in zip(first, run()):
-            np.testing.assert_array_equal(a, b)
+    assert_same_bits_across(monkeypatch, run, "JGO_EMU_SMS", ("8", "1"))
