@@ -460,7 +460,7 @@ __device__ __forceinline__ void WalkPositions(const Positions<I, T>& p, int lo, 
     const int end = Min(hi, p.nbr_bound);                       // positions from the bound on do not count
     auto rows = [&](int kg, Staged<T> (&s)[kGroup]) {
 #pragma unroll
-      for (int u = 0; u < kGroup; ++u) s[u] = Staged<T>{Max(0, Min(kg + u, end - 1)), 0, T(0), -1};
+      for (int u = 0; u < kGroup; ++u) s[u] = Staged<T>{kg + u, 0, T(0), -1};  // past end: masked, never read
     };
     int kg = lo;
     for (; kg + kGroup <= end; kg += kGroup) {  // whole groups: no predicates

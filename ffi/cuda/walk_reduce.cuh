@@ -149,7 +149,7 @@ __device__ __forceinline__ void StoreFeatures(X* __restrict__ row, const LaneFea
 // MLP floor 7, measured (nvcc 13.0, sm_90, 2026-12-01; 8-48 in most instantiations): the unmasked copy
 // sums' gather loop (a lane stages its 8 ids with 8 scalar loads, then 8 128-bit gathers) keeps 7 in
 // flight, float32 and float64. 8 there is open work (issue 32). Pool's by-position walk stages nothing (row
-// k is position k, the last group's rows clamped into the chunk and loaded unmasked): 8.
+// k is position k): 8 in its whole groups, 7 in a chunk's last group (masked).
 // gpu-model: engine mlp>=7 vector-if kVector
 template <typename T, typename I, Op op, Reduce R, Mask M, bool kVector, bool kStagedEdge, bool kByPosition = false>
 __global__ void __launch_bounds__(kBlock, 1) ReduceKernel(ReduceWalk a, const I* __restrict__ offsets,
